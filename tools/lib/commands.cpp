@@ -1,0 +1,21 @@
+#include "tools/lib/commands.h"
+
+namespace moe::tools {
+namespace {
+const Command kCommands[] = {
+    {"version", "print the version and how this build was configured", cmd_version},
+};
+}  // namespace
+
+const Command* find_command(const std::string& name) {
+    for (const auto& c : kCommands)
+        if (name == c.name) return &c;
+    return nullptr;
+}
+
+void print_usage(std::FILE* out) {
+    std::fprintf(out, "usage: moe <command> [options]   (moe <command> --help for a command's options)\n\ncommands:\n");
+    for (const auto& c : kCommands) std::fprintf(out, "  %-12s %s\n", c.name, c.summary);
+}
+
+}  // namespace moe::tools

@@ -1,0 +1,21 @@
+#pragma once
+// Registry of `moe` subcommands. Each subcommand lives in tools/lib/cmd_<name>.cpp and registers
+// itself in commands.cpp's table.
+#include <cstdio>
+#include <string>
+
+namespace moe::tools {
+
+struct Command {
+    const char* name;
+    const char* summary;
+    int (*run)(int argc, char** argv);  // argv[0] is the subcommand name
+};
+
+const Command* find_command(const std::string& name);
+void print_usage(std::FILE* out);
+
+// Subcommand entry points.
+int cmd_version(int argc, char** argv);
+
+}  // namespace moe::tools
