@@ -19,6 +19,10 @@ enum class ValueType : uint32_t {
 };
 const char* value_type_name(ValueType t);
 
+constexpr uint64_t kDefaultAlignment = 32;  // when general.alignment is absent
+constexpr int kMaxArrayDepth = 3;           // array<array<array<scalar>>> at most
+constexpr size_t kMaxTensorName = 64;       // spec limit; llama.cpp itself writes at most 63
+
 // One metadata value. Scalars are widened into u/i/f; arrays hold their elements in `arr`
 // (element type in `elem_type`; nested arrays allowed up to a bounded depth).
 struct Value {
@@ -31,6 +35,8 @@ struct Value {
     std::vector<Value> arr;               // ARRAY
 
     bool is_integer() const;
+    bool is_signed() const;            // I8/I16/I32/I64 (value in `i`)
+    std::string type_string() const;   // "u32", "array[string]", "array[array[i32]]"
     bool is_float() const { return type == ValueType::F32 || type == ValueType::F64; }
     std::string to_string(size_t max_elems = 8) const;  // short human-readable form
 };

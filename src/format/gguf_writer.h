@@ -52,6 +52,11 @@ private:
         uint64_t nbytes;
     };
     void write_raw(const void* p, size_t n);
+    void write_zeros(uint64_t n);
+    void write_u32(uint32_t x);
+    void write_u64(uint64_t x);
+    void write_string(const std::string& s);
+    void write_value(const Value& v);
     std::string path_;
     uint64_t alignment_;
     std::FILE* fp_ = nullptr;
@@ -62,6 +67,7 @@ private:
     uint64_t written_in_current_ = 0;
     bool header_written_ = false;
     bool finished_ = false;
+    uint64_t bytes_written_ = 0;  // file position, for padding
 };
 
 }  // namespace moe::gguf
