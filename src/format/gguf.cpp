@@ -36,6 +36,7 @@ constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // name length, n_d
 // this bounds memory to a few GB whatever the file claims. Real vocabularies are < 1M entries.
 constexpr uint64_t kMaxMetadataElements = uint64_t(1) << 24;
 constexpr const char* kFix = "; re-download or re-convert the file";
+constexpr const char* kDamaged = " (the file is truncated or damaged); re-download or re-convert the file";
 
 bool known_value_type(uint32_t t) { return t <= static_cast<uint32_t>(ValueType::F64); }
 
@@ -85,7 +86,7 @@ public:
         const uint64_t len = read<uint64_t>(what + " length");
         if (len > left())
             fail(what, ": string length ", len, " at byte ", at, " exceeds the ", left(),
-                 " bytes left in the file", kFix);
+                 " bytes left in the file", kDamaged);
         if (len > max_len) fail(what, ": length ", len, " is longer than the limit of ", max_len, " bytes");
         return read_bytes(len, what);
     }
@@ -188,11 +189,11 @@ private:
         // Bound both counts by the bytes left before anything is allocated.
         if (n_tensors_ > in_.left() / kMinTensorInfoBytes)
             in_.fail("tensor count ", n_tensors_, " is impossible: each tensor info needs at least ",
-                     kMinTensorInfoBytes, " bytes and only ", in_.left(), " bytes follow the header", kFix);
+                     kMinTensorInfoBytes, " bytes and only ", in_.left(), " bytes follow the header", kDamaged);
         const uint64_t info_min = checked_mul(n_tensors_, kMinTensorInfoBytes, "gguf", "tensor info size");
         if (n_kv_ > (in_.left() - info_min) / kMinKvBytes)
             in_.fail("metadata key/value count ", n_kv_, " is impossible: each pair needs at least ", kMinKvBytes,
-                     " bytes and only ", in_.left(), " bytes follow the header", kFix);
+                     " bytes and only ", in_.left(), " bytes follow the header", kDamaged);
     }
 
     void read_metadata() {
@@ -255,7 +256,7 @@ private:
         const uint64_t min_bytes = min_value_bytes(v.elem_type);
         if (count > in_.left() / min_bytes)
             in_.fail(ctx, ": array element count ", count, " at byte ", at, " needs at least ", min_bytes,
-                     " bytes each but only ", in_.left(), " bytes are left", kFix);
+                     " bytes each but only ", in_.left(), " bytes are left", kDamaged);
         if (count > elems_left_)
             in_.fail(ctx, ": array of ", count, " elements exceeds the limit of ", kMaxMetadataElements,
                      " metadata array elements per file");
@@ -358,7 +359,7 @@ private:
             const std::string prefix = f_.path + ": " + ctx;
             const uint64_t start = with_context(prefix, [&] { return checked_add(f_.data_offset, t.offset, "gguf", "data start"); });
             if (start >= f_.size)
-                f_.fail(ctx, ": data at byte ", start, " starts past the end of the file (", f_.size, " bytes)", kFix);
+                f_.fail(ctx, ": data at byte ", start, " starts past the end of the file (", f_.size, " bytes)", kDamaged);
             const uint64_t end = with_context(prefix, [&] { return checked_add(start, t.nbytes, "gguf", "data end"); });
             if (end > f_.size)
                 f_.fail(ctx, ": data (", t.nbytes, " bytes from byte ", start, ") extends past the end of the file (",
