@@ -1,0 +1,74 @@
+#include "tokenizer/spm.h"
+
+#include <string>
+
+#include "core/checked.h"
+#include "core/error.h"
+#include "tokenizer/merge.h"
+#include "tokenizer/utf8.h"
+
+namespace moe::tokenizer {
+
+SpmModel::SpmModel(const Vocab& vocab) : vocab_(vocab) {
+    static const char* hex = "0123456789ABCDEF";
+    for (int b = 0; b < 256; ++b) {
+        const char name[7] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>', 0};
+        int32_t id = vocab_.find(name);
+        if (id == kNoToken) id = vocab_.find(std::string(1, static_cast<char>(b)));
+        byte_ids_[b] = id;
+    }
+}
+
+void SpmModel::emit_bytes(std::string_view s, std::vector<int32_t>& out) const {
+    for (unsigned char b : s) {
+        int32_t id = byte_ids_[b];
+        if (id == kNoToken) id = vocab_.unk_id;
+        if (id == kNoToken)
+            throw_error("tokenizer", vocab_.source, ": cannot encode byte 0x", "0123456789ABCDEF"[b >> 4],
+                        "0123456789ABCDEF"[b & 15],
+                        ": the vocab has no byte token for it and no unknown token (tokenizer.ggml.unknown_token_id)");
+        out.push_back(id);
+    }
+}
+
+void SpmModel::encode(std::string_view raw, bool space_prefix, std::vector<int32_t>& out) const {
+    // Escape spaces: ' ' -> "▁".
+    std::string text;
+    text.reserve(raw.size() + raw.size() / 4 + 3);
+    if (space_prefix) text += kSpaceMarker;
+    for (char c : raw) {
+        if (c == ' ') text += kSpaceMarker;
+        else text.push_back(c);
+    }
+    if (text.empty()) return;
+    checked_cast<uint32_t>(text.size(), "tokenizer", "text length");
+
+    std::vector<detail::Symbol> sym;
+    sym.reserve(text.size());
+    for (size_t pos = 0; pos < text.size();) {
+        const size_t n = utf8::char_len(text, pos);
+        detail::Symbol s;
+        s.start = static_cast<uint32_t>(pos);
+        s.len = static_cast<uint32_t>(n);
+        s.prev = static_cast<int32_t>(sym.size()) - 1;
+        pos += n;
+        s.next = pos == text.size() ? -1 : static_cast<int32_t>(sym.size()) + 1;
+        sym.push_back(s);
+    }
+    std::string buf;
+    auto prio = [&](std::string_view l, std::string_view r) -> std::optional<double> {
+        buf.assign(l);
+        buf.append(r);
+        const int32_t id = vocab_.find(buf);
+        if (id == kNoToken) return std::nullopt;
+        return -static_cast<double>(vocab_.score(id));  // higher score merges first
+    };
+    for (const auto& s : detail::merge_symbols(text, std::move(sym), prio)) {
+        const std::string_view piece(text.data() + s.start, s.len);
+        const int32_t id = vocab_.find(piece);
+        if (id != kNoToken) out.push_back(id);
+        else emit_bytes(piece, out);
+    }
+}
+
+}  // namespace moe::tokenizer

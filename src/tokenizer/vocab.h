@@ -1,0 +1,91 @@
+#pragma once
+// Tokenizer vocabulary as stored in GGUF metadata (keys: ../shared/reference/FACTS.md §1).
+// `load_vocab` is a hostile-input parser: every array length, id and merge is validated, and errors
+// are moe::Error with component "tokenizer" naming the key and what to do.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace moe::gguf {
+class File;
+}
+
+namespace moe::tokenizer {
+
+// tokenizer.ggml.token_type values (llama.cpp / GGUF convention).
+enum class TokenType : int32_t {
+    Undefined = 0,
+    Normal = 1,
+    Unknown = 2,
+    Control = 3,
+    UserDefined = 4,
+    Unused = 5,
+    Byte = 6,
+};
+const char* token_type_name(TokenType t);
+
+// Which algorithm tokenizer.ggml.model selects.
+enum class ModelType {
+    Spm,  // "llama": SentencePiece-style best-score merging over UTF-8 characters + byte fallback
+    Bpe,  // "gpt2": byte-level BPE with merge ranks and a regex pre-tokenizer
+};
+
+inline constexpr int32_t kNoToken = -1;
+
+struct Vocab {
+    std::string source = "<memory>";  // file the vocab came from (for error messages)
+    std::string model;                // tokenizer.ggml.model ("llama" | "gpt2")
+    std::string pre;                  // tokenizer.ggml.pre ("" when absent)
+    ModelType type = ModelType::Spm;
+
+    std::vector<std::string> tokens;  // tokenizer.ggml.tokens
+    std::vector<float> scores;        // tokenizer.ggml.scores (empty = all 0)
+    std::vector<TokenType> types;     // tokenizer.ggml.token_type (empty = all Normal)
+    std::vector<std::pair<std::string, std::string>> merges;  // tokenizer.ggml.merges, rank = index
+
+    int32_t bos_id = kNoToken;
+    int32_t eos_id = kNoToken;
+    int32_t unk_id = kNoToken;
+    int32_t pad_id = kNoToken;
+    bool add_bos = false;           // tokenizer.ggml.add_bos_token (default per model, see load_vocab)
+    bool add_eos = false;           // tokenizer.ggml.add_eos_token (default false)
+    bool add_space_prefix = false;  // tokenizer.ggml.add_space_prefix (default true for SPM)
+
+    // Heterogeneous lookup: find(string_view) without building a std::string.
+    struct TextHash {
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    };
+    // Built by finalize(): token text -> id (empty token strings are not indexed).
+    std::unordered_map<std::string, int32_t, TextHash, std::equal_to<>> token_to_id;
+
+    size_t size() const { return tokens.size(); }
+    int32_t find(std::string_view text) const;  // kNoToken when absent
+    float score(int32_t id) const { return scores.empty() ? 0.0f : scores[static_cast<size_t>(id)]; }
+    TokenType type_of(int32_t id) const {
+        return types.empty() ? TokenType::Normal : types[static_cast<size_t>(id)];
+    }
+    bool valid_id(int64_t id) const { return id >= 0 && static_cast<uint64_t>(id) < tokens.size(); }
+
+    // Validates the fields (lengths, ids in range, type values, duplicate tokens, BOS/EOS present
+    // when the flags need them) and builds token_to_id. Called by load_vocab and by Tokenizer for
+    // hand-built vocabs. Throws moe::Error("tokenizer", ...).
+    void finalize();
+};
+
+// Reads and validates the tokenizer.ggml.* keys of a GGUF file (model files and vocab-only files).
+// Defaults when keys are absent (as llama.cpp applies them):
+//   "llama": bos 1, eos 2, unk 0 (each only if in range); add_bos true, add_eos false,
+//            add_space_prefix true; tokenizer.ggml.scores required.
+//   "gpt2":  no default bos/eos/unk; add_bos true only for pre "llama3"/"llama-bpe"/"llama-v3",
+//            add_eos false, add_space_prefix false; tokenizer.ggml.merges required.
+Vocab load_vocab(const gguf::File& file);
+
+// The model names and (for gpt2) pre-tokenizer names this layer supports.
+const std::vector<std::string>& supported_models();
+
+}  // namespace moe::tokenizer
