@@ -10,8 +10,10 @@
 namespace moe::gguf::testing {
 
 Bytes& Bytes::raw(const void* p, size_t n) {
-    const auto* c = static_cast<const uint8_t*>(p);
-    b_.insert(b_.end(), c, c + n);
+    // resize + memcpy rather than insert(): GCC 12 reports a false -Wstringop-overflow on insert.
+    const size_t old = b_.size();
+    b_.resize(old + n);
+    if (n) std::memcpy(b_.data() + old, p, n);
     return *this;
 }
 
