@@ -20,15 +20,18 @@ SpmModel::SpmModel(const Vocab& vocab) : vocab_(vocab) {
 }
 
 void SpmModel::emit_bytes(std::string_view s, std::vector<int32_t>& out) const {
-    for (unsigned char b : s) {
-        int32_t id = byte_ids_[b];
-        if (id == kNoToken) id = vocab_.unk_id;
-        if (id == kNoToken)
-            throw_error("tokenizer", vocab_.source, ": cannot encode byte 0x", "0123456789ABCDEF"[b >> 4],
-                        "0123456789ABCDEF"[b & 15],
-                        ": the vocab has no byte token for it and no unknown token (tokenizer.ggml.unknown_token_id)");
-        out.push_back(id);
+    bool all_bytes = true;
+    for (unsigned char b : s) all_bytes = all_bytes && byte_ids_[b] != kNoToken;
+    if (all_bytes) {
+        for (unsigned char b : s) out.push_back(byte_ids_[b]);
+        return;
     }
+    // No byte fallback for this character: one unknown token for it (as SentencePiece does).
+    if (vocab_.unk_id == kNoToken)
+        throw_error("tokenizer", vocab_.source, ": cannot encode '", std::string(s),
+                    "': the vocab has neither byte tokens (<0xXX>) for it nor an unknown token "
+                    "(tokenizer.ggml.unknown_token_id)");
+    out.push_back(vocab_.unk_id);
 }
 
 void SpmModel::encode(std::string_view raw, bool space_prefix, std::vector<int32_t>& out) const {

@@ -3,7 +3,8 @@
 // llama.cpp's SPM vocab: spaces become U+2581 "▁", the text is cut into UTF-8 characters, and the
 // adjacent pair whose concatenation is the highest-scoring vocab token is merged first (ties: the
 // leftmost pair) until no pair forms a token. A final symbol that is not a token is emitted as
-// byte tokens <0xXX> (byte fallback), else the unknown token.
+// byte tokens <0xXX> (byte fallback) when the vocab has them for all its bytes, else as one
+// unknown token.
 #include <array>
 #include <cstdint>
 #include <string_view>
