@@ -4,6 +4,8 @@ namespace moe::tools {
 namespace {
 const Command kCommands[] = {
     {"version", "print the version and how this build was configured", cmd_version},
+    {"tokenize", "print the token ids of a text (-m MODEL -p TEXT | -f FILE)", cmd_tokenize},
+    {"detokenize", "print the text of token ids (-m MODEL --ids 1,2,3)", cmd_detokenize},
 };
 }  // namespace
 

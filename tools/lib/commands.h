@@ -17,5 +17,7 @@ void print_usage(std::FILE* out);
 
 // Subcommand entry points.
 int cmd_version(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+int cmd_detokenize(int argc, char** argv);
 
 }  // namespace moe::tools
