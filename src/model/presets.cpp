@@ -1,0 +1,118 @@
+// Preset table. Real presets copy their shapes from the model's config.json (Mixtral-8x7B-v0.1,
+// Qwen3-30B-A3B, OLMoE-1B-7B-0924, Qwen1.5-MoE-A2.7B; see moe_models_summary.json); tests check
+// mixtral and qwen3 against the config.json files in shared/reference/configs.
+#include "model/presets.h"
+
+#include "core/error.h"
+#include "model/vocab_builtin.h"
+
+namespace moe::model {
+namespace {
+
+ModelConfig base(const char* arch, const std::string& name, int64_t vocab, int64_t embd, int64_t layers,
+                 int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t ctx, float rope_base, float eps) {
+    ModelConfig c;
+    c.arch = arch;
+    c.name = name;
+    c.source = "preset:" + name;
+    c.n_vocab = vocab;
+    c.n_embd = embd;
+    c.n_layer = layers;
+    c.n_head = heads;
+    c.n_head_kv = kv_heads;
+    c.head_dim_k = c.head_dim_v = c.n_rot = head_dim;
+    c.n_ctx_train = ctx;
+    c.rope_freq_base = rope_base;
+    c.rms_eps = eps;
+    return c;
+}
+
+ModelConfig mixtral(const std::string& name, int64_t vocab, int64_t embd, int64_t layers, int64_t heads,
+                    int64_t kv, int64_t hd, int64_t ff, int64_t E, int64_t k, int64_t ctx) {
+    ModelConfig c = base(kArchLlama, name, vocab, embd, layers, heads, kv, hd, ctx, 1e6f, 1e-5f);
+    c.n_ff = c.n_ff_exp = ff;  // llama arch: expert width = feed_forward_length
+    c.n_expert = E;
+    c.n_expert_used = k;
+    c.expert_weights_norm = true;
+    return c;
+}
+
+ModelConfig qwen3moe(const std::string& name, int64_t vocab, int64_t embd, int64_t layers, int64_t heads,
+                     int64_t kv, int64_t hd, int64_t ff, int64_t ff_exp, int64_t E, int64_t k, int64_t ctx) {
+    ModelConfig c = base(kArchQwen3Moe, name, vocab, embd, layers, heads, kv, hd, ctx, 1e6f, 1e-6f);
+    c.n_ff = ff;
+    c.n_ff_exp = ff_exp;
+    c.n_expert = E;
+    c.n_expert_used = k;
+    c.expert_weights_norm = true;
+    c.qk_norm = QkNorm::PerHead;
+    return c;
+}
+
+ModelConfig olmoe(const std::string& name, int64_t vocab, int64_t embd, int64_t layers, int64_t heads,
+                  int64_t kv, int64_t hd, int64_t ff_exp, int64_t E, int64_t k, int64_t ctx) {
+    ModelConfig c = base(kArchOlmoe, name, vocab, embd, layers, heads, kv, hd, ctx, 1e4f, 1e-5f);
+    c.n_ff = c.n_ff_exp = ff_exp;  // llama.cpp olmoe: expert width = feed_forward_length
+    c.n_expert = E;
+    c.n_expert_used = k;
+    c.qk_norm = QkNorm::Whole;
+    return c;
+}
+
+ModelConfig qwen2moe(const std::string& name, int64_t vocab, int64_t embd, int64_t layers, int64_t heads,
+                     int64_t kv, int64_t hd, int64_t ff, int64_t ff_exp, int64_t ff_shexp, int64_t E, int64_t k,
+                     int64_t ctx) {
+    ModelConfig c = base(kArchQwen2Moe, name, vocab, embd, layers, heads, kv, hd, ctx, 1e6f, 1e-6f);
+    c.n_ff = ff;
+    c.n_ff_exp = ff_exp;
+    c.n_ff_shexp = ff_shexp;
+    c.n_shared_expert = 1;
+    c.shexp_gate = true;
+    c.n_expert = E;
+    c.n_expert_used = k;
+    c.qkv_bias = true;
+    return c;
+}
+
+std::vector<Preset> make_presets() {
+    const int64_t tv = builtin_vocab_size();
+    std::vector<Preset> p;
+    p.push_back({"mixtral-8x7b", "Mixtral-8x7B-v0.1 (llama arch, 8 experts top-2, ~46.7B params)",
+                 mixtral("mixtral-8x7b", 32000, 4096, 32, 32, 8, 128, 14336, 8, 2, 32768)});
+    p.push_back({"qwen3-30b-a3b", "Qwen3-30B-A3B (qwen3moe, 128 experts top-8, ~30.5B params)",
+                 qwen3moe("qwen3-30b-a3b", 151936, 2048, 48, 32, 4, 128, 6144, 768, 128, 8, 40960)});
+    p.push_back({"olmoe-1b-7b", "OLMoE-1B-7B-0924 (olmoe, 64 experts top-8, ~6.9B params)",
+                 olmoe("olmoe-1b-7b", 50304, 2048, 16, 16, 16, 128, 1024, 64, 8, 4096)});
+    p.push_back({"qwen1.5-moe-a2.7b", "Qwen1.5-MoE-A2.7B (qwen2moe, 60 experts top-4 + gated shared expert, ~14.3B params)",
+                 qwen2moe("qwen1.5-moe-a2.7b", 151936, 2048, 24, 16, 16, 128, 5632, 1408, 5632, 60, 4, 8192)});
+    // Tiny presets: n_embd 64, 2 layers, 4 heads / 2 kv heads (olmoe: 4, llama.cpp needs
+    // n_head_kv == n_head there), 8 experts top-2, n_ff_exp 32.
+    p.push_back({"tiny-mixtral", "tiny llama-arch MoE (test model)",
+                 mixtral("tiny-mixtral", tv, 64, 2, 4, 2, 16, 32, 8, 2, 512)});
+    p.push_back({"tiny-qwen2moe", "tiny qwen2moe with a gated shared expert (test model)",
+                 qwen2moe("tiny-qwen2moe", tv, 64, 2, 4, 2, 16, 64, 32, 64, 8, 2, 512)});
+    // head_dim 32: q width 128 != n_embd 64, as in the real model (4096 vs 2048).
+    p.push_back({"tiny-qwen3moe", "tiny qwen3moe with per-head q/k norms (test model)",
+                 qwen3moe("tiny-qwen3moe", tv, 64, 2, 4, 2, 32, 64, 32, 8, 2, 512)});
+    p.push_back({"tiny-olmoe", "tiny olmoe with whole-projection q/k norms (test model)",
+                 olmoe("tiny-olmoe", tv, 64, 2, 4, 4, 16, 32, 8, 2, 512)});
+    for (const auto& x : p) x.config.validate();
+    return p;
+}
+
+}  // namespace
+
+const std::vector<Preset>& presets() {
+    static const std::vector<Preset> p = make_presets();
+    return p;
+}
+
+const Preset& find_preset(const std::string& name) {
+    for (const auto& p : presets())
+        if (p.name == name) return p;
+    std::string names;
+    for (const auto& p : presets()) names += (names.empty() ? "" : ", ") + p.name;
+    throw_error("gen", "unknown preset '", name, "' (known: ", names, ")");
+}
+
+}  // namespace moe::model
