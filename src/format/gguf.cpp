@@ -372,7 +372,8 @@ private:
         for (size_t k = 1; k < order.size(); ++k) {
             const TensorInfo& prev = f_.tensors[order[k - 1]];
             const TensorInfo& cur = f_.tensors[order[k]];
-            if (prev.offset + prev.nbytes > cur.offset)  // both bounded by the file size above
+            const uint64_t prev_end = checked_add(prev.offset, prev.nbytes, "gguf", "tensor end");  // bounded above
+            if (prev_end > cur.offset)
                 f_.fail("tensors '", prev.name, "' and '", cur.name, "' overlap in the data section (offsets ",
                         prev.offset, " + ", prev.nbytes, " bytes > ", cur.offset, ")", kFix);
         }

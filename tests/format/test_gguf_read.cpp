@@ -80,7 +80,9 @@ void check_vocab(const File& f, const std::string& model, bool merges) {
     const auto tokens = f.get_string_array("tokenizer.ggml.tokens");
     ASSERT_TRUE(tokens);
     EXPECT_GT(tokens->size(), 1000u);
-    if (const auto scores = f.get_f32_array("tokenizer.ggml.scores")) EXPECT_EQ(scores->size(), tokens->size());
+    if (const auto scores = f.get_f32_array("tokenizer.ggml.scores")) {
+        EXPECT_EQ(scores->size(), tokens->size());
+    }
     const auto types = f.get_i32_array("tokenizer.ggml.token_type");
     ASSERT_TRUE(types);
     EXPECT_EQ(types->size(), tokens->size());
