@@ -1,0 +1,46 @@
+#pragma once
+// Causal multi-head attention with GQA/MQA over one sequence's KV cache (one layer).
+// For query token t at position pos[t] and head h (kv head g = h / (n_head / n_head_kv)):
+//   s_j = scale * dot(q[t, h, :], K[j, g, :])   for j = 0 .. pos[t]
+//   w   = softmax(s) in f32 with max subtraction
+//   out[t, h, :] = sum_j w_j * V[j, g, :]
+// The result for (t, h) depends only on q[t, h], pos[t] and cache rows 0..pos[t], never on the
+// other tokens of the batch: a token gives the same bits in batched prefill and in single-token
+// decode (both the reference and the fast kernel keep that property).
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace moe {
+
+struct AttentionSpec {
+    int64_t n_head = 0;
+    int64_t n_head_kv = 0;   // divides n_head (1 = MQA, n_head = plain MHA)
+    int64_t head_dim_k = 0;  // q and k
+    int64_t head_dim_v = 0;
+    float scale = 0.0f;      // 0 -> 1 / sqrt(head_dim_k)
+    DType kv_type = DType::F32;  // F32 or F16 cache
+};
+
+struct AttentionArgs {
+    const float* q = nullptr;   // [n_tokens, n_head, head_dim_k]
+    const void* k = nullptr;    // [n_kv, n_head_kv, head_dim_k] of kv_type (KV cache layout)
+    const void* v = nullptr;    // [n_kv, n_head_kv, head_dim_v] of kv_type
+    const int32_t* pos = nullptr;  // [n_tokens]: query t attends to cache rows 0 .. pos[t]
+    int64_t n_tokens = 0;
+    int64_t n_kv = 0;           // valid cache rows; every pos[t] < n_kv
+    float* out = nullptr;       // [n_tokens, n_head, head_dim_v]
+};
+
+// Internal invariants of spec/args (shapes, kv_type, positions); aborts with a message.
+void attention_check(const AttentionSpec& spec, const AttentionArgs& a);
+inline float attention_scale(const AttentionSpec& spec) {
+    return spec.scale != 0.0f ? spec.scale : 1.0f / __builtin_sqrtf(static_cast<float>(spec.head_dim_k));
+}
+
+namespace ref {
+// Scalar oracle: two passes (scores, then weighted sum), f32 arithmetic, sequential sums.
+void attention(const AttentionSpec& spec, const AttentionArgs& a);
+}  // namespace ref
+
+}  // namespace moe
