@@ -1,6 +1,8 @@
 // `moe tokenize` and `moe detokenize`: text <-> token ids with the tokenizer of a GGUF model or a
 // vocab-only GGUF file (only the tokenizer.ggml.* metadata is read).
+#include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
