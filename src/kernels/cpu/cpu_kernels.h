@@ -1,0 +1,50 @@
+#pragma once
+// Kernel dispatcher: an object chosen once (ISA from the CPU or MOE_FORCE_ISA) that hands out
+// matmul kernels keyed by the weight DType. Callers hold a `const CpuKernels&`; there is no global
+// kernel table. A quantized kernel (Q8_0, Q4_K, F16, BF16 ...) plugs in by adding a MatmulKernel
+// for its DType in cpu_kernels.cpp: it receives f32 activations and weight rows of its own format
+// (w_row_stride bytes apart) and must keep the determinism contract below.
+//
+// Determinism contract of every MatmulKernel: each output y[r][n] is one dot product computed by
+// one fixed sequence of operations that depends only on K (and the ISA), never on m, on [n0, n1),
+// on where the row sits in the batch or on the thread that runs it.
+#include <string>
+
+#include "core/dtype.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/ref/matmul_ref.h"
+
+namespace moe::kernels {
+
+using MatmulFn = void (*)(const MatmulArgs&);
+
+struct MatmulKernel {
+    DType weight_type = DType::F32;
+    Isa isa = Isa::Scalar;
+    const char* name = "";
+    MatmulFn fn = nullptr;
+    void operator()(const MatmulArgs& a) const { fn(a); }
+};
+
+// SIMD f32 kernels (cpu/matmul_f32.cpp); only call a path isa_supported() says this CPU has.
+void matmul_f32_avx2(const MatmulArgs& a);
+void matmul_f32_avx512(const MatmulArgs& a);
+
+class CpuKernels {
+public:
+    // Throws moe::Error if this CPU cannot run `isa`.
+    explicit CpuKernels(Isa isa);
+    // best_isa(), or the path named by MOE_FORCE_ISA (scalar|avx2|avx512; read here, once).
+    static CpuKernels from_env();
+
+    Isa isa() const { return isa_; }
+    bool has_matmul(DType t) const;
+    // The matmul for weights of type t; throws moe::Error naming `tensor` and the type if none.
+    const MatmulKernel& matmul(DType t, const std::string& tensor) const;
+
+private:
+    Isa isa_;
+    MatmulKernel f32_;
+};
+
+}  // namespace moe::kernels

@@ -1,0 +1,19 @@
+#pragma once
+// Instruction-set paths of the CPU kernels. The SIMD kernels are compiled with per-function
+// target attributes, so even the portable (-march=x86-64) build contains them and picks one at
+// run time; MOE_FORCE_ISA=scalar|avx2|avx512 forces a path (read once, by CpuKernels::from_env).
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace moe::kernels {
+
+enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
+
+const char* isa_name(Isa isa);
+std::optional<Isa> isa_from_name(std::string_view name);  // "scalar", "avx2", "avx512"
+bool isa_supported(Isa isa);                               // this CPU can run the path
+Isa best_isa();
+std::vector<Isa> supported_isas();                         // every path this CPU can run
+
+}  // namespace moe::kernels

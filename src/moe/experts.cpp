@@ -1,0 +1,174 @@
+#include "moe/experts.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace moe {
+
+namespace {
+constexpr int64_t kMaxColTile = 64;
+
+struct TileGrid {
+    int64_t col_tile;       // columns per tile
+    int64_t col_tiles;      // tiles across the N output columns
+    const int64_t* prefix;  // [E + 1] first tile of each expert
+    int64_t total;
+};
+
+// Column tile: as wide as possible (kMaxColTile) while leaving >= 4 tiles per thread, so small
+// batches still spread over every core; never narrower than 16 columns.
+int64_t pick_col_tile(int64_t row_tiles, int64_t N, int n_threads) {
+    int64_t ct = kMaxColTile;
+    while (ct > 16 && row_tiles * ((N + ct - 1) / ct) < 4 * n_threads) ct /= 2;
+    return ct;
+}
+
+TileGrid make_grid(int E, const int64_t* offsets, int64_t N, int n_threads, int64_t* prefix) {
+    int64_t row_tiles = 0;
+    for (int e = 0; e < E; ++e) row_tiles += (offsets[e + 1] - offsets[e] + GroupedFfn::kRowTile - 1) / GroupedFfn::kRowTile;
+    TileGrid g;
+    g.col_tile = pick_col_tile(row_tiles, N, n_threads);
+    g.col_tiles = (N + g.col_tile - 1) / g.col_tile;
+    prefix[0] = 0;
+    for (int e = 0; e < E; ++e) {
+        const int64_t rt = (offsets[e + 1] - offsets[e] + GroupedFfn::kRowTile - 1) / GroupedFfn::kRowTile;
+        prefix[e + 1] = prefix[e] + rt * g.col_tiles;
+    }
+    g.prefix = prefix;
+    g.total = prefix[E];
+    return g;
+}
+
+struct Tile {
+    int e;
+    int64_t row0, rows, col0, col1;
+};
+
+Tile tile_at(const TileGrid& g, int E, const int64_t* offsets, int64_t N, int64_t id) {
+    const int e = static_cast<int>(std::upper_bound(g.prefix, g.prefix + E + 1, id) - g.prefix) - 1;
+    const int64_t local = id - g.prefix[e];
+    const int64_t rt = local / g.col_tiles, ct = local % g.col_tiles;
+    Tile t;
+    t.e = e;
+    t.row0 = offsets[e] + rt * GroupedFfn::kRowTile;
+    t.rows = std::min(GroupedFfn::kRowTile, offsets[e + 1] - t.row0);
+    t.col0 = ct * g.col_tile;
+    t.col1 = std::min(N, t.col0 + g.col_tile);
+    return t;
+}
+
+// Hands out tiles [0, total) dynamically to every thread of the pool.
+template <typename Fn>
+void for_each_tile(ThreadPool& pool, int64_t total, Fn&& fn) {
+    if (total == 0) return;
+    std::atomic<int64_t> next{0};
+    pool.run([&](int tid, int) {
+        for (;;) {
+            const int64_t id = next.fetch_add(1, std::memory_order_relaxed);
+            if (id >= total) break;
+            fn(id, tid);
+        }
+    });
+}
+
+ExpertMatrix make_matrix(const TensorView& t, const kernels::CpuKernels& k) {
+    ExpertMatrix m;
+    m.data = static_cast<const char*>(t.data);
+    m.row_stride = t.nb[1];
+    m.expert_stride = t.nb[2];
+    m.kernel = &k.matmul(t.type, t.name);
+    return m;
+}
+}  // namespace
+
+ExpertFfn make_expert_ffn(const MoeSpec& spec, const TensorView& gate, const TensorView& up, const TensorView& down,
+                          int64_t n_ff, const kernels::CpuKernels& k) {
+    ExpertFfn f;
+    f.gate = make_matrix(gate, k);
+    f.up = make_matrix(up, k);
+    f.down = make_matrix(down, k);
+    f.n_embd = spec.n_embd;
+    f.n_ff = n_ff;
+    f.act = spec.act;
+    f.clamp_limit = spec.clamp_limit;
+    f.glu_alpha = spec.glu_alpha;
+    return f;
+}
+
+float glu_activation(const ExpertFfn& f, float g, float u) {
+    if (f.act == Activation::SwiGLU) return g / (1.0f + std::exp(-g)) * u;
+    const float L = f.clamp_limit;
+    g = std::min(g, L);
+    u = std::min(std::max(u, -L), L);
+    return (u + 1.0f) * (g / (1.0f + std::exp(-f.glu_alpha * g)));
+}
+
+size_t GroupedFfn::scratch_bytes(int n_experts, int n_threads) {
+    return sizeof(int64_t) * (static_cast<size_t>(n_experts) + 1) + 64 +
+           static_cast<size_t>(n_threads) * (sizeof(float) * kRowTile * kMaxColTile + 64);
+}
+
+void GroupedFfn::run(ThreadPool& pool, const ExpertFfn& f, int E, const int64_t* offsets, const float* xp, float* h,
+                     float* out, void* scratch) {
+    const int64_t D = f.n_embd, F = f.n_ff;
+    int64_t* prefix = static_cast<int64_t*>(scratch);
+    float* ubuf_all = reinterpret_cast<float*>(static_cast<char*>(scratch) +
+                                               ((sizeof(int64_t) * (static_cast<size_t>(E) + 1) + 63) / 64) * 64);
+    const size_t ubuf_stride = (sizeof(float) * kRowTile * kMaxColTile + 64) / sizeof(float);
+
+    // Phase 1: h[p, n] = act(gate_e[n] . xp[p], up_e[n] . xp[p]), tiles over (rows, F columns).
+    {
+        const TileGrid g = make_grid(E, offsets, F, pool.size(), prefix);
+        for_each_tile(pool, g.total, [&](int64_t id, int tid) {
+            const Tile t = tile_at(g, E, offsets, F, id);
+            float* ubuf = ubuf_all + static_cast<size_t>(tid) * ubuf_stride;
+            const int64_t nc = t.col1 - t.col0;
+            kernels::MatmulArgs a;
+            a.x = xp + t.row0 * D;
+            a.ldx = D;
+            a.m = t.rows;
+            a.K = D;
+            a.n0 = t.col0;
+            a.n1 = t.col1;
+            a.w = f.gate.expert(t.e);
+            a.w_row_stride = f.gate.row_stride;
+            a.y = h + t.row0 * F + t.col0;
+            a.ldy = F;
+            (*f.gate.kernel)(a);
+            a.w = f.up.expert(t.e);
+            a.w_row_stride = f.up.row_stride;
+            a.y = ubuf;
+            a.ldy = nc;
+            (*f.up.kernel)(a);
+            for (int64_t r = 0; r < t.rows; ++r) {
+                float* hr = h + (t.row0 + r) * F + t.col0;
+                const float* ur = ubuf + r * nc;
+                for (int64_t n = 0; n < nc; ++n) hr[n] = glu_activation(f, hr[n], ur[n]);
+            }
+        });
+    }
+    // Phase 2: out[p, d] = down_e[d] . h[p], tiles over (rows, D columns).
+    {
+        const TileGrid g = make_grid(E, offsets, D, pool.size(), prefix);
+        for_each_tile(pool, g.total, [&](int64_t id, int) {
+            const Tile t = tile_at(g, E, offsets, D, id);
+            kernels::MatmulArgs a;
+            a.x = h + t.row0 * F;
+            a.ldx = F;
+            a.m = t.rows;
+            a.K = F;
+            a.n0 = t.col0;
+            a.n1 = t.col1;
+            a.w = f.down.expert(t.e);
+            a.w_row_stride = f.down.row_stride;
+            a.y = out + t.row0 * D + t.col0;
+            a.ldy = D;
+            (*f.down.kernel)(a);
+        });
+    }
+}
+
+}  // namespace moe

@@ -1,0 +1,59 @@
+#pragma once
+// Grouped expert FFN: for every active expert e and each of its rows p (grouped by a dispatch
+// plan), out[p] = down_e( act(gate_e xp[p]) * up_e xp[p] ), all experts in one parallel pass.
+//
+// Work split: each expert's rows are cut into tiles of kRowTile rows x a block of output columns;
+// the tiles of all experts are handed to the threads dynamically (an atomic tile counter), so a
+// hot expert is spread over every core and decode (1..8 rows) splits the F / D columns across
+// threads. Gate and up of a tile are computed together and the activation is applied right there
+// (h = act(g) * u is the only intermediate written). Each output element is one kernel dot
+// product (see kernels/cpu/cpu_kernels.h), so results are bitwise independent of the tiling, of
+// the thread count and of the other rows.
+#include <cstddef>
+#include <cstdint>
+
+#include "core/thread_pool.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "moe/moe_spec.h"
+
+namespace moe {
+
+// One matrix stack [K, N, E] (row length K, N rows per expert) and its kernel.
+struct ExpertMatrix {
+    const char* data = nullptr;
+    size_t row_stride = 0;     // bytes between rows (nb[1])
+    size_t expert_stride = 0;  // bytes between experts (nb[2])
+    const kernels::MatmulKernel* kernel = nullptr;
+    const char* expert(int e) const { return data + static_cast<size_t>(e) * expert_stride; }
+};
+
+struct ExpertFfn {
+    ExpertMatrix gate, up, down;
+    int64_t n_embd = 0;  // D
+    int64_t n_ff = 0;    // F
+    Activation act = Activation::SwiGLU;
+    float clamp_limit = 7.0f;
+    float glu_alpha = 1.702f;
+};
+
+// Views a stacked (or single, E = 1) gate/up/down triple; looks up kernels by dtype (throws
+// moe::Error naming the tensor if its dtype has no kernel).
+ExpertFfn make_expert_ffn(const MoeSpec& spec, const TensorView& gate, const TensorView& up,
+                          const TensorView& down, int64_t n_ff, const kernels::CpuKernels& k);
+
+// h = act(g) * u for one element (f32; shared by the fast path of every ISA).
+float glu_activation(const ExpertFfn& f, float g, float u);
+
+class GroupedFfn {
+public:
+    static constexpr int64_t kRowTile = 32;
+    // Scratch for up to n_experts groups with pool size n_threads.
+    static size_t scratch_bytes(int n_experts, int n_threads);
+
+    // offsets[E + 1]: rows [offsets[e], offsets[e+1]) of xp belong to expert e.
+    // xp [n_rows, D] in, h [n_rows, F] scratch, out [n_rows, D] out.
+    static void run(ThreadPool& pool, const ExpertFfn& f, int n_experts, const int64_t* offsets, const float* xp,
+                    float* h, float* out, void* scratch);
+};
+
+}  // namespace moe

@@ -1,0 +1,201 @@
+#include "moe/moe_block.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/timer.h"
+#include "moe/combine.h"
+
+namespace moe {
+
+// Every scratch buffer of one forward, with its shape.
+struct MoeBlock::Buffers {
+    float* logits;          // [T, E]
+    float* scores;          // [T, E]
+    float* select;          // [T, E]
+    int32_t* ids;           // [T, k]
+    float* weights;         // [T, k]
+    int32_t* ids_exact;     // [T, k]  (temperature only: exact routing, to count changes)
+    float* weights_exact;   // [T, k]
+    void* route_scratch;    // n_threads * route_token_scratch_bytes
+    int64_t* counts;        // [E]
+    int64_t* offsets;       // [E + 1]
+    int32_t* row_token;     // [T * k]
+    int32_t* row_slot;      // [T * k]
+    int32_t* slot_row;      // [T * k]
+    float* xp;              // [T * k, D] permuted inputs
+    float* h;               // [T * k, F] act(gate) * up
+    float* yp;              // [T * k, D] expert outputs, permuted order
+    void* ffn_scratch;      // GroupedFfn::scratch_bytes(max(E, 1), n_threads)
+    float* hs;              // [T, Fs] shared experts
+    float* ys;              // [T, D]
+    float* sgate;           // [T] sigmoid(shared gate . x)
+    int64_t* shared_offsets;// [2]
+    int64_t* load;          // [E]  capacity
+    float* totals;          // [T]
+    uint8_t* moved;         // [T]
+};
+
+template <typename Alloc>
+MoeBlock::Buffers MoeBlock::carve(const MoeSpec& s, int64_t T, int n_threads, const MoeApprox& ap, Alloc&& alloc) {
+    const size_t E = static_cast<size_t>(s.n_expert), k = static_cast<size_t>(s.top_k), t = static_cast<size_t>(T);
+    const size_t D = static_cast<size_t>(s.n_embd), F = static_cast<size_t>(s.n_ff);
+    const size_t Fs = static_cast<size_t>(s.n_shared > 0 ? s.n_ff_shared : 0);
+    const bool temp = ap.temperature != 1.0f, cap = ap.capacity_factor > 0.0f, sh = s.n_shared > 0;
+    Buffers b{};
+    b.logits = static_cast<float*>(alloc(t * E * 4));
+    b.scores = static_cast<float*>(alloc(t * E * 4));
+    b.select = static_cast<float*>(alloc(t * E * 4));
+    b.ids = static_cast<int32_t*>(alloc(t * k * 4));
+    b.weights = static_cast<float*>(alloc(t * k * 4));
+    b.ids_exact = temp ? static_cast<int32_t*>(alloc(t * k * 4)) : nullptr;
+    b.weights_exact = temp ? static_cast<float*>(alloc(t * k * 4)) : nullptr;
+    b.route_scratch = alloc(static_cast<size_t>(n_threads) * route_token_scratch_bytes(s));
+    b.counts = static_cast<int64_t*>(alloc(E * 8));
+    b.offsets = static_cast<int64_t*>(alloc((E + 1) * 8));
+    b.row_token = static_cast<int32_t*>(alloc(t * k * 4));
+    b.row_slot = static_cast<int32_t*>(alloc(t * k * 4));
+    b.slot_row = static_cast<int32_t*>(alloc(t * k * 4));
+    b.xp = static_cast<float*>(alloc(t * k * D * 4));
+    b.h = static_cast<float*>(alloc(t * k * F * 4));
+    b.yp = static_cast<float*>(alloc(t * k * D * 4));
+    b.ffn_scratch = alloc(GroupedFfn::scratch_bytes(s.n_expert, n_threads));
+    b.hs = sh ? static_cast<float*>(alloc(t * Fs * 4)) : nullptr;
+    b.ys = sh ? static_cast<float*>(alloc(t * D * 4)) : nullptr;
+    b.sgate = sh ? static_cast<float*>(alloc(t * 4)) : nullptr;
+    b.shared_offsets = static_cast<int64_t*>(alloc(2 * 8));
+    b.load = cap ? static_cast<int64_t*>(alloc(E * 8)) : nullptr;
+    b.totals = cap ? static_cast<float*>(alloc(t * 4)) : nullptr;
+    b.moved = cap ? static_cast<uint8_t*>(alloc(t)) : nullptr;
+    return b;
+}
+
+size_t MoeBlock::plan_scratch(const MoeSpec& spec, int64_t max_tokens, int n_threads, const MoeApprox& approx) {
+    ArenaPlan plan;
+    carve(spec, max_tokens, n_threads, approx, [&](size_t bytes) -> void* {
+        plan.add(bytes);
+        return nullptr;
+    });
+    return plan.bytes();
+}
+
+namespace {
+const MoeSpec& validated(const MoeSpec& s) {
+    s.validate();
+    return s;
+}
+}  // namespace
+
+MoeBlock::MoeBlock(const MoeSpec& spec, const MoeWeights& weights, const kernels::CpuKernels& kernels,
+                   int64_t max_tokens, int n_threads, const MoeApprox& approx)
+    : spec_(validated(spec)), weights_(weights), approx_(approx), max_tokens_(max_tokens), n_threads_(n_threads),
+      router_((weights_.validate(spec_), spec_), weights_, kernels) {
+    approx_.validate();
+    if (max_tokens < 1) throw_error("moe", "max_tokens = ", max_tokens, " must be >= 1");
+    if (n_threads < 1) throw_error("moe", "n_threads = ", n_threads, " must be >= 1");
+    ffn_ = make_expert_ffn(spec_, weights_.gate_exps, weights_.up_exps, weights_.down_exps, spec_.n_ff, kernels);
+    if (spec_.n_shared > 0)
+        shared_ffn_ = make_expert_ffn(spec_, weights_.gate_shexp, weights_.up_shexp, weights_.down_shexp,
+                                      spec_.n_ff_shared, kernels);
+    dot_ = &kernels.matmul(DType::F32, "ffn_gate_inp_shexp");
+    arena_.reserve(plan_scratch(spec_, max_tokens_, n_threads_, approx_));
+}
+
+void MoeBlock::forward(ThreadPool& pool, const float* x, int64_t T, float* y, const MoeObserve& obs) {
+    if (T < 1 || T > max_tokens_)
+        throw_error("moe", "layer ", weights_.layer, ": batch of ", T, " tokens, the block was planned for 1..",
+                    max_tokens_);
+    if (pool.size() > n_threads_)
+        throw_error("moe", "thread pool of ", pool.size(), " threads, the block was planned for ", n_threads_);
+    const int64_t D = spec_.n_embd, E = spec_.n_expert;
+    const int k = spec_.top_k;
+    arena_.reset();
+    const Buffers b = carve(spec_, T, n_threads_, approx_, [&](size_t bytes) { return arena_.alloc(bytes); });
+    StageTimes* times = obs.times;
+    Timer timer;
+    auto lap = [&](double& slot) {
+        if (!times) return;
+        slot += timer.seconds();
+        timer.reset();
+    };
+
+    // ---- route
+    routing_ = Routing{T, k, static_cast<int>(E), b.ids, b.weights, b.scores, b.select};
+    ApproxReport rep;
+    rep.tokens = approx_.any() ? T : 0;
+    if (approx_.temperature != 1.0f) {
+        router_.logits(pool, x, T, 1.0f, b.logits);
+        Routing exact = routing_;
+        exact.ids = b.ids_exact;
+        exact.weights = b.weights_exact;
+        router_.route(pool, b.logits, T, exact, b.route_scratch);
+        for (int64_t i = 0; i < T * E; ++i) b.logits[i] /= approx_.temperature;
+        router_.route(pool, b.logits, T, routing_, b.route_scratch);
+        for (int64_t t = 0; t < T; ++t)
+            if (std::memcmp(b.ids + t * k, b.ids_exact + t * k, sizeof(int32_t) * k) != 0 ||
+                std::memcmp(b.weights + t * k, b.weights_exact + t * k, sizeof(float) * k) != 0)
+                ++rep.temperature_changed;
+    } else {
+        router_.logits(pool, x, T, 1.0f, b.logits);
+        router_.route(pool, b.logits, T, routing_, b.route_scratch);
+    }
+    if (approx_.dynamic_topk_threshold > 0.0f) apply_dynamic_topk(approx_.dynamic_topk_threshold, routing_, rep);
+    if (approx_.prune_threshold > 0.0f) apply_pruning(approx_.prune_threshold, routing_, rep);
+    if (approx_.capacity_factor > 0.0f)
+        apply_capacity(spec_, approx_.capacity_factor,
+                       approx_.dynamic_topk_threshold > 0.0f || approx_.prune_threshold > 0.0f, routing_, b.load,
+                       b.totals, b.moved, rep);
+    if (obs.approx) obs.approx->add(rep);
+    if (obs.stats) obs.stats->add(routing_);
+    if (obs.trace) obs.trace->add(weights_.layer, routing_, obs.trace_token_base);
+    if (times) lap(times->route);
+
+    // ---- dispatch (plan + permute)
+    plan_ = DispatchPlan{};
+    plan_.counts = b.counts;
+    plan_.offsets = b.offsets;
+    plan_.row_token = b.row_token;
+    plan_.row_slot = b.row_slot;
+    plan_.slot_row = b.slot_row;
+    build_dispatch(routing_, plan_);
+    gather_rows(pool, plan_, x, D, b.xp);
+    if (times) lap(times->dispatch);
+
+    // ---- routed experts
+    GroupedFfn::run(pool, ffn_, static_cast<int>(E), plan_.offsets, b.xp, b.h, b.yp, b.ffn_scratch);
+    if (times) lap(times->experts);
+
+    // ---- shared experts (all tokens, one "expert" group over x itself)
+    if (spec_.n_shared > 0) {
+        if (spec_.shared_gate_sigmoid) {
+            kernels::MatmulArgs a;
+            a.w = weights_.gate_inp_shexp.data;
+            a.w_row_stride = static_cast<size_t>(D) * sizeof(float);
+            a.x = x;
+            a.ldx = D;
+            a.y = b.sgate;
+            a.ldy = 1;
+            a.m = T;
+            a.K = D;
+            a.n0 = 0;
+            a.n1 = 1;
+            (*dot_)(a);
+            for (int64_t t = 0; t < T; ++t) b.sgate[t] = 1.0f / (1.0f + std::exp(-b.sgate[t]));
+        }
+        b.shared_offsets[0] = 0;
+        b.shared_offsets[1] = T;
+        GroupedFfn::run(pool, shared_ffn_, 1, b.shared_offsets, x, b.hs, b.ys, b.ffn_scratch);
+        if (times) lap(times->shared);
+    }
+
+    // ---- combine
+    combine(pool, routing_, plan_, b.yp, D, spec_.n_shared > 0 ? b.ys : nullptr,
+            spec_.shared_gate_sigmoid ? b.sgate : nullptr, y);
+    if (times) {
+        lap(times->combine);
+        ++times->calls;
+    }
+}
+
+}  // namespace moe

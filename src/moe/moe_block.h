@@ -1,0 +1,74 @@
+#pragma once
+// The MoE block: y[t] = sum over selected e of w[t,e] * down_e(act(gate_e x[t]) * up_e x[t])
+// (+ shared experts), for T tokens x[T, D] -> y[T, D], f32 activations.
+//
+//   route (router.h) -> [approximations, approx.h, opt-in] -> dispatch plan + permute (dispatch.h)
+//   -> grouped expert FFN (experts.h) -> shared experts -> combine (combine.h)
+//
+// Scratch is planned once from (spec, max_tokens, n_threads); forward() never allocates (except
+// for the optional routing trace). Deterministic: every output element is computed by one thread
+// in a fixed order, so y[t] is bitwise the same for any thread count, any batch position and any
+// other tokens in the batch (only the capacity approximation couples tokens).
+#include <cstdint>
+
+#include "core/arena.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "moe/approx.h"
+#include "moe/dispatch.h"
+#include "moe/experts.h"
+#include "moe/moe_spec.h"
+#include "moe/router.h"
+#include "moe/routing_stats.h"
+
+namespace moe {
+
+// What to record during a forward; every pointer may be null (= off).
+struct MoeObserve {
+    StageTimes* times = nullptr;       // accumulated per stage
+    RoutingStats* stats = nullptr;     // accumulated expert load of this layer
+    RoutingTrace* trace = nullptr;     // per-token (layer, token, experts, weights)
+    int64_t trace_token_base = 0;      // position of x[0] in the sequence, for the trace
+    ApproxReport* approx = nullptr;    // tokens changed by each enabled approximation
+};
+
+class MoeBlock {
+public:
+    // Validates spec, weights (shapes, dtypes -> kernels) and approx; throws moe::Error.
+    // The weights' memory must outlive the block. pools passed to forward must have
+    // size() <= n_threads.
+    MoeBlock(const MoeSpec& spec, const MoeWeights& weights, const kernels::CpuKernels& kernels, int64_t max_tokens,
+             int n_threads, const MoeApprox& approx = {});
+    MoeBlock(const MoeBlock&) = delete;
+    MoeBlock& operator=(const MoeBlock&) = delete;
+
+    // x [T, D] -> y [T, D] (x and y must not overlap). 1 <= T <= max_tokens.
+    void forward(ThreadPool& pool, const float* x, int64_t T, float* y, const MoeObserve& obs = {});
+
+    // Routing of the last forward (views into scratch, valid until the next forward).
+    const Routing& last_routing() const { return routing_; }
+    const DispatchPlan& last_plan() const { return plan_; }
+    const MoeSpec& spec() const { return spec_; }
+    size_t scratch_bytes() const { return arena_.capacity(); }
+    static size_t plan_scratch(const MoeSpec& spec, int64_t max_tokens, int n_threads, const MoeApprox& approx);
+
+private:
+    struct Buffers;
+    template <typename Alloc>
+    static Buffers carve(const MoeSpec& spec, int64_t T, int n_threads, const MoeApprox& approx, Alloc&& alloc);
+
+    MoeSpec spec_;
+    MoeWeights weights_;
+    MoeApprox approx_;
+    int64_t max_tokens_;
+    int n_threads_;
+    Router router_;
+    ExpertFfn ffn_;
+    ExpertFfn shared_ffn_;
+    const kernels::MatmulKernel* dot_ = nullptr;  // f32 kernel for the shared-expert gate
+    Arena arena_;
+    Routing routing_;
+    DispatchPlan plan_;
+};
+
+}  // namespace moe
