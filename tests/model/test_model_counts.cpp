@@ -1,5 +1,5 @@
 // Parameter counts from the real config.json files vs the published sizes, and from every preset's
-// catalog vs an independent closed-form formula written here.
+// catalog vs an independent closed-form formula (closed_form_util.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "closed_form_util.h"
 #include "core/error.h"
 #include "model/config.h"
 #include "model/param_count.h"
@@ -156,30 +157,11 @@ TEST(RealConfigs, PresetsEqualTheirConfigJson) {
     same(find_preset("qwen3-30b-a3b").config, config_from_hf_json(kConfigs + "qwen3-30b-a3b_config.json"));
 }
 
-// Independent closed form for the four gen architectures (no catalog code involved).
-struct Closed {
-    uint64_t total, active;
-};
-Closed closed_form(const ModelConfig& c) {
-    const uint64_t V = c.n_vocab, D = c.n_embd, L = c.n_layer, H = c.n_head, Hkv = c.n_head_kv, hd = c.head_dim_k;
-    const uint64_t E = c.n_expert, k = c.n_expert_used, F = c.n_ff_exp, S = c.n_ff_shexp;
-    const uint64_t embd = V * D * (c.tied_embeddings ? 1 : 2) + D;  // + output_norm
-    uint64_t attn = D * H * hd + 2 * D * Hkv * hd + H * hd * D + D /*attn_norm*/;
-    if (c.qkv_bias) attn += H * hd + 2 * Hkv * hd;
-    if (c.qk_norm == QkNorm::PerHead) attn += 2 * hd;
-    if (c.qk_norm == QkNorm::Whole) attn += 2 * D;
-    uint64_t shared = 0;
-    if (S > 0) shared = 3 * D * S + (c.shexp_gate ? D : 0);
-    const uint64_t per_layer_fixed = attn + D /*ffn_norm*/ + D * E /*router*/ + shared;
-    const uint64_t routed = 3 * D * F * E;
-    return {embd + L * (per_layer_fixed + routed), embd + L * (per_layer_fixed + 3 * D * F * k)};
-}
-
 TEST(Presets, CatalogCountsEqualClosedForm) {
     for (const auto& p : presets()) {
         SCOPED_TRACE(p.name);
         const ParamCounts pc = counts_of(p.config);
-        const Closed cf = closed_form(p.config);
+        const ClosedForm cf = closed_form_counts(p.config);
         EXPECT_EQ(pc.total, cf.total);
         EXPECT_EQ(pc.active, cf.active);
     }
