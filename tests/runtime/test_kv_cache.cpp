@@ -1,0 +1,190 @@
+// KV cache: sizes, layout, f16 rounding, sequence independence, context overflow error, and the
+// op-level prefill-vs-decode check (RoPE + cache + attention give the same bits token by token).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "core/rng.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/ref/attention.h"
+#include "kernels/ref/rope.h"
+#include "runtime/kv_cache.h"
+
+using namespace moe;
+
+namespace {
+std::vector<float> rnd(Rng& r, size_t n) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = r.uniform(-1.0f, 1.0f);
+    return v;
+}
+KvCacheSpec spec(int64_t layers, int64_t ctx, int64_t seqs, int64_t hkv, int64_t dk, int64_t dv, DType t) {
+    return KvCacheSpec{layers, ctx, seqs, hkv, dk, dv, t};
+}
+}  // namespace
+
+TEST(KvCache, BytesLayoutAndRoundTrip) {
+    Rng rng(0xcac4e);
+    for (DType t : {DType::F32, DType::F16}) {
+        const KvCacheSpec s = spec(3, 10, 2, 2, 8, 6, t);
+        KvCache c(s);
+        const uint64_t e = t == DType::F16 ? 2 : 4;
+        // per (layer, seq): K 10*2*8 and V 10*2*6 elements, each padded to 64 bytes
+        auto pad = [](uint64_t b) { return (b + 63) / 64 * 64; };
+        EXPECT_EQ(c.bytes(), 3u * 2u * (pad(160 * e) + pad(120 * e)));
+        EXPECT_EQ(KvCache::bytes_for(s), c.bytes());
+        EXPECT_EQ(c.length(0), 0);
+        // write 4 rows of layer 1, seq 1 at position 0, then 3 more at position 4
+        const auto k = rnd(rng, 7 * 2 * 8), v = rnd(rng, 7 * 2 * 6);
+        EXPECT_EQ(c.begin_append(1, 4), 0);
+        c.write(1, 1, 0, 4, k.data(), v.data());
+        c.commit(1, 4);
+        EXPECT_EQ(c.begin_append(1, 3), 4);
+        c.write(1, 1, 4, 3, k.data() + 4 * 16, v.data() + 4 * 12);
+        c.commit(1, 3);
+        EXPECT_EQ(c.length(1), 7);
+        EXPECT_EQ(c.length(0), 0);
+        for (int64_t i = 0; i < 7 * 16; ++i) {
+            const float want = t == DType::F16 ? fp16_to_fp32(fp32_to_fp16(k[i])) : k[i];
+            const float got = t == DType::F16 ? fp16_to_fp32(static_cast<const uint16_t*>(c.k(1, 1))[i])
+                                              : static_cast<const float*>(c.k(1, 1))[i];
+            ASSERT_EQ(got, want) << i;
+        }
+        for (int64_t i = 0; i < 7 * 12; ++i) {
+            const float want = t == DType::F16 ? fp16_to_fp32(fp32_to_fp16(v[i])) : v[i];
+            const float got = t == DType::F16 ? fp16_to_fp32(static_cast<const uint16_t*>(c.v(1, 1))[i])
+                                              : static_cast<const float*>(c.v(1, 1))[i];
+            ASSERT_EQ(got, want) << i;
+        }
+        // buffers of different (layer, seq) do not overlap and are 64-byte aligned
+        std::vector<const void*> ptrs;
+        for (int64_t l = 0; l < 3; ++l)
+            for (int64_t q = 0; q < 2; ++q) {
+                EXPECT_EQ(reinterpret_cast<uintptr_t>(c.k(l, q)) % 64, 0u);
+                EXPECT_EQ(reinterpret_cast<uintptr_t>(c.v(l, q)) % 64, 0u);
+                EXPECT_GE(static_cast<const char*>(c.v(l, q)) - static_cast<const char*>(c.k(l, q)),
+                          static_cast<ptrdiff_t>(160 * e));
+                ptrs.push_back(c.k(l, q));
+            }
+        for (size_t i = 1; i < ptrs.size(); ++i)
+            EXPECT_GE(static_cast<const char*>(ptrs[i]) - static_cast<const char*>(ptrs[i - 1]),
+                      static_cast<ptrdiff_t>(160 * e + 120 * e));
+        c.truncate(1, 2);
+        EXPECT_EQ(c.length(1), 2);
+        EXPECT_EQ(c.begin_append(1, 1), 2);
+        c.clear(1);
+        EXPECT_EQ(c.length(1), 0);
+        c.commit(0, 5);
+        c.clear_all();
+        EXPECT_EQ(c.length(0), 0);
+    }
+}
+
+TEST(KvCache, ContextOverflowIsAClearError) {
+    KvCache c(spec(1, 16, 2, 1, 4, 4, DType::F16));
+    try {
+        c.begin_append(0, 17);
+        FAIL();
+    } catch (const moe::Error& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("[kv_cache] prompt of 17 tokens exceeds the context of 16; use --ctx"), std::string::npos) << m;
+    }
+    EXPECT_EQ(c.begin_append(0, 16), 0);  // exactly full is fine
+    c.commit(0, 10);
+    try {
+        c.begin_append(0, 7);
+        FAIL();
+    } catch (const moe::Error& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("prompt of 17 tokens (10 cached + 7 new) exceeds the context of 16; use --ctx"), std::string::npos)
+            << m;
+    }
+    EXPECT_EQ(c.begin_append(0, 6), 10);
+    EXPECT_EQ(c.begin_append(1, 16), 0);  // the other sequence is independent
+}
+
+TEST(KvCache, InvalidSpecsAreErrors) {
+    EXPECT_THROW(KvCache(spec(1, 0, 1, 1, 4, 4, DType::F32)), moe::Error);
+    EXPECT_THROW(KvCache(spec(1, 8, 0, 1, 4, 4, DType::F32)), moe::Error);
+    EXPECT_THROW(KvCache(spec(1, 8, 1, 0, 4, 4, DType::F32)), moe::Error);
+    EXPECT_THROW(KvCache(spec(1, 8, 1, 1, 4, 4, DType::Q8_0)), moe::Error);
+    // sizes that overflow 64 bits are refused before any allocation
+    EXPECT_THROW(KvCache::bytes_for(spec(1 << 20, int64_t{1} << 40, 1 << 20, 8, 128, 128, DType::F32)), moe::Error);
+    // an impossible (but representable) size fails to allocate with a clear error, not a crash
+    try {
+        KvCache c(spec(1024, int64_t{1} << 30, 64, 8, 128, 128, DType::F16));
+        FAIL() << "allocated " << c.bytes();
+    } catch (const moe::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("use a smaller --ctx"), std::string::npos) << e.what();
+    }
+}
+
+// Op-level prefill vs decode: a prompt of T tokens processed in one batch (rope on q and k of all
+// tokens, one cache append, attention of T queries) and the same tokens processed one at a time
+// (append 1, attend 1) give bit-identical attention outputs, for the reference and every ISA path of
+// the fast kernel, f32 and f16 caches, with a second sequence interleaved in the same cache.
+TEST(KvCache, PrefillAndDecodeGiveIdenticalAttentionOutputs) {
+    const int64_t n_head = 8, n_head_kv = 2, hd = 80, T = 75, n_ctx = 96;
+    RopeSpec rs;
+    rs.mode = RopeMode::Neox;
+    rs.head_dim = hd;
+    rs.n_rot = 64;
+    rs.freq_base = 1e6f;
+    const RopeCache rope(rs, n_ctx);
+    Rng rng(0xdecade);
+    const auto q = rnd(rng, T * n_head * hd), k = rnd(rng, T * n_head_kv * hd), v = rnd(rng, T * n_head_kv * hd);
+    const auto other = rnd(rng, n_ctx * n_head_kv * hd);
+    ThreadPool pool(3);
+    for (DType type : {DType::F32, DType::F16}) {
+        AttentionSpec as;
+        as.n_head = n_head;
+        as.n_head_kv = n_head_kv;
+        as.head_dim_k = as.head_dim_v = hd;
+        as.kv_type = type;
+        const size_t per_tok = static_cast<size_t>(n_head * hd);
+        std::vector<kernels::Isa> paths = kernels::supported_isas();
+        for (int variant = -1; variant < static_cast<int>(paths.size()); ++variant) {  // -1 = reference
+            auto attend = [&](const AttentionArgs& a) {
+                if (variant < 0) ref::attention(as, a);
+                else cpu::attention(as, a, &pool, paths[static_cast<size_t>(variant)]);
+            };
+            const int64_t layer = 1, seq = 1;
+            // prefill
+            KvCache c1(spec(2, n_ctx, 2, n_head_kv, hd, hd, type));
+            std::vector<float> qp = q, kp = k, out_prefill(T * per_tok);
+            std::vector<int32_t> pos(T);
+            for (int64_t t = 0; t < T; ++t) pos[t] = static_cast<int32_t>(t);
+            ref::rope_apply(rope, qp.data(), T, n_head, pos.data());
+            ref::rope_apply(rope, kp.data(), T, n_head_kv, pos.data());
+            c1.write(layer, 0, 0, n_ctx, other.data(), other.data());  // noise in the other sequence
+            const int64_t p0 = c1.begin_append(seq, T);
+            c1.write(layer, seq, p0, T, kp.data(), v.data());
+            c1.commit(seq, T);
+            AttentionArgs a{qp.data(), c1.k(layer, seq), c1.v(layer, seq), pos.data(), T, c1.length(seq), out_prefill.data()};
+            attend(a);
+            // decode, one token at a time
+            KvCache c2(spec(2, n_ctx, 2, n_head_kv, hd, hd, type));
+            for (int64_t t = 0; t < T; ++t) {
+                std::vector<float> qt(q.begin() + t * per_tok, q.begin() + (t + 1) * per_tok);
+                std::vector<float> kt(k.begin() + t * n_head_kv * hd, k.begin() + (t + 1) * n_head_kv * hd);
+                const int64_t p = c2.begin_append(seq, 1);
+                const int32_t pp = static_cast<int32_t>(p);
+                ref::rope_apply(rope, qt.data(), 1, n_head, &pp);
+                ref::rope_apply(rope, kt.data(), 1, n_head_kv, &pp);
+                c2.write(layer, seq, p, 1, kt.data(), v.data() + t * n_head_kv * hd);
+                c2.commit(seq, 1);
+                std::vector<float> o(per_tok);
+                AttentionArgs d{qt.data(), c2.k(layer, seq), c2.v(layer, seq), &pp, 1, c2.length(seq), o.data()};
+                attend(d);
+                for (size_t i = 0; i < per_tok; ++i)
+                    ASSERT_EQ(o[i], out_prefill[t * per_tok + i])
+                        << dtype_name(type) << " " << (variant < 0 ? "ref" : kernels::isa_name(paths[variant]))
+                        << " token " << t << " i " << i;
+            }
+        }
+    }
+}
