@@ -9,7 +9,8 @@ void combine(ThreadPool& pool, const Routing& r, const DispatchPlan& plan, const
     const int k = r.k;
     constexpr int64_t kCol = 512;  // column block: lets decode (T = 1) split D across threads
     const int64_t nb = (D + kCol - 1) / kCol;
-    pool.parallel_for(r.n_tokens * nb, 1, [&](int64_t b, int64_t e, int) {
+    const int64_t grain = std::max<int64_t>(1, 65536 / (kCol * (k + 1)));  // tiny batches run inline
+    pool.parallel_for(r.n_tokens * nb, grain, [&](int64_t b, int64_t e, int) {
         for (int64_t it = b; it < e; ++it) {
             const int64_t t = it / nb, d0 = (it % nb) * kCol, d1 = std::min(D, d0 + kCol);
             float* yt = y + t * D;

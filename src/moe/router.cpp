@@ -127,7 +127,10 @@ void Router::logits(ThreadPool& pool, const float* x, int64_t T, float temperatu
     // Work items: (token, block of 16 experts); each logit is one kernel dot product.
     constexpr int64_t kEB = 16;
     const int64_t nb = (E + kEB - 1) / kEB;
-    pool.parallel_for(T * nb, 1, [&](int64_t b, int64_t e, int) {
+    // At least ~256K multiply-adds per chunk: a decode step's router runs inline instead of paying
+    // for a wake-up of the pool (chunking never changes a logit's bits).
+    const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 18) / (kEB * D));
+    pool.parallel_for(T * nb, grain, [&](int64_t b, int64_t e, int) {
         for (int64_t it = b; it < e; ++it) {
             const int64_t t = it / nb, e0 = (it % nb) * kEB, e1 = std::min(E, e0 + kEB);
             kernels::MatmulArgs a;

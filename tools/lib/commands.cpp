@@ -6,6 +6,7 @@ const Command kCommands[] = {
     {"version", "print the version and how this build was configured", cmd_version},
     {"tokenize", "print the token ids of a text (-m MODEL -p TEXT | -f FILE)", cmd_tokenize},
     {"detokenize", "print the text of token ids (-m MODEL --ids 1,2,3)", cmd_detokenize},
+    {"bench-moe", "time the MoE block alone over shapes (T,E,k,D,F): tokens/s, stage split, GFLOP/s, GB/s", cmd_bench_moe},
 };
 }  // namespace
 

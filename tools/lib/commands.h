@@ -19,5 +19,6 @@ void print_usage(std::FILE* out);
 int cmd_version(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);
+int cmd_bench_moe(int argc, char** argv);
 
 }  // namespace moe::tools

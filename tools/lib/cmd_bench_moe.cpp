@@ -1,0 +1,274 @@
+// `moe bench-moe`: the MoE block alone (route, dispatch, grouped expert FFN, combine) over shapes
+// (T, E, k, D, F) with random f32 weights, printed as llama-bench-style rows: time and tokens/s
+// (mean ± sd over repetitions), the stage split, achieved GFLOP/s and GB/s of expert-weight traffic.
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "core/thread_pool.h"
+#include "core/timer.h"
+#include "moe/moe_block.h"
+#include "tools/lib/commands.h"
+
+namespace moe::tools {
+
+namespace {
+
+struct Shape {
+    std::string name;
+    int64_t T;
+    int E, k;
+    int64_t D, F;
+};
+
+void usage(std::FILE* out) {
+    std::fprintf(out,
+                 "usage: moe bench-moe [-t N] [-r N] [--shape T,E,k,D,F ...] [-o md|json]\n"
+                 "  Times one MoE block (f32 expert weights, softmax top-k router with renorm) on random\n"
+                 "  data. Default shapes: decode T=1 and T=8 and prefill T=512 at the OLMoE-1B-7B\n"
+                 "  (E=64 k=8 D=2048 F=1024), Qwen3-30B-A3B (E=128 k=8 D=2048 F=768) and\n"
+                 "  Mixtral-8x7B (E=8 k=2 D=4096 F=14336; 5.6 GB of f32 weights, prefill at T=128)\n"
+                 "  layer shapes; about 1-2 minutes on 2 cores. Set MOE_FORCE_ISA=scalar|avx2|avx512 to\n"
+                 "  pick the kernel path.\n"
+                 "  -t N              threads (default: hardware concurrency)\n"
+                 "  -r N              timed repetitions per shape (default 3; one untimed warm-up)\n"
+                 "  --shape T,E,k,D,F a shape to run instead of the defaults (repeatable)\n"
+                 "  -o md|json        output format (default md)\n");
+}
+
+const char* value_of(int argc, char** argv, int& i) {
+    if (i + 1 >= argc) throw_error("bench-moe", "option ", argv[i], " needs a value (see moe bench-moe --help)");
+    return argv[++i];
+}
+
+long long parse_int(const char* s, const char* what, long long lo, long long hi) {
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(s, &end, 10);
+    if (!*s || *end || errno == ERANGE || v < lo || v > hi)
+        throw_error("bench-moe", what, " '", s, "' must be an integer in [", lo, ", ", hi, "]");
+    return v;
+}
+
+Shape parse_shape(const std::string& s) {
+    std::vector<long long> v;
+    size_t pos = 0;
+    while (pos <= s.size()) {
+        const size_t end = std::min(s.find(',', pos), s.size());
+        v.push_back(parse_int(s.substr(pos, end - pos).c_str(), "--shape value", 1, 1 << 20));
+        pos = end + 1;
+    }
+    if (v.size() != 5) throw_error("bench-moe", "--shape '", s, "' must be T,E,k,D,F (5 integers)");
+    if (v[2] > v[1]) throw_error("bench-moe", "--shape '", s, "': k must be <= E");
+    return {"custom", v[0], static_cast<int>(v[1]), static_cast<int>(v[2]), v[3], v[4]};
+}
+
+std::string cpu_model() {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("model name", 0) == 0) {
+            const size_t c = line.find(':');
+            return c == std::string::npos ? line : line.substr(c + 2);
+        }
+    return "unknown CPU";
+}
+
+// Random weights of one layer shape, filled in parallel (deterministic per chunk).
+struct Layer {
+    MoeSpec spec;
+    std::unique_ptr<float[]> router, gate, up, down;
+    MoeWeights w;
+};
+
+void fill(ThreadPool& pool, float* p, size_t n, float sd, uint64_t seed) {
+    constexpr size_t kChunk = size_t(1) << 20;
+    const size_t chunks = (n + kChunk - 1) / kChunk;
+    pool.parallel_for(static_cast<int64_t>(chunks), 1, [&](int64_t b, int64_t e, int) {
+        for (int64_t c = b; c < e; ++c) {
+            Rng rng(seed * 1000003 + static_cast<uint64_t>(c));
+            const size_t lo = static_cast<size_t>(c) * kChunk, hi = std::min(n, lo + kChunk);
+            for (size_t i = lo; i < hi; ++i) p[i] = rng.uniform(-sd, sd);
+        }
+    });
+}
+
+std::unique_ptr<Layer> make_layer(ThreadPool& pool, const Shape& s) {
+    auto L = std::make_unique<Layer>();
+    MoeSpec& sp = L->spec;
+    sp.n_embd = s.D;
+    sp.n_ff = s.F;
+    sp.n_expert = s.E;
+    sp.top_k = s.k;
+    sp.norm_topk = true;
+    sp.validate();
+    const size_t D = static_cast<size_t>(s.D), F = static_cast<size_t>(s.F), E = static_cast<size_t>(s.E);
+    L->router.reset(new float[D * E]);
+    L->gate.reset(new float[D * F * E]);
+    L->up.reset(new float[D * F * E]);
+    L->down.reset(new float[D * F * E]);
+    const float sd_d = static_cast<float>(std::sqrt(3.0 / static_cast<double>(D)));
+    fill(pool, L->router.get(), D * E, sd_d, 1);
+    fill(pool, L->gate.get(), D * F * E, sd_d, 2);
+    fill(pool, L->up.get(), D * F * E, sd_d, 3);
+    fill(pool, L->down.get(), D * F * E, static_cast<float>(std::sqrt(3.0 / static_cast<double>(F))), 4);
+    MoeWeights& w = L->w;
+    w.layer = 0;
+    w.router = make_view("blk.0.ffn_gate_inp.weight", DType::F32, {s.D, s.E}, L->router.get());
+    w.gate_exps = make_view("blk.0.ffn_gate_exps.weight", DType::F32, {s.D, s.F, s.E}, L->gate.get());
+    w.up_exps = make_view("blk.0.ffn_up_exps.weight", DType::F32, {s.D, s.F, s.E}, L->up.get());
+    w.down_exps = make_view("blk.0.ffn_down_exps.weight", DType::F32, {s.F, s.D, s.E}, L->down.get());
+    return L;
+}
+
+struct Row {
+    Shape s;
+    int threads;
+    std::string isa;
+    double ms_mean, ms_sd, tps_mean, tps_sd;
+    StageTimes stages;  // summed over the timed repetitions
+    double gflops, gbps;
+    int64_t active_experts;
+};
+
+double mean(const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return s / static_cast<double>(v.size());
+}
+double sd(const std::vector<double>& v) {
+    if (v.size() < 2) return 0;
+    const double m = mean(v);
+    double s = 0;
+    for (double x : v) s += (x - m) * (x - m);
+    return std::sqrt(s / static_cast<double>(v.size() - 1));
+}
+
+Row bench_shape(ThreadPool& pool, const kernels::CpuKernels& kern, const Layer& L, const Shape& s, int reps) {
+    MoeBlock block(L.spec, L.w, kern, s.T, pool.size());
+    std::vector<float> x(static_cast<size_t>(s.T * s.D)), y(x.size());
+    Rng rng(7);
+    for (auto& v : x) v = rng.normal();
+    block.forward(pool, x.data(), s.T, y.data());  // warm-up
+    std::vector<double> ms, tps;
+    StageTimes st;
+    for (int r = 0; r < reps; ++r) {
+        Timer t;
+        block.forward(pool, x.data(), s.T, y.data(), {&st});
+        const double sec = t.seconds();
+        ms.push_back(sec * 1e3);
+        tps.push_back(static_cast<double>(s.T) / sec);
+    }
+    int64_t active = 0;
+    for (int e = 0; e < s.E; ++e) active += block.last_plan().counts[e] > 0;
+    const double D = static_cast<double>(s.D), F = static_cast<double>(s.F);
+    const double flops = 2.0 * static_cast<double>(s.T) * D * s.E + 6.0 * static_cast<double>(s.T * s.k) * D * F;
+    const double bytes = static_cast<double>(active) * 3.0 * D * F * 4.0 + D * s.E * 4.0;
+    const double sec = mean(ms) / 1e3;
+    return {s, pool.size(), kernels::isa_name(kern.isa()), mean(ms), sd(ms), mean(tps), sd(tps), st,
+            flops / sec / 1e9, bytes / sec / 1e9, active};
+}
+
+void print_md_header() {
+    std::printf("| model shape | T | E | k | D | F | threads | isa | ms/iter | tokens/s | route | dispatch | experts | combine | GFLOP/s | GB/s (weights) |\n");
+    std::printf("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+}
+
+void print_md(const Row& r) {
+    const double tot = r.stages.total() > 0 ? r.stages.total() : 1;
+    std::printf("| %s | %lld | %d | %d | %lld | %lld | %d | %s | %.3f ± %.3f | %.1f ± %.1f | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.1f | %.1f |\n",
+                r.s.name.c_str(), static_cast<long long>(r.s.T), r.s.E, r.s.k, static_cast<long long>(r.s.D),
+                static_cast<long long>(r.s.F), r.threads, r.isa.c_str(), r.ms_mean, r.ms_sd, r.tps_mean, r.tps_sd,
+                100 * r.stages.route / tot, 100 * r.stages.dispatch / tot, 100 * r.stages.experts / tot,
+                100 * r.stages.combine / tot, r.gflops, r.gbps);
+    std::fflush(stdout);
+}
+
+void print_json(const Row& r, bool first) {
+    const double n = r.stages.calls > 0 ? static_cast<double>(r.stages.calls) : 1;
+    std::printf("%s  {\"shape\": \"%s\", \"T\": %lld, \"E\": %d, \"k\": %d, \"D\": %lld, \"F\": %lld, \"threads\": %d, "
+                "\"isa\": \"%s\", \"ms_mean\": %.6f, \"ms_sd\": %.6f, \"tokens_per_s_mean\": %.3f, \"tokens_per_s_sd\": %.3f, "
+                "\"stage_ms\": {\"route\": %.6f, \"dispatch\": %.6f, \"experts\": %.6f, \"combine\": %.6f, \"shared\": %.6f}, "
+                "\"gflops\": %.3f, \"weight_gbps\": %.3f, \"active_experts\": %lld}",
+                first ? "" : ",\n", r.s.name.c_str(), static_cast<long long>(r.s.T), r.s.E, r.s.k,
+                static_cast<long long>(r.s.D), static_cast<long long>(r.s.F), r.threads, r.isa.c_str(), r.ms_mean,
+                r.ms_sd, r.tps_mean, r.tps_sd, 1e3 * r.stages.route / n, 1e3 * r.stages.dispatch / n,
+                1e3 * r.stages.experts / n, 1e3 * r.stages.combine / n, 1e3 * r.stages.shared / n, r.gflops, r.gbps,
+                static_cast<long long>(r.active_experts));
+    std::fflush(stdout);
+}
+
+}  // namespace
+
+int cmd_bench_moe(int argc, char** argv) {
+    int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    int reps = 3;
+    bool json = false;
+    std::vector<Shape> shapes;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "-h" || a == "--help") {
+            usage(stdout);
+            return 0;
+        } else if (a == "-t") {
+            threads = static_cast<int>(parse_int(value_of(argc, argv, i), "-t", 1, 1024));
+        } else if (a == "-r") {
+            reps = static_cast<int>(parse_int(value_of(argc, argv, i), "-r", 1, 100000));
+        } else if (a == "--shape") {
+            shapes.push_back(parse_shape(value_of(argc, argv, i)));
+        } else if (a == "-o") {
+            const std::string o = value_of(argc, argv, i);
+            if (o != "md" && o != "json") throw_error("bench-moe", "-o '", o, "' must be md or json");
+            json = o == "json";
+        } else {
+            throw_error("bench-moe", "unknown option '", a, "' (see moe bench-moe --help)");
+        }
+    }
+    if (shapes.empty()) {
+        for (int64_t T : {1, 8, 512}) shapes.push_back({"OLMoE-1B-7B", T, 64, 8, 2048, 1024});
+        for (int64_t T : {1, 8, 512}) shapes.push_back({"Qwen3-30B-A3B", T, 128, 8, 2048, 768});
+        for (int64_t T : {1, 8, 128}) shapes.push_back({"Mixtral-8x7B", T, 8, 2, 4096, 14336});
+    }
+    const kernels::CpuKernels kern = kernels::CpuKernels::from_env();
+    ThreadPool pool(threads);
+    if (json) std::printf("{\"build\": \"%s\", \"cpu\": \"%s\", \"rows\": [\n", MOE_BUILD_FLAGS, cpu_model().c_str());
+    else {
+        std::printf("moe bench-moe: %s, build %s, %d threads, isa %s, %d reps (+1 warm-up), f32 expert weights\n\n",
+                    cpu_model().c_str(), MOE_BUILD_FLAGS, threads, kernels::isa_name(kern.isa()), reps);
+        print_md_header();
+    }
+    // Shapes with the same (E, k-independent) weights share one allocation, built when first needed.
+    std::unique_ptr<Layer> layer;
+    Shape layer_shape{"", 0, 0, 0, 0, 0};
+    bool first = true;
+    for (const Shape& s : shapes) {
+        if (!layer || layer_shape.E != s.E || layer_shape.D != s.D || layer_shape.F != s.F) {
+            layer.reset();
+            const double gb = 3.0 * static_cast<double>(s.D) * static_cast<double>(s.F) * s.E * 4 / 1e9;
+            std::fprintf(stderr, "bench-moe: allocating %.2f GB of f32 expert weights for E=%d D=%lld F=%lld\n", gb, s.E,
+                         static_cast<long long>(s.D), static_cast<long long>(s.F));
+            layer = make_layer(pool, s);
+            layer_shape = s;
+        }
+        Layer& L = *layer;
+        L.spec.top_k = s.k;
+        const Row r = bench_shape(pool, kern, L, s, reps);
+        if (json) print_json(r, first);
+        else print_md(r);
+        first = false;
+    }
+    if (json) std::printf("\n]}\n");
+    return 0;
+}
+
+}  // namespace moe::tools
