@@ -1,0 +1,86 @@
+#pragma once
+// The forward pass: a batch of rows (token, position, sequence) -> logits for the rows that ask
+// for them. Rows of several sequences may be mixed in one batch (continuous batching); each row
+// attends only to its own sequence's cache rows 0..pos.
+//
+//   per block: x += Wo attention(rope(qk_norm(Wq/k/v rmsnorm(x) + b)))   (K/V appended to the cache)
+//              x += ffn(rmsnorm(x))                    (MoeBlock, or dense SwiGLU for dense blocks)
+//   head:      logits = Wout rmsnorm(x)
+//
+// Every op is row-local with a fixed summation order (matmul kernels, attention, MoE block), so a
+// row's logits are bitwise the same whatever the batch size, the other rows and the thread count:
+// prefill and token-by-token decode agree exactly. Scratch is planned once (Model's max_batch); a
+// call allocates nothing (except routing traces, which are off).
+#include <cstdint>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "moe/routing_stats.h"
+
+namespace moe::model {
+
+class Model;
+
+struct BatchRow {
+    int32_t token = 0;
+    int32_t pos = 0;     // must be the next position of `seq` (cache length + earlier rows of seq)
+    int32_t seq = 0;     // sequence slot in the KV store
+    bool logits = false; // write this row's logits
+};
+
+// Where K/V rows live (runtime/session.h adapts runtime::KvCache to it; the model layer does not
+// own a cache). Layout of k(layer, seq): row p, kv head g at element (p * n_head_kv + g) * head_dim.
+class KvStore {
+public:
+    virtual ~KvStore() = default;
+    virtual DType type() const = 0;  // F32 or F16
+    virtual int64_t n_seq() const = 0;
+    virtual int64_t n_ctx() const = 0;
+    virtual int64_t length(int64_t seq) const = 0;
+    // Throws moe::Error when n more rows do not fit (the message names the context size).
+    virtual void check_append(int64_t seq, int64_t n) const = 0;
+    virtual void write(int64_t layer, int64_t seq, int64_t pos0, int64_t n, const float* k, const float* v) = 0;
+    virtual void commit(int64_t seq, int64_t n) = 0;
+    virtual const void* k(int64_t layer, int64_t seq) const = 0;
+    virtual const void* v(int64_t layer, int64_t seq) const = 0;
+};
+
+// Wall time per part of the forward pass and expert load per layer, accumulated over calls.
+struct ForwardStats {
+    double embed = 0, attn_proj = 0, attention = 0, moe = 0, dense_ffn = 0, head = 0, total = 0;  // seconds
+    StageTimes moe_stages;              // route / dispatch / experts / combine / shared (MoE blocks)
+    std::vector<RoutingStats> routing;  // per layer (n_expert 0 for dense layers)
+    int64_t rows = 0, calls = 0;
+
+    void reset(int64_t n_layer, int n_expert);
+};
+
+class Forward {
+public:
+    explicit Forward(Model& model);
+    int64_t max_batch() const { return max_batch_; }
+
+    // rows[n] (1 <= n <= max_batch) -> logits[n_out, n_vocab] for the rows with .logits, in row
+    // order; returns n_out. Checks every row first (token id in range, sequence slot, position =
+    // next position of its sequence, context room) and throws moe::Error("[forward] ...") before
+    // touching the cache. pool.size() must be <= the model's n_threads.
+    int64_t run(ThreadPool& pool, const BatchRow* rows, int64_t n, KvStore& kv, float* logits,
+                ForwardStats* stats = nullptr);
+
+private:
+    void check(ThreadPool& pool, const BatchRow* rows, int64_t n, const KvStore& kv);
+    void attention_layer(ThreadPool& pool, int64_t il, const BatchRow* rows, int64_t n, KvStore& kv);
+
+    Model& m_;
+    int64_t max_batch_;
+    Arena arena_;
+    std::vector<int64_t> seq_count_;  // rows per sequence of the current batch (sized n_seq)
+    struct Buffers {
+        float *x, *xn, *q, *k, *v, *att, *y, *qs, *atts, *g, *u;
+        int32_t *pos, *idx;
+    } b_{};
+};
+
+}  // namespace moe::model

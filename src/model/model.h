@@ -1,0 +1,74 @@
+#pragma once
+// A loaded model: the mmapped GGUF file, its config and architecture description, the tokenizer,
+// the bound weights, the kernels, the RoPE cache and one MoeBlock per MoE layer (scratch planned
+// for opts.max_batch rows and opts.n_threads threads). Running it is Forward's job (forward.h).
+//
+//   auto m = Model::load("model.gguf", {.n_threads = 4, .max_batch = 512, .n_ctx = 2048});
+//
+// Loading checks everything a forward pass relies on (architecture, hyperparameters, every tensor's
+// presence, shape and type, the vocabulary) and throws moe::Error naming the problem and the file.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/ref/rope.h"
+#include "model/arch_spec.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "moe/moe_block.h"
+
+namespace moe::gguf {
+class File;
+}
+namespace moe::tokenizer {
+class Tokenizer;
+}
+
+namespace moe::model {
+
+struct ModelOptions {
+    int n_threads = 0;        // largest thread pool forward() will be given; <= 0: hardware threads
+    int64_t max_batch = 512;  // most rows in one forward call
+    int64_t n_ctx = 0;        // positions per sequence (RoPE cache); 0: min(n_ctx_train, 4096)
+};
+
+class Model {
+public:
+    static std::unique_ptr<Model> load(const std::string& path, const ModelOptions& opts = {});
+    ~Model();
+    Model(const Model&) = delete;
+    Model& operator=(const Model&) = delete;
+
+    const std::string& path() const { return path_; }
+    const ModelConfig& config() const { return cfg_; }
+    const ArchDesc& desc() const { return desc_; }
+    const ModelWeights& weights() const { return weights_; }
+    const tokenizer::Tokenizer& tokenizer() const { return *tok_; }
+    const kernels::CpuKernels& kernels() const { return kernels_; }
+    const RopeCache& rope() const { return *rope_; }
+    const ModelOptions& options() const { return opts_; }  // resolved (no zeros)
+    const gguf::File& file() const { return *file_; }
+    // MoE block of layer il (nullptr for a dense layer).
+    MoeBlock* moe_block(int64_t il) const { return moe_[static_cast<size_t>(il)].get(); }
+
+    uint64_t n_params() const;      // elements of every tensor the forward pass uses
+    uint64_t file_bytes() const;    // size of the GGUF file
+    std::string describe() const;   // one line: arch, name, layers, dims, experts
+
+private:
+    Model();
+    std::string path_;
+    std::unique_ptr<gguf::File> file_;
+    ModelConfig cfg_;
+    ArchDesc desc_;
+    ModelOptions opts_;
+    kernels::CpuKernels kernels_;
+    std::unique_ptr<tokenizer::Tokenizer> tok_;
+    ModelWeights weights_;
+    std::unique_ptr<RopeCache> rope_;
+    std::vector<std::unique_ptr<MoeBlock>> moe_;
+};
+
+}  // namespace moe::model
