@@ -4,6 +4,8 @@ namespace moe::tools {
 namespace {
 const Command kCommands[] = {
     {"version", "print the version and how this build was configured", cmd_version},
+    {"gen", "write a random-weight MoE model of a preset as GGUF (PRESET -o OUT.gguf)", cmd_gen},
+    {"inspect", "architecture, tensors, parameter counts and memory plan of a GGUF or config.json", cmd_inspect},
     {"tokenize", "print the token ids of a text (-m MODEL -p TEXT | -f FILE)", cmd_tokenize},
     {"detokenize", "print the text of token ids (-m MODEL --ids 1,2,3)", cmd_detokenize},
     {"bench-moe", "time the MoE block alone over shapes (T,E,k,D,F): tokens/s, stage split, GFLOP/s, GB/s", cmd_bench_moe},

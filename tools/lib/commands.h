@@ -17,6 +17,8 @@ void print_usage(std::FILE* out);
 
 // Subcommand entry points.
 int cmd_version(int argc, char** argv);
+int cmd_gen(int argc, char** argv);
+int cmd_inspect(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);
 int cmd_bench_moe(int argc, char** argv);
