@@ -67,12 +67,12 @@ std::string human_params(uint64_t n) {
 }
 
 void list_presets() {
-    std::printf("%-20s %-9s %8s %10s %10s  %s\n", "preset", "arch", "layers", "total", "active", "description");
+    std::printf("%-20s %-9s %6s %10s %10s  %s\n", "preset", "arch", "layers", "total", "active", "description");
     for (const auto& p : model::presets()) {
         const auto counts = model::count_params(model::describe_catalog(model::tensor_catalog(p.config), DType::F32), p.config);
-        std::printf("%-20s %-9s %8lld %9.3fB %9.3fB  %s\n", p.name.c_str(), p.config.arch.c_str(),
-                    static_cast<long long>(p.config.n_layer), counts.total / 1e9, counts.active / 1e9,
-                    p.description.c_str());
+        std::printf("%-20s %-9s %6lld %10s %10s  %s\n", p.name.c_str(), p.config.arch.c_str(),
+                    static_cast<long long>(p.config.n_layer), human_params(counts.total).c_str(),
+                    human_params(counts.active).c_str(), p.description.c_str());
     }
 }
 
