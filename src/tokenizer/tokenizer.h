@@ -67,6 +67,7 @@ private:
 // becomes U+FFFD as soon as that is certain, and a held incomplete tail becomes U+FFFD at flush().
 class Detokenizer {
 public:
+    // Keeps a pointer to `tok`: the Tokenizer must outlive the Detokenizer and stay in place.
     explicit Detokenizer(const Tokenizer& tok, DecodeOptions opts = {});
     std::string push(int32_t id);
     std::string flush();

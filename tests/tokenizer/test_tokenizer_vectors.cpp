@@ -3,6 +3,8 @@
 // and without parsing special tokens.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "core/error.h"
 #include "format/gguf.h"
 #include "tokenizer/tokenizer.h"
@@ -139,4 +141,22 @@ TEST(TokenizerVectors, DecodeRejectsOutOfRangeIds) {
         EXPECT_NE(std::string(e.what()).find("50257 tokens"), std::string::npos) << e.what();
     }
     EXPECT_THROW(bpe.token_to_piece(-1), moe::Error);
+}
+
+TEST(TokenizerVectors, ConcurrentEncodeGivesTheSameIds) {
+    // encode/decode are const and share the compiled regexes: several threads at once must agree.
+    const auto tok = Tokenizer::from_gguf(moe::gguf::File::open(kVocabDir + "ggml-vocab-gpt-2.gguf"));
+    const auto cases = test::read_vocab_cases(kVocabDir + "ggml-vocab-gpt-2.gguf");
+    EncodeOptions opts;
+    opts.add_bos = false;
+    std::vector<int> bad(4, 0);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&, t] {
+            for (int rep = 0; rep < 5; ++rep)
+                for (const auto& c : cases)
+                    if (tok.encode(c.text, opts) != c.ids || tok.decode(c.ids) != c.text) ++bad[t];
+        });
+    for (auto& th : threads) th.join();
+    for (int t = 0; t < 4; ++t) EXPECT_EQ(bad[t], 0) << "thread " << t;
 }
