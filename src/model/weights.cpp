@@ -12,7 +12,7 @@
 
 namespace moe::model {
 
-std::string supported_weight_types() { return "F32, F16, BF16"; }
+std::string supported_weight_types() { return "f32, f16, bf16"; }
 
 namespace {
 

@@ -22,5 +22,9 @@ int cmd_inspect(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);
 int cmd_bench_moe(int argc, char** argv);
+int cmd_run(int argc, char** argv);
+int cmd_eval(int argc, char** argv);
+int cmd_perplexity(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
 
 }  // namespace moe::tools

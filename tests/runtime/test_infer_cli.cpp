@@ -1,0 +1,258 @@
+// The inference subcommands, run as the `moe` binary (MOE_BINARY): eval (file size, values equal
+// the in-process forward), run (streams, stats, built-in default model), perplexity (finite, > 1),
+// bench (rows), and bad input (exit code 1, one "error:" line naming the problem): unknown
+// architecture, missing tensor, mis-shaped tensor (files rewritten with gguf::Writer), token id out
+// of range, prompt longer than --ctx, F16... types without a kernel.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "format/gguf.h"
+#include "format/gguf_writer.h"
+#include "model/gen.h"
+#include "model/model.h"
+#include "runtime/session.h"
+
+using namespace moe;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path& temp_dir() {
+    static const fs::path dir = [] {
+        fs::path d = fs::temp_directory_path() / ("moe-test-infer-cli-" + std::to_string(::getpid()));
+        fs::create_directories(d);
+        return d;
+    }();
+    return dir;
+}
+struct RemoveTempDir : ::testing::Environment {
+    void TearDown() override { fs::remove_all(temp_dir()); }
+};
+[[maybe_unused]] auto* const g_env = ::testing::AddGlobalTestEnvironment(new RemoveTempDir);
+
+std::string gen_model(const std::string& preset, DType type = DType::F32) {
+    const fs::path p = temp_dir() / (preset + "-" + dtype_name(type) + ".gguf");
+    if (!fs::exists(p)) {
+        model::GenSpec g;
+        g.preset = preset;
+        g.seed = 11;
+        g.type = type;
+        g.output = p.string();
+        g.threads = 1;
+        model::generate(g);
+    }
+    return p.string();
+}
+
+struct Result {
+    int code = -1;
+    std::string out, err;
+};
+
+// Runs `moe ARGS` with stdout and stderr captured to files.
+Result run_moe(const std::string& args, const std::string& env = "") {
+    const std::string o = (temp_dir() / "stdout.txt").string(), e = (temp_dir() / "stderr.txt").string();
+    const std::string cmd = env + " " + std::string(MOE_BINARY) + " " + args + " >" + o + " 2>" + e;
+    const int st = std::system(cmd.c_str());
+    Result r;
+    r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    auto slurp = [](const std::string& p) {
+        std::ifstream f(p, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    };
+    r.out = slurp(o);
+    r.err = slurp(e);
+    return r;
+}
+
+int count_lines_with(const std::string& s, const std::string& what) {
+    int n = 0;
+    size_t start = 0;
+    while (start < s.size()) {
+        size_t end = s.find('\n', start);
+        if (end == std::string::npos) end = s.size();
+        if (s.substr(start, end - start).find(what) != std::string::npos) ++n;
+        start = end + 1;
+    }
+    return n;
+}
+
+// Expects exit code 1 and exactly one "error:" line on stderr containing every `needles` entry.
+void expect_error(const Result& r, const std::vector<std::string>& needles) {
+    EXPECT_EQ(1, r.code) << r.err;
+    EXPECT_EQ(1, count_lines_with(r.err, "error:")) << r.err;
+    for (const auto& n : needles) EXPECT_NE(r.err.find(n), std::string::npos) << "missing '" << n << "' in: " << r.err;
+}
+
+// Copies a GGUF with edits: metadata values replaced, a tensor dropped or re-shaped (data zeros).
+struct Edit {
+    std::string set_arch;              // new general.architecture
+    std::string drop_tensor;
+    std::string reshape_tensor;
+    std::vector<int64_t> new_shape;
+};
+std::string rewrite(const std::string& src, const std::string& name, const Edit& ed) {
+    const fs::path dst = temp_dir() / name;
+    const auto in = gguf::File::open(src);
+    gguf::Writer w(dst.string(), in.alignment());
+    for (const auto& kv : in.metadata()) {
+        gguf::Value v = kv.value;
+        if (kv.key == "general.architecture" && !ed.set_arch.empty()) v.str = ed.set_arch;
+        w.set(kv.key, v);
+    }
+    std::vector<const gguf::TensorInfo*> kept;
+    for (const auto& t : in.tensors()) {
+        if (t.name == ed.drop_tensor) continue;
+        if (t.name == ed.reshape_tensor) w.add_tensor(t.name, t.type, ed.new_shape);
+        else w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims));
+        kept.push_back(&t);
+    }
+    w.write_header();
+    for (size_t i = 0; i < kept.size(); ++i) {
+        const TensorView v = in.view(*kept[i]);
+        const uint64_t want = w.tensor_bytes(i);
+        if (want == v.nbytes()) {
+            w.write_data(v.data, want);
+        } else {
+            std::vector<char> zeros(want, 0);
+            w.write_data(zeros.data(), want);
+        }
+    }
+    w.finish();
+    return dst.string();
+}
+
+std::vector<float> read_floats(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    std::vector<char> b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::vector<float> v(b.size() / sizeof(float));
+    std::memcpy(v.data(), b.data(), v.size() * sizeof(float));
+    return v;
+}
+
+}  // namespace
+
+TEST(InferCli, EvalWritesLogitsEqualToInProcessForward) {
+    const std::string path = gen_model("tiny-qwen2moe");
+    const std::vector<int32_t> toks = {1, 77, 300, 5, 42, 0, 319, 8};
+    const std::string out = (temp_dir() / "logits.bin").string();
+    const Result r = run_moe("eval -m " + path + " --tokens 1,77,300,5,42,0,319,8 --logits-out " + out + " -t 2");
+    ASSERT_EQ(0, r.code) << r.err;
+    auto m = model::Model::load(path, {1, 4, 64});
+    const int64_t V = m->config().n_vocab;
+    ASSERT_EQ(fs::file_size(out), toks.size() * static_cast<size_t>(V) * sizeof(float));
+    ThreadPool pool(1);
+    runtime::Session s(*m, pool, {64, 1, DType::F32});
+    std::vector<float> want(toks.size() * static_cast<size_t>(V));
+    s.eval(0, toks, want.data(), true);  // 1 thread, batches of 4: still bitwise equal (forward.h)
+    const auto got = read_floats(out);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)));
+}
+
+TEST(InferCli, RunStreamsTextAndStats) {
+    const std::string path = gen_model("tiny-mixtral");
+    const Result r = run_moe("run -m " + path + " -p 'Once upon a time' -n 12 --seed 3 -t 2");
+    ASSERT_EQ(0, r.code) << r.err;
+    EXPECT_EQ(0u, r.out.rfind("Once upon a time", 0)) << r.out;
+    EXPECT_GT(r.out.size(), std::string("Once upon a time\n").size());
+    EXPECT_NE(r.err.find("prompt "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("tok/s"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("experts "), std::string::npos) << r.err;      // MoE stage split
+    EXPECT_NE(r.err.find("expert load: imbalance"), std::string::npos) << r.err;
+    // Same seed -> same text; greedy is deterministic too.
+    const Result r2 = run_moe("run -m " + path + " -p 'Once upon a time' -n 12 --seed 3 -t 1");
+    EXPECT_EQ(r.out, r2.out);
+}
+
+TEST(InferCli, RunWithoutModelUsesBuiltInDefault) {
+    const fs::path cache = temp_dir() / "xdg";
+    const Result r = run_moe("run -p 'Hello' -n 4 --temp 0", "XDG_CACHE_HOME=" + cache.string());
+    ASSERT_EQ(0, r.code) << r.err;
+    EXPECT_NE(r.err.find("built-in default model"), std::string::npos) << r.err;
+    EXPECT_TRUE(fs::exists(cache / "moe-engine" / "default-tiny-qwen3moe.gguf"));
+    const Result again = run_moe("run -p 'Hello' -n 4 --temp 0", "XDG_CACHE_HOME=" + cache.string());
+    ASSERT_EQ(0, again.code) << again.err;
+    EXPECT_NE(again.err.find("cached at"), std::string::npos) << again.err;
+    EXPECT_EQ(r.out, again.out);
+}
+
+TEST(InferCli, PerplexityIsFiniteAndAboveOne) {
+    const std::string path = gen_model("tiny-olmoe");
+    // A short slice of the text: 4 chunks of 64 tokens with the byte-level vocab.
+    const std::string text = (temp_dir() / "text.txt").string();
+    {
+        std::ifstream in(MOE_SHARED_DIR "/data/text/tinyshakespeare.txt", std::ios::binary);
+        ASSERT_TRUE(in) << "missing " MOE_SHARED_DIR "/data/text/tinyshakespeare.txt";
+        std::string s(4000, '\0');
+        in.read(s.data(), static_cast<std::streamsize>(s.size()));
+        s.resize(static_cast<size_t>(in.gcount()));
+        std::ofstream(text, std::ios::binary) << s;
+    }
+    const Result r = run_moe("perplexity -m " + path + " -f " + text + " --ctx 64 --chunks 4 -t 2");
+    ASSERT_EQ(0, r.code) << r.err;
+    const size_t at = r.out.find("Final estimate: PPL = ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const double ppl = std::strtod(r.out.c_str() + at + std::strlen("Final estimate: PPL = "), nullptr);
+    EXPECT_TRUE(std::isfinite(ppl));
+    EXPECT_GT(ppl, 1.0);
+    // Too short a text for the context: a clear error.
+    expect_error(run_moe("perplexity -m " + path + " -f " + text + " --ctx 4096"), {"needs at least 8192"});
+}
+
+TEST(InferCli, BenchPrintsRows) {
+    const std::string path = gen_model("tiny-qwen3moe");
+    const Result r = run_moe("bench -m " + path + " -p 32 -n 8 -r 2 -t 2");
+    ASSERT_EQ(0, r.code) << r.err;
+    EXPECT_EQ(1, count_lines_with(r.out, "| pp32 |")) << r.out;
+    EXPECT_EQ(1, count_lines_with(r.out, "| tg8 |")) << r.out;
+    EXPECT_NE(r.out.find(" ± "), std::string::npos);
+}
+
+TEST(InferCli, BadInputsAreOneLineErrors) {
+    const std::string good = gen_model("tiny-qwen3moe");
+    const std::string out = (temp_dir() / "bad.bin").string();
+    const std::string eval = " --tokens 1,2,3 --logits-out " + out;
+
+    const std::string unknown = rewrite(good, "unknown-arch.gguf", {.set_arch = "mamba9"});
+    expect_error(run_moe("eval -m " + unknown + eval), {"mamba9", "not supported", "qwen3moe"});
+
+    const std::string missing = rewrite(good, "missing.gguf", {.drop_tensor = "blk.1.attn_k.weight"});
+    expect_error(run_moe("eval -m " + missing + eval), {"blk.1.attn_k.weight", "missing", "[64, 64]", missing});
+
+    const std::string shaped =
+        rewrite(good, "shaped.gguf", {.reshape_tensor = "blk.0.ffn_up_exps.weight", .new_shape = {64, 16, 8}});
+    expect_error(run_moe("eval -m " + shaped + eval),
+                 {"blk.0.ffn_up_exps.weight", "[64, 16, 8]", "expected [64, 32, 8]", shaped});
+
+    expect_error(run_moe("eval -m " + good + " --tokens 1,2,320 --logits-out " + out), {"token id 320", "320 tokens"});
+    expect_error(run_moe("eval -m " + good + " --tokens 1,x --logits-out " + out), {"'x'"});
+    expect_error(run_moe("eval -m " + good + " --tokens 1,2,3,4,5 --ctx 4 --logits-out " + out),
+                 {"prompt of 5 tokens exceeds the context of 4"});
+    expect_error(run_moe("run -m " + good + " -p 'a long prompt, longer than eight tokens' --ctx 8"),
+                 {"exceeds the context of 8"});
+    EXPECT_FALSE(fs::exists(out));
+
+    // A weight type without a kernel yet names the tensor, the type and what is supported.
+    const std::string q8 = gen_model("tiny-qwen3moe", DType::Q8_0);
+    expect_error(run_moe("eval -m " + q8 + eval), {"q8_0", "token_embd.weight", "supported: f32, f16, bf16"});
+}
+
+TEST(InferCli, F16AndBf16WeightsLoad) {
+    for (DType t : {DType::F16, DType::BF16}) {
+        const std::string path = gen_model("tiny-mixtral", t);
+        const Result r = run_moe("eval -m " + path + " --tokens 1,2,3 --logits-out " + (temp_dir() / "h.bin").string());
+        EXPECT_EQ(0, r.code) << dtype_name(t) << ": " << r.err;
+    }
+}

@@ -1,0 +1,94 @@
+// `moe eval`: logits of a token list, for parity checks against other engines.
+// Output: raw float32 [n_tokens][n_vocab], row i = logits after tokens 0..i (no BOS added).
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "model/model.h"
+#include "runtime/session.h"
+#include "tools/lib/commands.h"
+#include "tools/lib/infer_args.h"
+
+namespace moe::tools {
+namespace {
+
+void eval_usage(std::FILE* out) {
+    std::fprintf(out,
+                 "usage: moe eval -m MODEL --tokens 1,2,3 --logits-out FILE [-t THREADS] [--ctx N]\n"
+                 "                [--batch N] [--kv-type f32|f16]\n"
+                 "  Evaluates the token ids as one sequence from position 0 (no BOS is added) and writes\n"
+                 "  float32 logits [n_tokens][n_vocab] (little-endian, no header) to FILE: row i = logits\n"
+                 "  after tokens 0..i.\n"
+                 "  --batch N     rows per forward call (default 512)\n");
+}
+
+}  // namespace
+
+int cmd_eval(int argc, char** argv) {
+    const char* cmd = "eval";
+    std::string model, out_path, token_arg;
+    bool have_tokens = false;
+    model::ModelOptions mo;
+    runtime::SessionOptions so;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "-h" || a == "--help") {
+            eval_usage(stdout);
+            return 0;
+        } else if (a == "-m" || a == "--model") {
+            model = arg_value(argc, argv, i, cmd);
+        } else if (a == "--tokens") {
+            token_arg = arg_value(argc, argv, i, cmd);
+            have_tokens = true;
+        } else if (a == "--logits-out") {
+            out_path = arg_value(argc, argv, i, cmd);
+        } else if (a == "-t" || a == "--threads") {
+            mo.n_threads = static_cast<int>(parse_int(arg_value(argc, argv, i, cmd), "-t", cmd, 1, 1024));
+        } else if (a == "--ctx" || a == "-c") {
+            mo.n_ctx = so.n_ctx = parse_int(arg_value(argc, argv, i, cmd), "--ctx", cmd, 1, 1 << 24);
+        } else if (a == "--batch" || a == "-b") {
+            mo.max_batch = parse_int(arg_value(argc, argv, i, cmd), "--batch", cmd, 1, 1 << 20);
+        } else if (a == "--kv-type") {
+            so.kv_type = parse_kv_type(arg_value(argc, argv, i, cmd), cmd);
+        } else {
+            std::fprintf(stderr, "moe eval: unknown option '%s'\n", a.c_str());
+            eval_usage(stderr);
+            return 2;
+        }
+    }
+    if (model.empty() || !have_tokens || out_path.empty()) {
+        std::fprintf(stderr, "moe eval: need -m MODEL, --tokens LIST and --logits-out FILE\n");
+        eval_usage(stderr);
+        return 2;
+    }
+    const std::vector<int32_t> tokens = parse_token_list(token_arg, cmd);
+    if (tokens.empty()) throw_error(cmd, "--tokens is empty; give at least one token id");
+    auto m = model::Model::load(model, mo);
+    const int64_t V = m->config().n_vocab;
+    for (size_t i = 0; i < tokens.size(); ++i)
+        if (tokens[i] >= V)
+            throw_error(cmd, "token id ", tokens[i], " (position ", i, " in --tokens) is out of range: the model's "
+                        "vocabulary has ", V, " tokens (ids 0..", V - 1, ")");
+    ThreadPool pool(m->options().n_threads);
+    runtime::Session session(*m, pool, so);
+    std::vector<float> logits(tokens.size() * static_cast<size_t>(V));
+    session.eval(0, tokens, logits.data(), true);
+
+    std::FILE* f = std::fopen(out_path.c_str(), "wb");
+    if (!f) throw_error(cmd, "cannot create ", out_path, ": ", std::strerror(errno));
+    const size_t n = std::fwrite(logits.data(), sizeof(float), logits.size(), f);
+    const bool ok = n == logits.size() && std::fclose(f) == 0;
+    if (!ok) {
+        std::remove(out_path.c_str());
+        throw_error(cmd, "cannot write ", out_path, ": ", std::strerror(errno));
+    }
+    std::fprintf(stderr, "moe eval: wrote %zu x %lld float32 logits to %s\n", tokens.size(), static_cast<long long>(V),
+                 out_path.c_str());
+    return 0;
+}
+
+}  // namespace moe::tools

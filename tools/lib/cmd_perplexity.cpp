@@ -1,0 +1,130 @@
+// `moe perplexity`: llama.cpp's perplexity method (tools/perplexity/perplexity.cpp,
+// perplexity()), so the two numbers can be compared on the same file and text:
+//  - tokenize the whole text (BOS first when the vocab adds one);
+//  - cut it into n_chunk = n_tokens / n_ctx non-overlapping chunks of n_ctx tokens (at least 2 chunks'
+//    worth of tokens is required, as in llama.cpp); the first token of each chunk is replaced by BOS
+//    when the vocab adds BOS;
+//  - evaluate each chunk from an empty cache and score only its second half: logits at positions
+//    first = n_ctx/2 .. n_ctx-2 predict the next token; NLL = -log softmax(logits)[next];
+//  - PPL = exp(sum NLL / count), with llama.cpp's +/- estimate (sd of the NLL / sqrt(count - 1), * PPL).
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "core/timer.h"
+#include "model/model.h"
+#include "runtime/session.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/lib/commands.h"
+#include "tools/lib/infer_args.h"
+
+namespace moe::tools {
+namespace {
+
+void perplexity_usage(std::FILE* out) {
+    std::fprintf(out,
+                 "usage: moe perplexity -m MODEL -f FILE [--ctx N] [--chunks N] [-t THREADS] [--batch N]\n"
+                 "  Perplexity of FILE's text, computed as llama.cpp's llama-perplexity does (chunks of N\n"
+                 "  tokens, second half of each chunk scored), so the numbers are comparable.\n"
+                 "  --ctx N      chunk length (default 512)\n"
+                 "  --chunks N   score only the first N chunks (default: all)\n"
+                 "  --batch N    rows per forward call (default 512)\n");
+}
+
+// -log softmax(logits)[target], in double with max subtraction.
+double nll_of(const float* logits, int64_t V, int32_t target) {
+    double mx = logits[0];
+    for (int64_t i = 1; i < V; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
+    double sum = 0;
+    for (int64_t i = 0; i < V; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+    return -(static_cast<double>(logits[target]) - mx - std::log(sum));
+}
+
+}  // namespace
+
+int cmd_perplexity(int argc, char** argv) {
+    const char* cmd = "perplexity";
+    std::string model, file;
+    int64_t n_ctx = 512, max_chunks = -1;
+    model::ModelOptions mo;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "-h" || a == "--help") {
+            perplexity_usage(stdout);
+            return 0;
+        } else if (a == "-m" || a == "--model") {
+            model = arg_value(argc, argv, i, cmd);
+        } else if (a == "-f" || a == "--file") {
+            file = arg_value(argc, argv, i, cmd);
+        } else if (a == "--ctx" || a == "-c") {
+            n_ctx = parse_int(arg_value(argc, argv, i, cmd), "--ctx", cmd, 4, 1 << 20);
+        } else if (a == "--chunks") {
+            max_chunks = parse_int(arg_value(argc, argv, i, cmd), "--chunks", cmd, 1, INT32_MAX);
+        } else if (a == "-t" || a == "--threads") {
+            mo.n_threads = static_cast<int>(parse_int(arg_value(argc, argv, i, cmd), "-t", cmd, 1, 1024));
+        } else if (a == "--batch" || a == "-b") {
+            mo.max_batch = parse_int(arg_value(argc, argv, i, cmd), "--batch", cmd, 1, 1 << 20);
+        } else {
+            std::fprintf(stderr, "moe perplexity: unknown option '%s'\n", a.c_str());
+            perplexity_usage(stderr);
+            return 2;
+        }
+    }
+    if (model.empty() || file.empty()) {
+        std::fprintf(stderr, "moe perplexity: need -m MODEL and -f FILE\n");
+        perplexity_usage(stderr);
+        return 2;
+    }
+    const std::string text = read_file(file, cmd);
+    mo.n_ctx = n_ctx;
+    auto m = model::Model::load(model, mo);
+    const tokenizer::Tokenizer& tok = m->tokenizer();
+    std::vector<int32_t> tokens = tok.encode(text, {.add_bos = true, .add_eos = false, .parse_special = false});
+    const bool add_bos = tok.vocab().add_bos && tok.vocab().bos_id >= 0;
+    const int64_t n_tok = static_cast<int64_t>(tokens.size());
+    if (n_tok < 2 * n_ctx)
+        throw_error(cmd, file, " has ", n_tok, " tokens; perplexity with a context of ", n_ctx, " needs at least ",
+                    2 * n_ctx, " (use a longer text or a smaller --ctx)");
+    int64_t n_chunk = n_tok / n_ctx;
+    if (max_chunks > 0) n_chunk = std::min(n_chunk, max_chunks);
+    const int64_t V = m->config().n_vocab;
+    const int64_t first = n_ctx / 2;
+    std::fprintf(stderr, "moe perplexity: %s\nmoe perplexity: %lld tokens, %lld chunks of %lld, scoring positions %lld..%lld\n",
+                 m->describe().c_str(), static_cast<long long>(n_tok), static_cast<long long>(n_chunk),
+                 static_cast<long long>(n_ctx), static_cast<long long>(first), static_cast<long long>(n_ctx - 2));
+
+    ThreadPool pool(m->options().n_threads);
+    runtime::Session session(*m, pool, {n_ctx, 1, DType::F32});
+    std::vector<float> logits(static_cast<size_t>(n_ctx * V));
+    double nll = 0, nll2 = 0;
+    int64_t count = 0;
+    Timer t;
+    for (int64_t c = 0; c < n_chunk; ++c) {
+        std::vector<int32_t> chunk(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx);
+        if (add_bos) chunk[0] = tok.vocab().bos_id;
+        session.clear(0);
+        session.eval(0, chunk, logits.data(), true);
+        for (int64_t i = first; i < n_ctx - 1; ++i) {
+            const double v = nll_of(logits.data() + i * V, V, chunk[static_cast<size_t>(i + 1)]);
+            nll += v;
+            nll2 += v * v;
+            ++count;
+        }
+        std::printf("[%lld]%.4f,", static_cast<long long>(c + 1), std::exp(nll / count));
+        std::fflush(stdout);
+    }
+    std::printf("\n");
+    const double mean = nll / count;
+    const double ppl = std::exp(mean);
+    double var = nll2 / count - mean * mean;
+    const double sd = var > 0 ? std::sqrt(var / (count - 1)) : 0.0;
+    std::printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, sd * ppl);
+    std::fprintf(stderr, "moe perplexity: %lld tokens scored in %.2f s (%.1f tok/s evaluated)\n",
+                 static_cast<long long>(count), t.seconds(), static_cast<double>(n_chunk * n_ctx) / t.seconds());
+    return 0;
+}
+
+}  // namespace moe::tools

@@ -1,0 +1,29 @@
+#pragma once
+// Option parsing shared by the inference subcommands (run, eval, perplexity, bench) and the
+// built-in default model. Every bad value is a moe::Error naming the option (the CLI prints one
+// line and exits 1).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace moe::tools {
+
+// Value of option argv[i] (advances i).
+const char* arg_value(int argc, char** argv, int& i, const char* cmd);
+int64_t parse_int(const std::string& s, const char* option, const char* cmd, int64_t min, int64_t max);
+double parse_double(const std::string& s, const char* option, const char* cmd);
+// "1,2,3" (commas and/or whitespace) -> ids; every entry a non-negative 32-bit integer.
+std::vector<int32_t> parse_token_list(const std::string& s, const char* cmd);
+// "f32" | "f16"
+DType parse_kv_type(const std::string& s, const char* cmd);
+std::string read_file(const std::string& path, const char* cmd);
+
+// The built-in default model: preset kDefaultPreset generated (random weights, seed 1) on first use
+// into $XDG_CACHE_HOME/moe-engine/ (else ~/.cache/moe-engine/, else /tmp/moe-engine-cache/).
+inline constexpr const char* kDefaultPreset = "tiny-qwen3moe";
+// Path of the default model, generating it if missing; `generated` tells whether it was made now.
+std::string default_model(bool& generated);
+
+}  // namespace moe::tools
