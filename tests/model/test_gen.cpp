@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <set>
 #include <string>
 
@@ -283,6 +284,24 @@ TEST(Gen, BadSpecs) {
     s.type = DType::F32;
     s.vocab_file = std::string(MOE_SHARED_DIR) + "/reference/configs/mixtral-8x7b-v0.1_config.json";
     EXPECT_THROW(generate(s), moe::Error);  // not a GGUF
+}
+
+// The catalog of a real llama.cpp-written file's config lists exactly that file's tensors.
+TEST(Catalog, MatchesRealLlamaFile) {
+    const gguf::File f = gguf::File::open(std::string(MOE_SHARED_DIR) + "/data/models/llama-2-tiny-random.gguf");
+    const ModelConfig c = config_from_gguf(f);
+    EXPECT_EQ(c.arch, "llama");
+    EXPECT_EQ(c.n_expert, 0);
+    std::map<std::string, std::vector<int64_t>> want, got;
+    for (const auto& t : tensor_catalog(c)) want[t.name] = t.shape;
+    for (const auto& t : f.tensors()) got[t.name] = std::vector<int64_t>(t.ne, t.ne + t.n_dims);
+    EXPECT_EQ(got, want);
+    const ParamCounts pc = count_params(describe_gguf(f), c);
+    EXPECT_EQ(pc.total, pc.active);
+    EXPECT_EQ(pc.total, count_params(describe_catalog(tensor_catalog(c), DType::F16), c).total);
+    // Its tensors are stored the way storage_type() says for f16 weights.
+    for (const auto& t : f.tensors())
+        EXPECT_EQ(t.type, storage_type(t.name, std::vector<int64_t>(t.ne, t.ne + t.n_dims), DType::F16)) << t.name;
 }
 
 TEST(BuiltinVocab, ValidByteLevelBpe) {

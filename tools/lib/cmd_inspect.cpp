@@ -298,8 +298,11 @@ void print_human(const Options& o, Kind kind, const model::ModelConfig& c, const
 
     std::printf("\nParameters\n");
     std::printf("  total                        %12s\n", human_params(pc.total).c_str());
-    std::printf("  active per token             %12s  (all non-routed tensors incl. embeddings and head + %lld/%lld of routed experts)\n",
-                human_params(pc.active).c_str(), (long long)c.n_expert_used, (long long)c.n_expert);
+    if (c.is_moe())
+        std::printf("  active per token             %12s  (all non-routed tensors incl. embeddings and head + %lld/%lld of routed experts)\n",
+                    human_params(pc.active).c_str(), (long long)c.n_expert_used, (long long)c.n_expert);
+    else
+        std::printf("  active per token             %12s  (dense model: every tensor)\n", human_params(pc.active).c_str());
     std::printf("  active excl. token_embd      %12s  (DeepSeek / OpenAI convention)\n", human_params(pc.active_excl_embd).c_str());
     std::printf("  resident bytes               %12s  (all tensors at their storage type)\n", human_bytes(pc.resident_bytes).c_str());
     std::printf("  by role:\n");
