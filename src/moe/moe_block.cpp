@@ -130,7 +130,12 @@ void MoeBlock::forward(ThreadPool& pool, const float* x, int64_t T, float* y, co
         exact.ids = b.ids_exact;
         exact.weights = b.weights_exact;
         router_.route(pool, b.logits, T, exact, b.route_scratch);
-        for (int64_t i = 0; i < T * E; ++i) b.logits[i] /= approx_.temperature;
+        for (int64_t i = 0; i < T * E; ++i) {
+            b.logits[i] /= approx_.temperature;
+            if (!std::isfinite(b.logits[i]))
+                throw_error("moe", "layer ", weights_.layer, ": router logit of token ", i / E, " for expert ", i % E,
+                            " overflows at temperature ", approx_.temperature);
+        }
         router_.route(pool, b.logits, T, routing_, b.route_scratch);
         for (int64_t t = 0; t < T; ++t)
             if (std::memcmp(b.ids + t * k, b.ids_exact + t * k, sizeof(int32_t) * k) != 0 ||

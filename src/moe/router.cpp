@@ -151,11 +151,11 @@ void Router::logits(ThreadPool& pool, const float* x, int64_t T, float temperatu
     for (int64_t t = 0; t < T; ++t)
         for (int64_t e = 0; e < E; ++e) {
             float& l = logits[t * E + e];
-            if (!std::isfinite(l))
-                throw_error("moe", "layer ", layer_, ": router logit of token ", t, " for expert ", e, " is ", l,
-                            " (non-finite activations reached the MoE router; no expert can be picked)");
             if (router_bias_) l += router_bias_[e];
             if (temperature != 1.0f) l /= temperature;
+            if (!std::isfinite(l))
+                throw_error("moe", "layer ", layer_, ": router logit of token ", t, " for expert ", e, " is ", l,
+                            " (non-finite activations or weights reached the MoE router; no expert can be picked)");
         }
 }
 
