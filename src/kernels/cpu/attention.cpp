@@ -47,35 +47,48 @@ void accum_scalar(float* acc, const float* w, const void* vp, int64_t stride, in
     }
 }
 
-// One (token, head): online softmax over tiles of keys 0..n_keys-1.
-void attend_one(const TileOps& ops, const AttentionSpec& s, const float* q, const char* k, const char* v,
-                size_t elem, int64_t n_keys, float scale, float* out) {
+// nh (<= kAttentionHeadsPerItem) consecutive query heads of one token that share a kv head:
+// online softmax over tiles of keys 0..n_keys-1. The heads take turns on each tile, so its K/V rows
+// are read from memory once and from cache by the other heads (GQA); each head's own sequence of
+// operations is the same as if it were processed alone.
+void attend_heads(const TileOps& ops, const AttentionSpec& s, const float* q, int64_t nh, const char* k,
+                  const char* v, size_t elem, int64_t n_keys, float scale, float* out) {
     const int64_t dk = s.head_dim_k, dv = s.head_dim_v;
     const int64_t k_stride = s.n_head_kv * dk, v_stride = s.n_head_kv * dv;
-    alignas(64) float acc[kAttentionMaxHeadDim];
+    alignas(64) float acc[kAttentionHeadsPerItem][kAttentionMaxHeadDim];
     alignas(64) float sc[kAttentionTile];
-    std::fill(acc, acc + dv, 0.0f);
-    float m = -INFINITY, l = 0.0f;
+    float m[kAttentionHeadsPerItem], l[kAttentionHeadsPerItem];
+    for (int64_t hh = 0; hh < nh; ++hh) {
+        std::fill(acc[hh], acc[hh] + dv, 0.0f);
+        m[hh] = -INFINITY;
+        l[hh] = 0.0f;
+    }
     for (int64_t j0 = 0; j0 < n_keys; j0 += kAttentionTile) {
         const int64_t n = std::min(kAttentionTile, n_keys - j0);
-        ops.scores(q, k + static_cast<size_t>(j0 * k_stride) * elem, k_stride, n, dk, scale, sc);
-        float mt = sc[0];
-        for (int64_t j = 1; j < n; ++j) mt = std::fmax(mt, sc[j]);
-        const float m_new = std::fmax(m, mt);
-        const float alpha = std::exp(m - m_new);  // 0 on the first tile (m = -inf)
-        if (alpha != 1.0f) {
-            l *= alpha;
-            for (int64_t i = 0; i < dv; ++i) acc[i] *= alpha;
+        const char* kt = k + static_cast<size_t>(j0 * k_stride) * elem;
+        const char* vt = v + static_cast<size_t>(j0 * v_stride) * elem;
+        for (int64_t hh = 0; hh < nh; ++hh) {
+            ops.scores(q + hh * dk, kt, k_stride, n, dk, scale, sc);
+            float mt = sc[0];
+            for (int64_t j = 1; j < n; ++j) mt = std::fmax(mt, sc[j]);
+            const float m_new = std::fmax(m[hh], mt);
+            const float alpha = std::exp(m[hh] - m_new);  // 0 on the first tile (m = -inf)
+            if (alpha != 1.0f) {
+                l[hh] *= alpha;
+                for (int64_t i = 0; i < dv; ++i) acc[hh][i] *= alpha;
+            }
+            for (int64_t j = 0; j < n; ++j) {
+                sc[j] = std::exp(sc[j] - m_new);
+                l[hh] += sc[j];
+            }
+            ops.accum(acc[hh], sc, vt, v_stride, n, dv);
+            m[hh] = m_new;
         }
-        for (int64_t j = 0; j < n; ++j) {
-            sc[j] = std::exp(sc[j] - m_new);
-            l += sc[j];
-        }
-        ops.accum(acc, sc, v + static_cast<size_t>(j0 * v_stride) * elem, v_stride, n, dv);
-        m = m_new;
     }
-    const float inv = 1.0f / l;
-    for (int64_t i = 0; i < dv; ++i) out[i] = acc[i] * inv;
+    for (int64_t hh = 0; hh < nh; ++hh) {
+        const float inv = 1.0f / l[hh];
+        for (int64_t i = 0; i < dv; ++i) out[hh * dv + i] = acc[hh][i] * inv;
+    }
 }
 
 }  // namespace
@@ -174,16 +187,20 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
     const float scale = attention_scale(s);
     const int64_t group = s.n_head / s.n_head_kv;
     const size_t elem = f16 ? 2 : 4;
+    // Work item = (token, kv head, chunk of up to kAttentionHeadsPerItem of its query heads).
+    const int64_t chunks = (group + kAttentionHeadsPerItem - 1) / kAttentionHeadsPerItem;
     auto item = [&](int64_t b, int64_t e, int) {
         for (int64_t it = b; it < e; ++it) {
-            const int64_t t = it / s.n_head, h = it % s.n_head, g = h / group;
+            const int64_t t = it / (s.n_head_kv * chunks), g = (it / chunks) % s.n_head_kv, c = it % chunks;
+            const int64_t h0 = g * group + c * kAttentionHeadsPerItem;
+            const int64_t nh = std::min(kAttentionHeadsPerItem, (g + 1) * group - h0);
             const char* k = static_cast<const char*>(a.k) + static_cast<size_t>(g * s.head_dim_k) * elem;
             const char* v = static_cast<const char*>(a.v) + static_cast<size_t>(g * s.head_dim_v) * elem;
-            attend_one(ops, s, a.q + (t * s.n_head + h) * s.head_dim_k, k, v, elem, int64_t{a.pos[t]} + 1, scale,
-                       a.out + (t * s.n_head + h) * s.head_dim_v);
+            attend_heads(ops, s, a.q + (t * s.n_head + h0) * s.head_dim_k, nh, k, v, elem, int64_t{a.pos[t]} + 1,
+                         scale, a.out + (t * s.n_head + h0) * s.head_dim_v);
         }
     };
-    const int64_t n_items = a.n_tokens * s.n_head;
+    const int64_t n_items = a.n_tokens * s.n_head_kv * chunks;
     if (!pool || pool->size() == 1)
         item(0, n_items, 0);
     else
