@@ -55,8 +55,8 @@ class Kernels : public testing::TestWithParam<Isa> {};
 TEST_P(Kernels, MatchReferenceOnAwkwardShapes) {
     const CpuKernels ck(GetParam());
     const MatmulKernel& k = ck.matmul(DType::F32, "w");
-    for (int64_t m : {1, 2, 3, 4, 5, 9})
-        for (int64_t K : {1, 7, 8, 15, 16, 17, 31, 33, 100, 257})
+    for (int64_t m : {1, 2, 3, 4, 5, 9, 33, 70})
+        for (int64_t K : {1, 7, 8, 15, 16, 17, 31, 33, 100, 257, 520})
             for (int64_t N : {1, 3, 4, 5, 13}) {
                 const Problem p = make_problem(m, K, N, K % 3, static_cast<uint64_t>(m * 1000 + K * 10 + N));
                 const std::vector<float> y = run(k, p, 0, N);
@@ -80,14 +80,15 @@ TEST_P(Kernels, MatchReferenceOnAwkwardShapes) {
 TEST_P(Kernels, DotProductBitsIndependentOfBlocking) {
     const CpuKernels ck(GetParam());
     const MatmulKernel& k = ck.matmul(DType::F32, "w");
-    for (int64_t K : {5, 16, 37, 130}) {
-        const Problem p = make_problem(7, K, 11, 1, static_cast<uint64_t>(K));
+    constexpr int64_t M = 37;  // crosses the kernels' 32-row group
+    for (int64_t K : {5, 16, 37, 130, 256, 300, 777}) {  // > 256: K is walked in chunks
+        const Problem p = make_problem(M, K, 11, 1, static_cast<uint64_t>(K));
         const std::vector<float> full = run(k, p, 0, 11);
-        const std::vector<float> part = run(k, p, 3, 10);
-        for (int64_t r = 0; r < 7; ++r)
+        const std::vector<float> part = run(k, p, 3, 10);  // columns 3..9
+        for (int64_t r = 0; r < M; ++r)
             for (int64_t n = 3; n < 10; ++n)
                 ASSERT_EQ(std::memcmp(&full[static_cast<size_t>(r * 11 + n)], &part[static_cast<size_t>(r * 7 + n - 3)], 4), 0);
-        for (int64_t r = 0; r < 7; ++r) {
+        for (int64_t r = 0; r < M; ++r) {
             Problem one = p;
             one.m = 1;
             one.x.assign(p.x.begin() + r * (K + 3), p.x.begin() + (r + 1) * (K + 3));
