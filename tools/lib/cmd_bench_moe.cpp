@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/thread_pool.h"
@@ -39,7 +41,8 @@ void usage(std::FILE* out) {
                  "  (E=64 k=8 D=2048 F=1024), Qwen3-30B-A3B (E=128 k=8 D=2048 F=768) and\n"
                  "  Mixtral-8x7B (E=8 k=2 D=4096 F=14336; 5.6 GB of f32 weights, prefill at T=128)\n"
                  "  layer shapes; about 1-2 minutes on 2 cores. Set MOE_FORCE_ISA=scalar|avx2|avx512 to\n"
-                 "  pick the kernel path.\n"
+                 "  pick the kernel path. The cpu column is the CPU time the process got over wall time x\n"
+                 "  threads: under 100%% when other processes shared the cores or pool threads sat idle.\n"
                  "  -t N              threads (default: hardware concurrency)\n"
                  "  -r N              timed repetitions per shape (default 3; one untimed warm-up)\n"
                  "  --shape T,E,k,D,F a shape to run instead of the defaults (repeatable)\n"
@@ -139,7 +142,15 @@ struct Row {
     StageTimes stages;  // summed over the timed repetitions
     double gflops, gbps;
     int64_t active_experts;
+    double cpu_share;  // process CPU time / (wall time x threads) over the timed reps
 };
+
+double process_cpu_seconds() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 double mean(const std::vector<double>& v) {
     double s = 0;
@@ -162,6 +173,8 @@ Row bench_shape(ThreadPool& pool, const kernels::CpuKernels& kern, const Layer& 
     block.forward(pool, x.data(), s.T, y.data());  // warm-up
     std::vector<double> ms, tps;
     StageTimes st;
+    const double cpu0 = process_cpu_seconds();
+    Timer wall;
     for (int r = 0; r < reps; ++r) {
         Timer t;
         block.forward(pool, x.data(), s.T, y.data(), {&st});
@@ -169,6 +182,7 @@ Row bench_shape(ThreadPool& pool, const kernels::CpuKernels& kern, const Layer& 
         ms.push_back(sec * 1e3);
         tps.push_back(static_cast<double>(s.T) / sec);
     }
+    const double cpu_share = (process_cpu_seconds() - cpu0) / (wall.seconds() * pool.size());
     int64_t active = 0;
     for (int e = 0; e < s.E; ++e) active += block.last_plan().counts[e] > 0;
     const double D = static_cast<double>(s.D), F = static_cast<double>(s.F);
@@ -176,21 +190,21 @@ Row bench_shape(ThreadPool& pool, const kernels::CpuKernels& kern, const Layer& 
     const double bytes = static_cast<double>(active) * 3.0 * D * F * 4.0 + D * s.E * 4.0;
     const double sec = mean(ms) / 1e3;
     return {s, pool.size(), kernels::isa_name(kern.isa()), mean(ms), sd(ms), mean(tps), sd(tps), st,
-            flops / sec / 1e9, bytes / sec / 1e9, active};
+            flops / sec / 1e9, bytes / sec / 1e9, active, cpu_share};
 }
 
 void print_md_header() {
-    std::printf("| model shape | T | E | k | D | F | threads | isa | ms/iter | tokens/s | route | dispatch | experts | combine | GFLOP/s | GB/s (weights) |\n");
-    std::printf("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    std::printf("| model shape | T | E | k | D | F | threads | isa | ms/iter | tokens/s | route | dispatch | experts | combine | GFLOP/s | GB/s (weights) | cpu |\n");
+    std::printf("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 }
 
 void print_md(const Row& r) {
     const double tot = r.stages.total() > 0 ? r.stages.total() : 1;
-    std::printf("| %s | %lld | %d | %d | %lld | %lld | %d | %s | %.3f ± %.3f | %.1f ± %.1f | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.1f | %.1f |\n",
+    std::printf("| %s | %lld | %d | %d | %lld | %lld | %d | %s | %.3f ± %.3f | %.1f ± %.1f | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.1f | %.1f | %.0f%% |\n",
                 r.s.name.c_str(), static_cast<long long>(r.s.T), r.s.E, r.s.k, static_cast<long long>(r.s.D),
                 static_cast<long long>(r.s.F), r.threads, r.isa.c_str(), r.ms_mean, r.ms_sd, r.tps_mean, r.tps_sd,
                 100 * r.stages.route / tot, 100 * r.stages.dispatch / tot, 100 * r.stages.experts / tot,
-                100 * r.stages.combine / tot, r.gflops, r.gbps);
+                100 * r.stages.combine / tot, r.gflops, r.gbps, 100 * r.cpu_share);
     std::fflush(stdout);
 }
 
@@ -199,12 +213,12 @@ void print_json(const Row& r, bool first) {
     std::printf("%s  {\"shape\": \"%s\", \"T\": %lld, \"E\": %d, \"k\": %d, \"D\": %lld, \"F\": %lld, \"threads\": %d, "
                 "\"isa\": \"%s\", \"ms_mean\": %.6f, \"ms_sd\": %.6f, \"tokens_per_s_mean\": %.3f, \"tokens_per_s_sd\": %.3f, "
                 "\"stage_ms\": {\"route\": %.6f, \"dispatch\": %.6f, \"experts\": %.6f, \"combine\": %.6f, \"shared\": %.6f}, "
-                "\"gflops\": %.3f, \"weight_gbps\": %.3f, \"active_experts\": %lld}",
+                "\"gflops\": %.3f, \"weight_gbps\": %.3f, \"active_experts\": %lld, \"cpu_share\": %.3f}",
                 first ? "" : ",\n", r.s.name.c_str(), static_cast<long long>(r.s.T), r.s.E, r.s.k,
                 static_cast<long long>(r.s.D), static_cast<long long>(r.s.F), r.threads, r.isa.c_str(), r.ms_mean,
                 r.ms_sd, r.tps_mean, r.tps_sd, 1e3 * r.stages.route / n, 1e3 * r.stages.dispatch / n,
                 1e3 * r.stages.experts / n, 1e3 * r.stages.combine / n, 1e3 * r.stages.shared / n, r.gflops, r.gbps,
-                static_cast<long long>(r.active_experts));
+                static_cast<long long>(r.active_experts), r.cpu_share);
     std::fflush(stdout);
 }
 
