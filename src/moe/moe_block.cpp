@@ -99,7 +99,19 @@ MoeBlock::MoeBlock(const MoeSpec& spec, const MoeWeights& weights, const kernels
         shared_ffn_ = make_expert_ffn(spec_, weights_.gate_shexp, weights_.up_shexp, weights_.down_shexp,
                                       spec_.n_ff_shared, kernels);
     dot_ = &kernels.matmul(DType::F32, "ffn_gate_inp_shexp");
-    arena_.reserve(plan_scratch(spec_, max_tokens_, n_threads_, approx_));
+    scratch_needed_ = plan_scratch(spec_, max_tokens_, n_threads_, approx_);
+    arena_.reserve(scratch_needed_);
+}
+
+void MoeBlock::use_shared_scratch(Arena* arena) {
+    if (arena && arena->capacity() < scratch_needed_)
+        throw_error("moe", "layer ", weights_.layer, ": shared scratch of ", arena->capacity(),
+                    " bytes is smaller than the ", scratch_needed_, " bytes this block needs");
+    shared_ = arena;
+    if (arena) arena_ = Arena();
+    else arena_.reserve(scratch_needed_);
+    routing_ = Routing{};
+    plan_ = DispatchPlan{};
 }
 
 void MoeBlock::forward(ThreadPool& pool, const float* x, int64_t T, float* y, const MoeObserve& obs) {
@@ -110,8 +122,9 @@ void MoeBlock::forward(ThreadPool& pool, const float* x, int64_t T, float* y, co
         throw_error("moe", "thread pool of ", pool.size(), " threads, the block was planned for ", n_threads_);
     const int64_t D = spec_.n_embd, E = spec_.n_expert;
     const int k = spec_.top_k;
-    arena_.reset();
-    const Buffers b = carve(spec_, T, n_threads_, approx_, [&](size_t bytes) { return arena_.alloc(bytes); });
+    Arena& arena = shared_ ? *shared_ : arena_;
+    arena.reset();
+    const Buffers b = carve(spec_, T, n_threads_, approx_, [&](size_t bytes) { return arena.alloc(bytes); });
     StageTimes* times = obs.times;
     Timer timer;
     auto lap = [&](double& slot) {

@@ -49,7 +49,14 @@ public:
     const Routing& last_routing() const { return routing_; }
     const DispatchPlan& last_plan() const { return plan_; }
     const MoeSpec& spec() const { return spec_; }
-    size_t scratch_bytes() const { return arena_.capacity(); }
+    // Scratch bytes forward() needs (planned from max_tokens, n_threads and the approximations).
+    size_t scratch_needed() const { return scratch_needed_; }
+    // Scratch sharing: by default a block owns an arena of scratch_needed() bytes. Layers run one
+    // after another, so a model can give all its blocks one arena (capacity >= the largest
+    // scratch_needed(); not touched by anything else during forward); the block's own arena is
+    // then freed. last_routing()/last_plan() stay valid only until the next forward of any block
+    // that shares the arena. Pass nullptr to go back to an owned arena.
+    void use_shared_scratch(Arena* arena);
     static size_t plan_scratch(const MoeSpec& spec, int64_t max_tokens, int n_threads, const MoeApprox& approx);
 
 private:
@@ -66,7 +73,9 @@ private:
     ExpertFfn ffn_;
     ExpertFfn shared_ffn_;
     const kernels::MatmulKernel* dot_ = nullptr;  // f32 kernel for the shared-expert gate
-    Arena arena_;
+    Arena arena_;                 // owned scratch (empty while a shared one is used)
+    Arena* shared_ = nullptr;     // shared scratch, or null
+    size_t scratch_needed_ = 0;
     Routing routing_;
     DispatchPlan plan_;
 };

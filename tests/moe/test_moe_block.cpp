@@ -84,6 +84,31 @@ TEST_P(Determinism, BatchPositionAndContents) {
 INSTANTIATE_TEST_SUITE_P(Moe, Determinism, testing::ValuesIn(all_variants()),
                          [](const testing::TestParamInfo<Variant>& i) { return std::string(variant_name(i.param)); });
 
+// Two layers sharing one scratch arena give the same bits as with their own arenas.
+TEST(Scratch, SharedArenaAcrossLayers) {
+    const int64_t T = 12, D = 40, F = 24;
+    const MoeSpec s1 = make_spec(Variant::SoftmaxNorm, 8, 2, D, F);
+    const MoeSpec s2 = make_spec(Variant::DeepSeekV3, 16, 4, D, F);
+    TestModel m1 = make_model(s1, 61), m2 = make_model(s2, 62);
+    const MoeWeights w1 = m1.views(0), w2 = m2.views(1);
+    const std::vector<float> x = random_x(T, D, 63);
+    ThreadPool pool(2);
+    kernels::CpuKernels kern(kernels::best_isa());
+    MoeBlock a(s1, w1, kern, T, 2), b(s2, w2, kern, T, 2);
+    const std::vector<float> ya = run(a, pool, x, T, D), yb = run(b, pool, ya, T, D);
+    Arena shared(std::max(a.scratch_needed(), b.scratch_needed()));
+    a.use_shared_scratch(&shared);
+    b.use_shared_scratch(&shared);
+    const std::vector<float> za = run(a, pool, x, T, D), zb = run(b, pool, za, T, D);
+    EXPECT_TRUE(same_bits(ya.data(), za.data(), ya.size()));
+    EXPECT_TRUE(same_bits(yb.data(), zb.data(), yb.size()));
+    Arena tiny(64);
+    EXPECT_THROW(a.use_shared_scratch(&tiny), moe::Error);
+    a.use_shared_scratch(nullptr);  // back to an owned arena
+    const std::vector<float> again = run(a, pool, x, T, D);
+    EXPECT_TRUE(same_bits(ya.data(), again.data(), ya.size()));
+}
+
 // ---------------------------------------------------------------- approximations (hand cases)
 
 struct HandRouting {
