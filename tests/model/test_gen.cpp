@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <set>
@@ -17,6 +18,7 @@
 #include "core/fp16.h"
 #include "core/rng.h"
 #include "format/gguf.h"
+#include "format/gguf_writer.h"
 #include "kernels/ref/quantize_q8_0.h"
 #include "model/config.h"
 #include "model/gen.h"
@@ -302,6 +304,54 @@ TEST(Catalog, MatchesRealLlamaFile) {
     // Its tensors are stored the way storage_type() says for f16 weights.
     for (const auto& t : f.tensors())
         EXPECT_EQ(t.type, storage_type(t.name, std::vector<int64_t>(t.ne, t.ne + t.n_dims), DType::F16)) << t.name;
+}
+
+// Hostile GGUF metadata: config_from_gguf names the file and the key.
+TEST(ConfigFromGguf, ErrorsNameTheKey) {
+    auto write = [](const std::string& path, const std::function<void(gguf::Writer&)>& fill) {
+        gguf::Writer w(path);
+        fill(w);
+        w.write_header();
+        w.finish();
+    };
+    auto error_of = [](const std::string& path) -> std::string {
+        try {
+            config_from_gguf(gguf::File::open(path));
+        } catch (const moe::Error& e) {
+            return e.what();
+        }
+        return "";
+    };
+    const std::string p = tmp("hostile");
+    write(p, [](gguf::Writer& w) { w.set_string("general.architecture", "bert"); });
+    std::string e = error_of(p);
+    EXPECT_NE(e.find("unsupported architecture 'bert'"), std::string::npos) << e;
+    EXPECT_NE(e.find("qwen3moe"), std::string::npos) << e;
+
+    write(p, [](gguf::Writer& w) {
+        w.set_string("general.architecture", "qwen3moe");
+        w.set_u32("qwen3moe.context_length", 128);
+        w.set_u32("qwen3moe.embedding_length", 64);
+    });
+    e = error_of(p);
+    EXPECT_NE(e.find("'qwen3moe.block_count' is missing"), std::string::npos) << e;
+    EXPECT_NE(e.find(p), std::string::npos) << e;
+
+    write(p, [](gguf::Writer& w) {
+        w.set_string("general.architecture", "olmoe");
+        w.set_u32("olmoe.context_length", 128);
+        w.set_u32("olmoe.embedding_length", 64);
+        w.set_u32("olmoe.block_count", 2);
+        w.set_u32("olmoe.attention.head_count", 4);
+        w.set_f32("olmoe.attention.layer_norm_rms_epsilon", 1e-5f);
+        w.set_u32("olmoe.feed_forward_length", 32);
+        w.set_u32("olmoe.expert_count", 8);
+        w.set_u32("olmoe.expert_used_count", 9);  // k > E
+        w.set_u32("olmoe.vocab_size", 100);
+    });
+    e = error_of(p);
+    EXPECT_NE(e.find("n_expert_used"), std::string::npos) << e;
+    std::remove(p.c_str());
 }
 
 TEST(BuiltinVocab, ValidByteLevelBpe) {
