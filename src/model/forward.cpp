@@ -29,7 +29,10 @@ namespace {
 template <typename Alloc>
 void carve(const ModelConfig& c, int64_t T, Alloc&& alloc, float** out_f, int32_t** out_i) {
     const int64_t D = c.n_embd, qd = c.n_head * c.head_dim_k, kd = c.n_head_kv * c.head_dim_k,
-                  vd = c.n_head_kv * c.head_dim_v, ad = c.n_head * c.head_dim_v, F = c.n_ff > 0 ? c.n_ff : 1;
+                  vd = c.n_head_kv * c.head_dim_v, ad = c.n_head * c.head_dim_v;
+    bool dense = false;  // dense FFN scratch only when some block is dense
+    for (int64_t il = 0; il < c.n_layer; ++il) dense = dense || !c.is_moe_layer(il);
+    const int64_t F = dense ? c.n_ff : 1;
     const int64_t sizes[] = {T * D, T * D, T * qd, T * kd, T * vd, T * ad, T * D, T * qd, T * ad, T * F, T * F};
     for (size_t i = 0; i < std::size(sizes); ++i) out_f[i] = static_cast<float*>(alloc(sizes[i] * sizeof(float)));
     for (int i = 0; i < 2; ++i) out_i[i] = static_cast<int32_t*>(alloc(T * sizeof(int32_t)));
@@ -146,6 +149,8 @@ int64_t Forward::run(ThreadPool& pool, const BatchRow* rows, int64_t n, KvStore&
                      ForwardStats* stats) {
     check(pool, rows, n, kv);
     const ModelConfig& c = m_.config();
+    if (stats && static_cast<int64_t>(stats->routing.size()) != c.n_layer)
+        stats->reset(c.n_layer, static_cast<int>(c.n_expert));
     const ModelWeights& W = m_.weights();
     const kernels::MatmulKernel& mm = m_.kernels().matmul(DType::F32, "forward");
     const kernels::Isa isa = m_.kernels().isa();

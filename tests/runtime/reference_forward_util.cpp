@@ -107,10 +107,16 @@ std::vector<double> reference_forward(const gguf::File& f, const std::vector<int
         l.q_norm = load(f, p + "attn_q_norm.weight", false);
         l.k_norm = load(f, p + "attn_k_norm.weight", false);
         l.ffn_norm = load(f, p + "ffn_norm.weight");
-        l.router = load(f, p + "ffn_gate_inp.weight");
-        l.gate_e = load(f, p + "ffn_gate_exps.weight");
-        l.up_e = load(f, p + "ffn_up_exps.weight");
-        l.down_e = load(f, p + "ffn_down_exps.weight");
+        l.router = load(f, p + "ffn_gate_inp.weight", false);
+        if (l.router.present) {
+            l.gate_e = load(f, p + "ffn_gate_exps.weight");
+            l.up_e = load(f, p + "ffn_up_exps.weight");
+            l.down_e = load(f, p + "ffn_down_exps.weight");
+        } else {  // dense block (llama without experts): one "expert" with weight 1
+            l.gate_e = load(f, p + "ffn_gate.weight");
+            l.up_e = load(f, p + "ffn_up.weight");
+            l.down_e = load(f, p + "ffn_down.weight");
+        }
         l.gate_s = load(f, p + "ffn_gate_shexp.weight", false);
         l.up_s = load(f, p + "ffn_up_shexp.weight", false);
         l.down_s = load(f, p + "ffn_down_shexp.weight", false);
@@ -181,9 +187,22 @@ std::vector<double> reference_forward(const gguf::File& f, const std::vector<int
             const Vec o = matvec(l.wo, att, Hq * dv, D);
             for (int64_t i = 0; i < D; ++i) x[i] += o[i];
 
-            // ---- MoE FFN
+            // ---- MoE FFN (or dense FFN)
             h = x;
             rmsnorm_chunk(h, 0, D, l.ffn_norm, eps);
+            Vec y(static_cast<size_t>(D), 0.0);
+            auto ffn = [&](const Tensor& g, const Tensor& u, const Tensor& dn, int64_t Fw, size_t e, double w) {
+                const Vec gv = matvec(g, h, D, Fw, e * D * Fw), uv = matvec(u, h, D, Fw, e * D * Fw);
+                Vec a(static_cast<size_t>(Fw));
+                for (int64_t i = 0; i < Fw; ++i) a[i] = silu(gv[i]) * uv[i];
+                const Vec dvv = matvec(dn, a, Fw, D, e * Fw * D);
+                for (int64_t i = 0; i < D; ++i) y[i] += w * dvv[i];
+            };
+            if (!l.router.present) {
+                ffn(l.gate_e, l.up_e, l.down_e, c.n_ff, 0, 1.0);
+                for (int64_t i = 0; i < D; ++i) x[i] += y[i];
+                continue;
+            }
             Vec rl = matvec(l.router, h, D, E);
             const double rmx = *std::max_element(rl.begin(), rl.end());
             double rsum = 0;
@@ -194,15 +213,7 @@ std::vector<double> reference_forward(const gguf::File& f, const std::vector<int
             std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return rl[a] > rl[b]; });
             double wsum = 0;
             for (int64_t j = 0; j < k_top; ++j) wsum += rl[order[j]];
-            Vec y(static_cast<size_t>(D), 0.0);
             const int64_t F = c.n_ff_exp;
-            auto ffn = [&](const Tensor& g, const Tensor& u, const Tensor& dn, int64_t Fw, size_t e, double w) {
-                const Vec gv = matvec(g, h, D, Fw, e * D * Fw), uv = matvec(u, h, D, Fw, e * D * Fw);
-                Vec a(static_cast<size_t>(Fw));
-                for (int64_t i = 0; i < Fw; ++i) a[i] = silu(gv[i]) * uv[i];
-                const Vec dvv = matvec(dn, a, Fw, D, e * Fw * D);
-                for (int64_t i = 0; i < D; ++i) y[i] += w * dvv[i];
-            };
             for (int64_t j = 0; j < k_top; ++j) {
                 const int64_t e = order[j];
                 ffn(l.gate_e, l.up_e, l.down_e, F, static_cast<size_t>(e), renorm ? rl[e] / wsum : rl[e]);

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "format/gguf.h"
+#include "format/gguf_writer.h"
 #include "model/gen.h"
 #include "model/model.h"
 #include "runtime/reference_forward_util.h"
@@ -213,4 +214,45 @@ TEST(Forward, BadRowsAreErrors) {
         EXPECT_NE(std::string(err.what()).find("exceeds the context of 64"), std::string::npos) << err.what();
     }
     EXPECT_EQ(0, e.session.kv().length(0));
+}
+
+// Dense llama (no experts): tiny-mixtral rewritten with expert 0's matrices as the dense FFN
+// (ffn_gate/ffn_up/ffn_down) and the expert keys dropped; the engine takes its dense path.
+TEST(Forward, DenseLlamaMatchesReference) {
+    const std::string moe_path = model_path("tiny-mixtral");
+    const std::string path = (temp_dir() / "tiny-dense-llama.gguf").string();
+    {
+        const auto in = gguf::File::open(moe_path);
+        gguf::Writer w(path, in.alignment());
+        for (const auto& kv : in.metadata())
+            if (kv.key != "llama.expert_count" && kv.key != "llama.expert_used_count") w.set(kv.key, kv.value);
+        std::vector<std::pair<const gguf::TensorInfo*, uint64_t>> src;  // (tensor, bytes to copy)
+        for (const auto& t : in.tensors()) {
+            std::string name = t.name;
+            std::vector<int64_t> shape(t.ne, t.ne + t.n_dims);
+            if (name.find("ffn_gate_inp") != std::string::npos) continue;
+            for (const char* part : {"ffn_gate", "ffn_up", "ffn_down"}) {
+                const std::string from = std::string(part) + "_exps";
+                if (const size_t at = name.find(from); at != std::string::npos) {
+                    name.replace(at, from.size(), part);
+                    shape.resize(2);
+                }
+            }
+            const size_t i = w.add_tensor(name, t.type, shape);
+            src.emplace_back(&t, w.tensor_bytes(i));
+        }
+        w.write_header();
+        for (const auto& [t, bytes] : src) w.write_data(in.view(*t).data, bytes);  // expert 0 = first slice
+        w.finish();
+    }
+    Engine e(path, 2, 8);
+    EXPECT_FALSE(e.model->config().is_moe());
+    EXPECT_EQ(nullptr, e.model->moe_block(0));
+    const auto toks = test_tokens(12, e.V(), 8);
+    const auto got = e.eval_all(toks);
+    const auto file = gguf::File::open(path);
+    const auto ref = testref::reference_forward(file, toks);
+    const size_t V = static_cast<size_t>(e.V());
+    for (size_t i = 0; i < toks.size(); ++i)
+        EXPECT_LE(testref::nmse(got.data() + i * V, ref.data() + i * V, V), 1e-6) << "row " << i;
 }
