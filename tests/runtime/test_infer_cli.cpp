@@ -98,6 +98,7 @@ void expect_error(const Result& r, const std::vector<std::string>& needles) {
 // Copies a GGUF with edits: metadata values replaced, a tensor dropped or re-shaped (data zeros).
 struct Edit {
     std::string set_arch;              // new general.architecture
+    std::string drop_key;              // metadata key left out
     std::string drop_tensor;
     std::string reshape_tensor;
     std::vector<int64_t> new_shape;
@@ -108,6 +109,7 @@ std::string rewrite(const std::string& src, const std::string& name, const Edit&
     gguf::Writer w(dst.string(), in.alignment());
     for (const auto& kv : in.metadata()) {
         gguf::Value v = kv.value;
+        if (kv.key == ed.drop_key) continue;
         if (kv.key == "general.architecture" && !ed.set_arch.empty()) v.str = ed.set_arch;
         w.set(kv.key, v);
     }
@@ -235,6 +237,11 @@ TEST(InferCli, BadInputsAreOneLineErrors) {
         rewrite(good, "shaped.gguf", {.reshape_tensor = "blk.0.ffn_up_exps.weight", .new_shape = {64, 16, 8}});
     expect_error(run_moe("eval -m " + shaped + eval),
                  {"blk.0.ffn_up_exps.weight", "[64, 16, 8]", "expected [64, 32, 8]", shaped});
+
+    const std::string novocab = rewrite(good, "novocab.gguf", {.drop_key = "tokenizer.ggml.tokens"});
+    expect_error(run_moe("eval -m " + novocab + eval), {"tokenizer.ggml.tokens"});
+    const std::string nomerges = rewrite(good, "nomerges.gguf", {.drop_key = "tokenizer.ggml.merges"});
+    expect_error(run_moe("run -m " + nomerges + " -p hi"), {"tokenizer.ggml.merges"});
 
     expect_error(run_moe("eval -m " + good + " --tokens 1,2,320 --logits-out " + out), {"token id 320", "320 tokens"});
     expect_error(run_moe("eval -m " + good + " --tokens 1,x --logits-out " + out), {"'x'"});
