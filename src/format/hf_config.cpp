@@ -64,6 +64,8 @@ Config Config::parse(std::string_view text, std::string name) {
         *doc = json::parse(text.begin(), text.end());
     } catch (const json::parse_error& e) {
         throw_error(kComponent, name, ": not valid JSON (byte ", e.byte, "): ", e.what());
+    } catch (const json::exception& e) {  // e.g. a number out of range (1e999)
+        throw_error(kComponent, name, ": not valid JSON: ", e.what());
     }
     if (!doc->is_object())
         throw_error(kComponent, name, ": top level is ", kind_name(*doc), ", expected a JSON object");

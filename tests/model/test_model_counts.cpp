@@ -5,10 +5,12 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "closed_form_util.h"
 #include "core/error.h"
+#include "core/rng.h"
 #include "model/config.h"
 #include "model/param_count.h"
 #include "model/presets.h"
@@ -309,4 +311,42 @@ TEST(HfConfigErrors, NameTheProblem) {
                                "num_attention_heads": 0, "intermediate_size": 32, "num_local_experts": 4,
                                "num_experts_per_tok": 2})"));
     EXPECT_NE(e.find("num_attention_heads"), std::string::npos) << e;
+}
+
+// Seeded mutations of every real config (byte changes, insertions, truncation): each either maps
+// to a valid config or throws moe::Error; nothing else escapes (and ASan sees no bad access).
+TEST(HfConfigErrors, MutatedConfigsFailCleanly) {
+    const char* files[] = {"mixtral-8x7b-v0.1_config.json", "qwen3-30b-a3b_config.json", "qwen2-57b-a14b_config.json",
+                           "deepseek-v3_config.json", "gpt-oss-20b_config.json", "deepseek_inference/config_16B.json"};
+    const char* tokens[] = {"\"", "{", "}", "[", "-1", "1e999", "null", "true", "0", "99999999999999999999", ":", ","};
+    moe::Rng rng(2024);
+    int ok = 0, errors = 0;
+    for (const char* f : files) {
+        std::ifstream in(kConfigs + f);
+        const std::string text((std::istreambuf_iterator<char>(in)), {});
+        ASSERT_FALSE(text.empty()) << f;
+        for (int m = 0; m < 150; ++m) {
+            std::string t = text;
+            const int edits = 1 + static_cast<int>(rng.below(3));
+            for (int e = 0; e < edits; ++e) {
+                const size_t pos = rng.below(t.size());
+                switch (rng.below(3)) {
+                    case 0: t[pos] = static_cast<char>(rng.below(256)); break;
+                    case 1: t.insert(pos, tokens[rng.below(sizeof(tokens) / sizeof(tokens[0]))]); break;
+                    default: t.resize(pos); break;
+                }
+                if (t.empty()) t = "{";
+            }
+            const std::string path = write_tmp("mutated.json", t);
+            try {
+                const ModelConfig c = config_from_hf_json(path);
+                counts_of(c);  // a config that validates must also count
+                ++ok;
+            } catch (const moe::Error&) {
+                ++errors;
+            }
+        }
+    }
+    EXPECT_GT(errors, 0);
+    std::printf("mutated configs: %d valid, %d rejected with moe::Error\n", ok, errors);
 }
