@@ -135,6 +135,19 @@ TEST(CliGenInspect, ConfigJson) {
     const CliRun h = run("inspect " + kConfigs + "gpt-oss-20b_config.json");
     ASSERT_EQ(h.rc, 0) << h.err;
     EXPECT_NE(h.out.find("sliding window 128"), std::string::npos);
+
+    // Tensor table: blocks with one layout are collapsed (DeepSeek-V3: 3 dense + 58 MoE blocks);
+    // --tensors lists all of them.
+    const CliRun d = run("inspect " + kConfigs + "deepseek-v3_config.json");
+    ASSERT_EQ(d.rc, 0) << d.err;
+    EXPECT_NE(d.out.find("-- blk.0 (layout shared by 3 blocks: 0..2)"), std::string::npos) << d.out;
+    EXPECT_NE(d.out.find("-- blk.3 (layout shared by 58 blocks: 3..60)"), std::string::npos) << d.out;
+    EXPECT_EQ(d.out.find("blk.60.ffn_up_exps.weight"), std::string::npos);
+    EXPECT_NE(d.out.find("blk.3.exp_probs_b.bias"), std::string::npos);
+    const CliRun all = run("inspect " + kConfigs + "deepseek-v3_config.json --tensors");
+    ASSERT_EQ(all.rc, 0) << all.err;
+    EXPECT_NE(all.out.find("blk.60.ffn_up_exps.weight"), std::string::npos);
+    EXPECT_NE(all.out.find("blk.2.ffn_down.weight"), std::string::npos);
 }
 
 TEST(CliGenInspect, Errors) {
