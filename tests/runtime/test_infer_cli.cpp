@@ -103,6 +103,17 @@ struct Edit {
     std::string reshape_tensor;
     std::vector<int64_t> new_shape;
 };
+Edit with(std::string Edit::*field, std::string value) {
+    Edit e;
+    e.*field = std::move(value);
+    return e;
+}
+Edit reshape(std::string tensor, std::vector<int64_t> shape) {
+    Edit e;
+    e.reshape_tensor = std::move(tensor);
+    e.new_shape = std::move(shape);
+    return e;
+}
 std::string rewrite(const std::string& src, const std::string& name, const Edit& ed) {
     const fs::path dst = temp_dir() / name;
     const auto in = gguf::File::open(src);
@@ -227,20 +238,20 @@ TEST(InferCli, BadInputsAreOneLineErrors) {
     const std::string out = (temp_dir() / "bad.bin").string();
     const std::string eval = " --tokens 1,2,3 --logits-out " + out;
 
-    const std::string unknown = rewrite(good, "unknown-arch.gguf", {.set_arch = "mamba9"});
+    const std::string unknown = rewrite(good, "unknown-arch.gguf", with(&Edit::set_arch, "mamba9"));
     expect_error(run_moe("eval -m " + unknown + eval), {"mamba9", "not supported", "qwen3moe"});
 
-    const std::string missing = rewrite(good, "missing.gguf", {.drop_tensor = "blk.1.attn_k.weight"});
+    const std::string missing = rewrite(good, "missing.gguf", with(&Edit::drop_tensor, "blk.1.attn_k.weight"));
     expect_error(run_moe("eval -m " + missing + eval), {"blk.1.attn_k.weight", "missing", "[64, 64]", missing});
 
     const std::string shaped =
-        rewrite(good, "shaped.gguf", {.reshape_tensor = "blk.0.ffn_up_exps.weight", .new_shape = {64, 16, 8}});
+        rewrite(good, "shaped.gguf", reshape("blk.0.ffn_up_exps.weight", {64, 16, 8}));
     expect_error(run_moe("eval -m " + shaped + eval),
                  {"blk.0.ffn_up_exps.weight", "[64, 16, 8]", "expected [64, 32, 8]", shaped});
 
-    const std::string novocab = rewrite(good, "novocab.gguf", {.drop_key = "tokenizer.ggml.tokens"});
+    const std::string novocab = rewrite(good, "novocab.gguf", with(&Edit::drop_key, "tokenizer.ggml.tokens"));
     expect_error(run_moe("eval -m " + novocab + eval), {"tokenizer.ggml.tokens"});
-    const std::string nomerges = rewrite(good, "nomerges.gguf", {.drop_key = "tokenizer.ggml.merges"});
+    const std::string nomerges = rewrite(good, "nomerges.gguf", with(&Edit::drop_key, "tokenizer.ggml.merges"));
     expect_error(run_moe("run -m " + nomerges + " -p hi"), {"tokenizer.ggml.merges"});
 
     expect_error(run_moe("eval -m " + good + " --tokens 1,2,320 --logits-out " + out), {"token id 320", "320 tokens"});

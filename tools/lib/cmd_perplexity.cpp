@@ -82,7 +82,9 @@ int cmd_perplexity(int argc, char** argv) {
     mo.n_ctx = n_ctx;
     auto m = model::Model::load(model, mo);
     const tokenizer::Tokenizer& tok = m->tokenizer();
-    std::vector<int32_t> tokens = tok.encode(text, {.add_bos = true, .add_eos = false, .parse_special = false});
+    tokenizer::EncodeOptions eo;  // BOS when the vocab adds one (llama.cpp: add_special = true), no EOS
+    eo.add_eos = false;
+    std::vector<int32_t> tokens = tok.encode(text, eo);
     const bool add_bos = tok.vocab().add_bos && tok.vocab().bos_id >= 0;
     const int64_t n_tok = static_cast<int64_t>(tokens.size());
     if (n_tok < 2 * n_ctx)
