@@ -4,16 +4,20 @@
 // with a derived threshold (moe_test_util.h). Case names carry every parameter, e.g.
 // Moe/OpTest.Block/T1_E257_k8_D100_F70_softmax_norm.
 //
-// Modes: this binary is the `test` mode; the `perf` mode of the block is `moe bench-moe`
-// (tools/lib/cmd_bench_moe.cpp), which times the same MoeBlock over model-sized shapes.
+// Modes: `test` (default) checks every case against the reference; `perf`
+// (MOE_OPTEST_MODE=perf ./test_moe_ops [--gtest_filter=...]) times the fast path of every case on
+// every ISA path and prints one row per case, asserting nothing about speed. Model-sized shapes are
+// timed by `moe bench-moe` (tools/lib/cmd_bench_moe.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <cstdlib>
 #include <string>
 
+#include "core/timer.h"
 #include "moe_test_util.h"
 
 using namespace moe;
@@ -68,6 +72,32 @@ constexpr double kTieGap = 1e-4;
 
 class OpTest : public testing::TestWithParam<OpCase> {};
 
+bool perf_mode() {
+    const char* m = std::getenv("MOE_OPTEST_MODE");
+    return m && std::string(m) == "perf";
+}
+
+// perf mode: time the fast path only (no reference), >= 0.2 s per ISA path, print a row.
+void run_perf(const OpCase& c, const MoeSpec& spec, const MoeWeights& w, const std::vector<float>& x) {
+    ThreadPool pool(2);
+    std::vector<float> y(static_cast<size_t>(c.T * c.D));
+    const double flops = 2.0 * 3.0 * static_cast<double>(c.T * c.k * c.D * c.F);
+    for (kernels::Isa isa : kernels::supported_isas()) {
+        const kernels::CpuKernels kern(isa);
+        MoeBlock block(spec, w, kern, c.T, pool.size());
+        block.forward(pool, x.data(), c.T, y.data());  // warm-up
+        int reps = 0;
+        Timer timer;
+        do {
+            block.forward(pool, x.data(), c.T, y.data());
+            ++reps;
+        } while (timer.seconds() < 0.2);
+        const double sec = timer.seconds() / reps;
+        std::printf("perf %-40s %-7s %10.3f ms %8.2f GFLOP/s\n",
+                    case_name({c, 0}).c_str(), kernels::isa_name(isa), sec * 1e3, flops / sec * 1e-9);
+    }
+}
+
 TEST_P(OpTest, Block) {
     const OpCase& c = GetParam();
     const MoeSpec spec = make_spec(c.v, c.E, c.k, c.D, c.F);
@@ -76,6 +106,10 @@ TEST_P(OpTest, Block) {
     TestModel model = make_model(spec, seed, 2.0f, c.hot ? 0 : -1);
     const MoeWeights w = model.views(3);
     const std::vector<float> x = random_x(c.T, c.D, seed + 1, c.hot);
+    if (perf_mode()) {
+        run_perf(c, spec, w, x);
+        return;
+    }
     const RefOutput ref = moe_reference(spec, w, x.data(), c.T);
 
     std::vector<char> use(static_cast<size_t>(c.T), 1);
