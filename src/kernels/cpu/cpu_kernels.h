@@ -1,13 +1,16 @@
 #pragma once
 // Kernel dispatcher: an object chosen once (ISA from the CPU or MOE_FORCE_ISA) that hands out
 // matmul kernels keyed by the weight DType. Callers hold a `const CpuKernels&`; there is no global
-// kernel table. A quantized kernel (Q8_0, Q4_K, F16, BF16 ...) plugs in by adding a MatmulKernel
-// for its DType in cpu_kernels.cpp: it receives f32 activations and weight rows of its own format
-// (w_row_stride bytes apart) and must keep the determinism contract below.
+// kernel table. Weight types with kernels: F32 (matmul_f32.cpp), F16 and BF16 (matmul_half.cpp),
+// Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (int8 kernels, qmatmul.h). Every kernel receives f32 activations
+// and weight rows of its own format (w_row_stride bytes apart); the int8 ones quantize the
+// activations per row themselves, or read MatmulArgs::xq if the caller prepared them
+// (MatmulKernel::act_q8, kernels::quantize_act_rows).
 //
 // Determinism contract of every MatmulKernel: each output y[r][n] is one dot product computed by
 // one fixed sequence of operations that depends only on K (and the ISA), never on m, on [n0, n1),
 // on where the row sits in the batch or on the thread that runs it.
+#include <iterator>
 #include <string>
 
 #include "core/dtype.h"
@@ -23,6 +26,7 @@ struct MatmulKernel {
     Isa isa = Isa::Scalar;
     const char* name = "";
     MatmulFn fn = nullptr;
+    bool act_q8 = false;  // int8 kernel: MatmulArgs::xq (ActQ8 rows) may be given instead of quantizing x
     void operator()(const MatmulArgs& a) const { fn(a); }
 };
 
@@ -34,6 +38,9 @@ class CpuKernels {
 public:
     // Throws moe::Error if this CPU cannot run `isa`.
     explicit CpuKernels(Isa isa);
+    // Weight types that have a matmul kernel (on every path).
+    static constexpr DType kMatmulTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
+                                             DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
     // best_isa(), or the path named by MOE_FORCE_ISA (scalar|avx2|avx512; read here, once).
     static CpuKernels from_env();
 
@@ -44,7 +51,7 @@ public:
 
 private:
     Isa isa_;
-    MatmulKernel f32_;
+    MatmulKernel kernels_[std::size(kMatmulTypes)];
 };
 
 }  // namespace moe::kernels

@@ -1,36 +1,22 @@
 #include "kernels/ref/dequant_row.h"
 
-#include <cstring>
-
 #include "core/error.h"
-#include "core/fp16.h"
+#include "kernels/ref/quant_formats.h"
 
 namespace moe::ref {
 
-bool dequant_row_supported(DType type) {
-    return type == DType::F32 || type == DType::F16 || type == DType::BF16;
-}
+bool dequant_row_supported(DType type) { return can_dequantize(type); }
 
 void dequant_row(DType type, const void* src, float* dst, int64_t n) {
     MOE_ASSERT(n >= 0, "dequant_row n ", n);
-    switch (type) {
-        case DType::F32:
-            if (n) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-            return;
-        case DType::F16: {
-            const auto* s = static_cast<const uint16_t*>(src);
-            for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(s[i]);
-            return;
-        }
-        case DType::BF16: {
-            const auto* s = static_cast<const uint16_t*>(src);
-            for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(s[i]);
-            return;
-        }
-        default:
-            throw_error("dequant", "tensor type ", dtype_name(type),
-                        " cannot be converted to f32 by the dense path (supported: f32, f16, bf16)");
-    }
+    if (!can_dequantize(type))
+        throw_error("dequant", "tensor type ", dtype_name(type),
+                    " cannot be converted to f32 (supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+                    "mxfp4, q2_K, q3_K, q4_K, q5_K, q6_K)");
+    if (n % dtype_info(type).block != 0)
+        throw_error("dequant", "a row of ", n, " elements is not a whole number of ", dtype_name(type), " blocks (",
+                    dtype_info(type).block, " elements each)");
+    dequantize_row(type, src, dst, n);
 }
 
 }  // namespace moe::ref

@@ -1,7 +1,8 @@
 #pragma once
-// Convert one row of a plain float tensor (F32, F16, BF16) to f32. Quantized types are the MoE
-// engineer's kernels; asking this op for one is a user-facing error (a model stored in a type the
-// dense path cannot read), so it throws moe::Error naming the type.
+// Convert one row of a tensor to f32: the plain float types (F32, F16, BF16) and every quantized
+// type with a reference dequantizer (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K,
+// Q6_K; see quant_formats.h). The forward pass uses it for token-embedding lookup and the loader
+// for converting weights. Other types are a user-facing error (moe::Error naming the type).
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -10,7 +11,8 @@ namespace moe::ref {
 
 // True for the types dequant_row accepts.
 bool dequant_row_supported(DType type);
-// src: n elements of `type`; dst: n floats. Throws moe::Error("dequant") for other types.
+// src: n elements of `type` (n a multiple of its block size, else moe::Error); dst: n floats.
+// Throws moe::Error("dequant") for unsupported types.
 void dequant_row(DType type, const void* src, float* dst, int64_t n);
 
 }  // namespace moe::ref

@@ -16,6 +16,11 @@ struct MatmulArgs {
     float* y = nullptr;          // outputs [m, ldy]; column (n - n0)
     int64_t ldy = 0;
     int64_t m = 0, K = 0, n0 = 0, n1 = 0;
+    // Optional prepared activations for the int8 kernels (MatmulKernel::act_q8): the same m rows
+    // already quantized by kernels::quantize_act_rows, xq_stride bytes apart. When null the kernel
+    // quantizes x itself (same bytes, so the result is identical); other kernels ignore it.
+    const void* xq = nullptr;
+    size_t xq_stride = 0;
 };
 
 void matmul_f32_ref(const MatmulArgs& a);

@@ -1,0 +1,44 @@
+#pragma once
+// Int8 matmul kernels for quantized weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) and the f16/bf16 weight
+// kernels. Internal to src/kernels/cpu; callers get them through CpuKernels::matmul(DType, name).
+//
+// The math (every path): activations are quantized per row to ActQ8 (kernels/ref/quantize_act.h:
+// int8, one f32 scale per 32 values). A weight row is read as 64-element units of unsigned 8-bit
+// levels q (Q8_0: stored int8 + 128; Q4_0: nibble; Q4_K: nibble; Q5_K: 5 bits; Q6_K: 6 bits), an
+// f32 scale per 16 values ws (Q8_0/Q4_0: d; Q4_K/Q5_K: d*sc; Q6_K: d*sc, all exact in f32), an
+// integer offset 2^shift (Q8_0 128, Q4_0 8, Q6_K 32, none for Q4_K/Q5_K) and, for Q4_K/Q5_K, a
+// min dmin*m per 32 values. Then, exactly in integers per 16 values i:
+//     isum_i = sum_l q_l * xq_l - 2^shift * sum_l xq_l
+// and y = sum_i (ws_i * dx_i) * isum_i  -  sum_g (dmin*m_g) * (dx_g * sum_{l in g} xq_l).
+// The integer sums are exact on every path; only the f32 accumulation order differs per ISA:
+//   scalar:  one f32 sum over the 16-value granules in K order, then the min sum, subtracted.
+//   avx2:    8-lane f32 accumulator, one FMA per 16 values, fixed horizontal sum.
+//   avx512:  16-lane accumulator, one FMA per 64 values (vpdpbusd, VNNI), fixed horizontal sum.
+// Each y[r][n] is therefore one fixed operation sequence depending only on K and the ISA (the
+// determinism contract of cpu_kernels.h), whatever m, the tile or the thread.
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace moe::kernels {
+
+// True for the weight types with an int8 kernel.
+bool qmm_supported(DType t);
+// Kernel functions per (type, path); nullptr if the type has no int8 kernel.
+MatmulFn qmm_kernel(DType t, Isa isa);
+
+// Quantize m activation rows (ldx floats apart) to ActQ8 rows `stride` bytes apart
+// (>= ref::act_q8_row_bytes(K)). Same bytes on every ISA path.
+void quantize_act_rows(Isa isa, const float* x, int64_t ldx, int64_t m, int64_t K, void* out, size_t stride);
+
+// The kernel's ActQ8 activation rows: a.xq if the caller prepared them, else x quantized into a
+// per-thread buffer (valid until the next call on this thread).
+const unsigned char* qmm_activations(const MatmulArgs& a, Isa isa, size_t* stride);
+
+// f16 / bf16 weights with f32 activations (weights converted exactly, f32 FMAs as matmul_f32).
+MatmulFn half_kernel(DType t, Isa isa);
+
+}  // namespace moe::kernels

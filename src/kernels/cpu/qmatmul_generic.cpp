@@ -1,0 +1,175 @@
+// Int8 weight kernels: scalar and AVX2 paths, the kernel registry and activation quantization
+// dispatch (the AVX-512 VNNI path is qmatmul_avx512.cpp). The math is in qmatmul.h.
+//
+// Both paths here decode one weight row at a time (qmatmul_decode.h, scalar) into a per-thread
+// buffer and reuse it for all m activation rows. The AVX2 path is the fallback for CPUs without
+// AVX-512 VNNI; it widens to int16 and uses vpmaddwd (no vpmaddubsw, whose int16 saturation
+// would break exactness for Q8_0's 0..255 levels).
+#include <immintrin.h>
+
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cpu/qmatmul.h"
+#include "kernels/cpu/qmatmul_decode.h"
+#include "kernels/ref/quantize_act.h"
+
+namespace moe::kernels {
+
+void quantize_act_rows_avx512(const float* x, int64_t ldx, int64_t m, int64_t K, void* out, size_t stride);
+bool qmm_avx512_usable();
+MatmulFn qmm_avx512_kernel(DType t);
+
+namespace {
+
+// Per-thread growable scratch (grows to the largest call, then the hot path does not allocate).
+struct Scratch {
+    std::vector<unsigned char> act, wrow;
+    static void* get(std::vector<unsigned char>& v, size_t bytes) {
+        if (v.size() < bytes + 64) v.resize(bytes + 64);
+        const auto p = reinterpret_cast<uintptr_t>(v.data());
+        return reinterpret_cast<void*>((p + 63) & ~uintptr_t{63});
+    }
+};
+thread_local Scratch tls;
+
+struct ActRows {
+    const unsigned char* base;
+    size_t stride;
+};
+
+ActRows activations(const MatmulArgs& a, Isa isa) {
+    if (a.xq) return {static_cast<const unsigned char*>(a.xq), a.xq_stride};
+    const size_t stride = ref::act_q8_row_bytes(a.K);
+    void* buf = Scratch::get(tls.act, stride * static_cast<size_t>(a.m));
+    quantize_act_rows(isa, a.x, a.ldx, a.m, a.K, buf, stride);
+    return {static_cast<const unsigned char*>(buf), stride};
+}
+
+struct DecodedRow {
+    uint8_t* q;
+    float* ws;
+    float* wm;
+};
+
+DecodedRow decoded_row_buffer(int64_t K) {
+    const size_t Kp = static_cast<size_t>(ref::act_q8_padded(K));
+    auto* p = static_cast<unsigned char*>(Scratch::get(tls.wrow, Kp + Kp / 16 * 4 + Kp / 32 * 4 + 128));
+    DecodedRow d;
+    d.q = p;
+    d.ws = reinterpret_cast<float*>(p + Kp);
+    d.wm = reinterpret_cast<float*>(p + Kp + Kp / 16 * 4 + 64);
+    return d;
+}
+
+inline const void* wrow(const MatmulArgs& a, int64_t n) {
+    return static_cast<const char*>(a.w) + n * static_cast<int64_t>(a.w_row_stride);
+}
+
+// ---------------------------------------------------------------- scalar
+template <DType T>
+void qmm_scalar(const MatmulArgs& a) {
+    const qdec::Traits tr = qdec::traits(T);
+    const int32_t off = tr.shift >= 0 ? (1 << tr.shift) : 0;
+    const int64_t Kp = ref::act_q8_padded(a.K);
+    const ActRows act = activations(a, Isa::Scalar);
+    const DecodedRow w = decoded_row_buffer(a.K);
+    for (int64_t n = a.n0; n < a.n1; ++n) {
+        qdec::decode_row(T, wrow(a, n), a.K, w.q, w.ws, w.wm);
+        for (int64_t r = 0; r < a.m; ++r) {
+            const ref::ActQ8Row x = ref::act_q8_row(const_cast<unsigned char*>(act.base + r * act.stride), a.K);
+            float s = 0.0f;
+            for (int64_t gi = 0; gi < Kp / 16; ++gi) {
+                int32_t isum = off * x.nsum[4 * gi];
+                for (int l = 0; l < 16; ++l) isum += static_cast<int32_t>(w.q[16 * gi + l]) * x.qs[16 * gi + l];
+                s += (w.ws[gi] * x.dxv[4 * gi]) * static_cast<float>(isum);
+            }
+            if (tr.min) {
+                float t = 0.0f;
+                for (int64_t g = 0; g < Kp / 32; ++g) t += w.wm[g] * x.dxs[g];
+                s -= t;
+            }
+            a.y[r * a.ldy + (n - a.n0)] = s;
+        }
+    }
+}
+
+// ---------------------------------------------------------------- AVX2
+#define MOE_T256 __attribute__((target("avx2,fma")))
+
+MOE_T256 inline float hsum256(__m256 v) {
+    const __m128 b = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    const __m128 d = _mm_add_ss(c, _mm_movehdup_ps(c));
+    return _mm_cvtss_f32(d);
+}
+
+template <DType T>
+MOE_T256 void qmm_avx2(const MatmulArgs& a) {
+    const qdec::Traits tr = qdec::traits(T);
+    const int32_t off = tr.shift >= 0 ? (1 << tr.shift) : 0;
+    const int64_t Kp = ref::act_q8_padded(a.K);
+    const ActRows act = activations(a, Isa::Avx2);
+    const DecodedRow w = decoded_row_buffer(a.K);
+    for (int64_t n = a.n0; n < a.n1; ++n) {
+        qdec::decode_row(T, wrow(a, n), a.K, w.q, w.ws, w.wm);
+        for (int64_t r = 0; r < a.m; ++r) {
+            const ref::ActQ8Row x = ref::act_q8_row(const_cast<unsigned char*>(act.base + r * act.stride), a.K);
+            __m256 acc = _mm256_setzero_ps();
+            for (int64_t gi = 0; gi < Kp / 16; ++gi) {
+                const __m256i qv = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.q + 16 * gi)));
+                const __m256i xv = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qs + 16 * gi)));
+                __m256i p = _mm256_madd_epi16(qv, xv);
+                p = _mm256_add_epi32(p, _mm256_castsi128_si256(_mm_cvtsi32_si128(off * x.nsum[4 * gi])));
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(w.ws[gi] * x.dxv[4 * gi]), acc);
+            }
+            float s = hsum256(acc);
+            if (tr.min) {
+                __m256 macc = _mm256_setzero_ps();
+                for (int64_t g = 0; g < Kp / 32; g += 8)
+                    macc = _mm256_fmadd_ps(_mm256_loadu_ps(w.wm + g), _mm256_loadu_ps(x.dxs + g), macc);
+                s -= hsum256(macc);
+            }
+            a.y[r * a.ldy + (n - a.n0)] = s;
+        }
+    }
+}
+
+}  // namespace
+
+const unsigned char* qmm_activations(const MatmulArgs& a, Isa isa, size_t* stride) {
+    const ActRows r = activations(a, isa);
+    *stride = r.stride;
+    return r.base;
+}
+
+void quantize_act_rows(Isa isa, const float* x, int64_t ldx, int64_t m, int64_t K, void* out, size_t stride) {
+    MOE_ASSERT(stride >= ref::act_q8_row_bytes(K), "ActQ8 stride ", stride, " < ", ref::act_q8_row_bytes(K));
+    if (isa == Isa::Avx512 && qmm_avx512_usable()) {
+        quantize_act_rows_avx512(x, ldx, m, K, out, stride);
+        return;
+    }
+    for (int64_t r = 0; r < m; ++r) ref::quantize_act_q8(x + r * ldx, K, static_cast<char*>(out) + r * stride);
+}
+
+bool qmm_supported(DType t) {
+    return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+}
+
+MatmulFn qmm_kernel(DType t, Isa isa) {
+    if (!qmm_supported(t)) return nullptr;
+    // AVX-512 path needs VNNI + BW; on an AVX-512F-only CPU the AVX2 int path runs instead.
+    if (isa == Isa::Avx512 && qmm_avx512_usable()) return qmm_avx512_kernel(t);
+    const bool avx2 = isa != Isa::Scalar;
+    switch (t) {
+        case DType::Q8_0: return avx2 ? qmm_avx2<DType::Q8_0> : qmm_scalar<DType::Q8_0>;
+        case DType::Q4_0: return avx2 ? qmm_avx2<DType::Q4_0> : qmm_scalar<DType::Q4_0>;
+        case DType::Q4_K: return avx2 ? qmm_avx2<DType::Q4_K> : qmm_scalar<DType::Q4_K>;
+        case DType::Q5_K: return avx2 ? qmm_avx2<DType::Q5_K> : qmm_scalar<DType::Q5_K>;
+        case DType::Q6_K: return avx2 ? qmm_avx2<DType::Q6_K> : qmm_scalar<DType::Q6_K>;
+        default: return nullptr;
+    }
+}
+
+}  // namespace moe::kernels

@@ -1,0 +1,90 @@
+#pragma once
+// Quantized weight block layouts (ggml / GGUF, FACTS.md section 3) and their scalar reference
+// dequantizers and quantizers. The dequantizers follow the format definitions exactly (each value
+// is the one float the definition's arithmetic produces; tests/kernels/test_dequant.cpp checks
+// hand-built blocks element by element). The quantizers are simple round-to-nearest ones that make
+// test and `moe gen` data; they need not match llama.cpp's quantizers bit for bit.
+//
+// One file per type: quant_<type>.cpp. Q8_0 lives in quantize_q8_0.{h,cpp}.
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/ref/quantize_q8_0.h"
+
+namespace moe::ref {
+
+constexpr int kQK = 256;  // elements per K-quant super-block
+
+struct BlockQ4_0 { uint16_t d; uint8_t qs[16]; };
+struct BlockQ4_1 { uint16_t d, m; uint8_t qs[16]; };
+struct BlockQ5_0 { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; };
+struct BlockQ5_1 { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; };
+struct BlockMxfp4 { uint8_t e; uint8_t qs[16]; };
+struct BlockQ2_K { uint8_t scales[16]; uint8_t qs[64]; uint16_t d, dmin; };
+struct BlockQ3_K { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16_t d; };
+struct BlockQ4_K { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; };
+struct BlockQ5_K { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; };
+struct BlockQ6_K { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; };
+
+static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockMxfp4) == 17);
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockQ6_K) == 210);
+
+// Q4_K / Q5_K: 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes
+// (ggml's get_scale_min_k4), and the inverse used by the quantizers.
+inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+void pack_scale_min_k4(const uint8_t sc[8], const uint8_t m[8], uint8_t q[12]);
+// Q4_K / Q5_K quantizer helper: for 256 values x, per 32-element sub-block j the affine grid
+// -dmin*m[j] + d*sc[j]*q, q in [0, levels]; sets fp16 d, dmin, 6-bit sc, m and the levels q[256].
+void quantize_affine_k(const float* x, int levels, uint16_t* d, uint16_t* dmin, uint8_t sc[8], uint8_t m[8],
+                       uint8_t q[256]);
+
+// Q3_K: signed scale j (0..15) = 6-bit field - 32.
+int q3_k_scale(const uint8_t scales[12], int j);
+
+// MXFP4 element values (2 x E2M1) and the E8M0 half-scale 2^(e-128).
+extern const int8_t kMxfp4Values[16];
+float e8m0_half(uint8_t e);
+
+// Dequantizers: x is n / block-size blocks, y n floats (n a multiple of the block size, asserted).
+void dequantize_row_q4_0(const void* x, float* y, int64_t n);
+void dequantize_row_q4_1(const void* x, float* y, int64_t n);
+void dequantize_row_q5_0(const void* x, float* y, int64_t n);
+void dequantize_row_q5_1(const void* x, float* y, int64_t n);
+void dequantize_row_mxfp4(const void* x, float* y, int64_t n);
+void dequantize_row_q2_k(const void* x, float* y, int64_t n);
+void dequantize_row_q3_k(const void* x, float* y, int64_t n);
+void dequantize_row_q4_k(const void* x, float* y, int64_t n);
+void dequantize_row_q5_k(const void* x, float* y, int64_t n);
+void dequantize_row_q6_k(const void* x, float* y, int64_t n);
+
+// Round-to-nearest reference quantizers (x: n floats; y: n / block-size blocks).
+void quantize_row_q4_0(const float* x, void* y, int64_t n);
+void quantize_row_q4_k(const float* x, void* y, int64_t n);
+void quantize_row_q5_k(const float* x, void* y, int64_t n);
+void quantize_row_q6_k(const float* x, void* y, int64_t n);
+
+// Generic entries by DType. dequantize_row: every type above plus Q8_0, F32, F16, BF16.
+// quantize_row: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Both return false (writing nothing)
+// for a type they do not handle; n must be a multiple of the type's block size (asserted).
+bool dequantize_row(DType type, const void* x, float* y, int64_t n);
+bool quantize_row(DType type, const float* x, void* y, int64_t n);
+bool can_dequantize(DType type);
+bool can_quantize(DType type);
+
+}  // namespace moe::ref
