@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "core/fp16.h"
 #include "kernels/cpu/qmatmul.h"
@@ -29,16 +30,23 @@ inline float h2f_scalar(uint16_t h) {
 }
 
 // ---------------------------------------------------------------- scalar
+// Converts each weight row into a per-thread f32 buffer and runs matmul_f32_ref on it, so the
+// scalar path is matmul_f32_ref on the converted weights by construction (whatever FMA
+// contraction the compiler chose there).
 template <DType T>
 void half_scalar(const MatmulArgs& a) {
+    thread_local std::vector<float> buf;
+    if (buf.size() < static_cast<size_t>(a.K)) buf.resize(static_cast<size_t>(a.K));
     for (int64_t n = a.n0; n < a.n1; ++n) {
         const uint16_t* w = hrow(a, n);
-        for (int64_t r = 0; r < a.m; ++r) {
-            const float* x = a.x + r * a.ldx;
-            float s = 0.0f;
-            for (int64_t i = 0; i < a.K; ++i) s += h2f_scalar<T>(w[i]) * x[i];
-            a.y[r * a.ldy + (n - a.n0)] = s;
-        }
+        for (int64_t i = 0; i < a.K; ++i) buf[static_cast<size_t>(i)] = h2f_scalar<T>(w[i]);
+        MatmulArgs b = a;
+        b.w = buf.data();
+        b.w_row_stride = 0;
+        b.n0 = n;
+        b.n1 = n + 1;
+        b.y = a.y + (n - a.n0);
+        matmul_f32_ref(b);
     }
 }
 

@@ -1,0 +1,278 @@
+// Matmul kernels for F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K weights on every ISA path this CPU
+// runs, against an fp64 dot product over the dequantized weights (reference dequantizer) and the
+// activations the kernel multiplies (the int8 kernels: the ActQ8-quantized activations), at awkward
+// sizes; plus the activation-quantization error against the f32 activations, determinism (same bits
+// whatever m, the column range or the prepared-activation path) and kernel lookup.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/fp16.h"
+#include "core/rng.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/qmatmul.h"
+#include "kernels/ref/quant_formats.h"
+#include "kernels/ref/quantize_act.h"
+
+namespace moe {
+namespace {
+
+using kernels::Isa;
+
+constexpr double kU = 1.0 / (1 << 24);  // f32 unit roundoff
+
+struct Weights {
+    DType t;
+    int64_t N, K;
+    size_t stride;
+    std::vector<uint8_t> bytes;
+    std::vector<float> deq;   // [N, K] reference dequantization
+    std::vector<double> mn;   // [N, K] |min offset| of each element (Q4_K/Q5_K), else 0
+};
+
+double h16(const uint8_t* p) { return fp16_to_fp32(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
+
+Weights make_weights(Rng& rng, DType t, int64_t N, int64_t K) {
+    Weights w{t, N, K, 0, {}, {}, {}};
+    const uint64_t rb = row_bytes(t, static_cast<uint64_t>(K));
+    w.stride = rb + 24;  // rows not packed back to back: the kernels must use w_row_stride
+    w.bytes.assign(w.stride * N, 0xCD);
+    w.deq.resize(N * K);
+    w.mn.assign(N * K, 0.0);
+    std::vector<float> x(K);
+    for (int64_t n = 0; n < N; ++n) {
+        const float scale = std::ldexp(1.0f, static_cast<int>(rng.next() % 5) - 2);
+        const float shift = (n % 3 == 0) ? 0.4f * scale : 0.0f;  // some rows not centred (mins matter)
+        for (auto& v : x) v = rng.uniform(-1.0f, 1.0f) * scale + shift;
+        uint8_t* row = w.bytes.data() + n * w.stride;
+        EXPECT_TRUE(ref::quantize_row(t, x.data(), row, K));
+        ref::dequantize_row(t, row, w.deq.data() + n * K, K);
+        if (t == DType::Q4_K || t == DType::Q5_K) {
+            const size_t bb = t == DType::Q4_K ? 144 : 176;
+            for (int64_t i = 0; i < K; ++i) {
+                const uint8_t* b = row + (i / 256) * bb;
+                uint8_t sc, m;
+                ref::get_scale_min_k4(static_cast<int>((i % 256) / 32), b + 4, &sc, &m);
+                w.mn[n * K + i] = h16(b + 2) * m;
+            }
+        }
+    }
+    return w;
+}
+
+bool int8_type(DType t) { return kernels::qmm_supported(t); }
+
+// Activations the kernel multiplies: ActQ8 values for the int8 kernels, x itself otherwise.
+std::vector<float> effective_x(DType t, const std::vector<float>& x, int64_t m, int64_t K, int64_t ldx,
+                               std::vector<float>* step) {
+    std::vector<float> xe(m * K);
+    step->assign(m * K, 0.0f);
+    std::vector<unsigned char> row(ref::act_q8_row_bytes(K));
+    for (int64_t r = 0; r < m; ++r) {
+        if (!int8_type(t)) {
+            for (int64_t i = 0; i < K; ++i) xe[r * K + i] = x[r * ldx + i];
+            continue;
+        }
+        ref::quantize_act_q8(x.data() + r * ldx, K, row.data());
+        const ref::ActQ8Row q = ref::act_q8_row(row.data(), K);
+        for (int64_t i = 0; i < K; ++i) {
+            xe[r * K + i] = ref::act_q8_value(row.data(), K, i);
+            (*step)[r * K + i] = q.dxv[16 * (i / 64) + 8 * ((i / 32) % 2)];
+        }
+    }
+    return xe;
+}
+
+// Rounding steps one output passes through on each path (see qmatmul.h / matmul_half.cpp):
+// int8: integer sums exact; per 16 (scalar/avx2) or 64 (avx512) values one scale product and one
+// add/FMA, then <= 4 horizontal adds, the min term, the final subtraction, and the reference's one
+// rounding of each dequantized weight. f16/bf16: exact weight conversion, then the f32 dot: K
+// sequential adds (scalar) or K/8 FMAs per lane + 3 horizontal adds (avx2; avx512 fewer).
+double roundings(DType t, Isa isa, int64_t K) {
+    if (int8_type(t)) return static_cast<double>(K) / 16 + 10;
+    return isa == Isa::Scalar ? static_cast<double>(K) + 2 : static_cast<double>(K) / 8 + 6;
+}
+
+const DType kTypes[] = {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+std::vector<int64_t> ks_for(DType t) {
+    if (t == DType::Q8_0 || t == DType::Q4_0) return {32, 96, 256, 4096 + 256};
+    if (t == DType::F16 || t == DType::BF16) return {1, 17, 96, 256, 4096 + 256};
+    return {256, 512, 4096 + 256};
+}
+
+void call(const kernels::MatmulKernel& k, const Weights& w, const float* x, int64_t ldx, int64_t m, float* y,
+          int64_t ldy, int64_t n0, int64_t n1, const void* xq = nullptr, size_t xq_stride = 0) {
+    kernels::MatmulArgs a;
+    a.w = w.bytes.data();
+    a.w_row_stride = w.stride;
+    a.x = x;
+    a.ldx = ldx;
+    a.y = y;
+    a.ldy = ldy;
+    a.m = m;
+    a.K = w.K;
+    a.n0 = n0;
+    a.n1 = n1;
+    a.xq = xq;
+    a.xq_stride = xq_stride;
+    k(a);
+}
+
+TEST(MatmulQuant, EveryTypeEveryPathAgainstFp64) {
+    Rng rng(0x51a7);
+    int cases = 0;
+    for (DType t : kTypes) {
+        for (int64_t K : ks_for(t)) {
+            for (int64_t N : {1, 3, 17, 67}) {
+                const Weights w = make_weights(rng, t, N, K);
+                for (int64_t m : {1, 2, 5, 33}) {
+                    if (K > 1000 && (N == 67 || m == 33)) continue;  // keep the big-K cases small
+                    const int64_t ldx = K + 3, ldy = N + 2;
+                    std::vector<float> x(m * ldx);
+                    for (auto& v : x) v = rng.uniform(-2.0f, 2.0f);
+                    std::vector<float> step;
+                    const std::vector<float> xe = effective_x(t, x, m, K, ldx, &step);
+                    // fp64 references: exact (what the kernel multiplies) and true (f32 activations).
+                    std::vector<double> ref(m * N), truth(m * N), S(m * N), Q(m * N);
+                    for (int64_t r = 0; r < m; ++r)
+                        for (int64_t n = 0; n < N; ++n) {
+                            double s = 0, tr = 0, mag = 0, qe = 0;
+                            for (int64_t i = 0; i < K; ++i) {
+                                const double wi = w.deq[n * K + i];
+                                s += wi * xe[r * K + i];
+                                tr += wi * x[r * ldx + i];
+                                mag += (std::fabs(wi) + 2 * w.mn[n * K + i]) * std::fabs(xe[r * K + i]);
+                                qe += std::fabs(wi) * step[r * K + i] / 2;  // |x - xq| <= d/2 per value
+                            }
+                            ref[r * N + n] = s;
+                            truth[r * N + n] = tr;
+                            S[r * N + n] = mag;
+                            Q[r * N + n] = qe;
+                        }
+                    for (Isa isa : kernels::supported_isas()) {
+                        const kernels::CpuKernels ks(isa);
+                        const kernels::MatmulKernel& k = ks.matmul(t, "blk.0.test");
+                        const std::string name = std::string(dtype_name(t)) + "_K" + std::to_string(K) + "_N" +
+                                                 std::to_string(N) + "_m" + std::to_string(m) + "_" + k.name;
+                        SCOPED_TRACE(name);
+                        std::vector<float> y(m * ldy, -7.0f);
+                        call(k, w, x.data(), ldx, m, y.data(), ldy, 0, N);
+                        const double g = roundings(t, isa, K) * kU;
+                        for (int64_t r = 0; r < m; ++r) {
+                            for (int64_t n = 0; n < N; ++n) {
+                                const double got = y[r * ldy + n];
+                                // (1.01: the first-order bound n*u*S; 1e-30 for all-zero rows)
+                                const double bound = 1.01 * g * S[r * N + n] + 1e-30;
+                                ASSERT_LE(std::fabs(got - ref[r * N + n]), bound) << "r=" << r << " n=" << n;
+                                // vs f32 activations: plus the activation quantization error.
+                                ASSERT_LE(std::fabs(got - truth[r * N + n]), bound + 1.0001 * Q[r * N + n]);
+                            }
+                            EXPECT_EQ(y[r * ldy + N], -7.0f) << "wrote past n1";
+                        }
+                        ++cases;
+                    }
+                }
+            }
+        }
+    }
+    EXPECT_GT(cases, 300);
+}
+
+// Same bits for y[r][n] whatever the batch (m), the column range [n0, n1), and whether the caller
+// prepared the activations (MatmulArgs::xq).
+TEST(MatmulQuant, DeterministicAcrossBatchTileAndPreparedActivations) {
+    Rng rng(0xde7e);
+    for (DType t : kTypes) {
+        const int64_t K = (t == DType::Q8_0 || t == DType::Q4_0) ? 96 : 512, N = 19, m = 9;
+        const Weights w = make_weights(rng, t, N, K);
+        std::vector<float> x(m * K);
+        for (auto& v : x) v = rng.uniform(-1.0f, 1.0f);
+        for (Isa isa : kernels::supported_isas()) {
+            const kernels::CpuKernels ks(isa);
+            const kernels::MatmulKernel& k = ks.matmul(t, "t");
+            SCOPED_TRACE(k.name);
+            std::vector<float> all(m * N), one(N), col(1);
+            call(k, w, x.data(), K, m, all.data(), N, 0, N);
+            for (int64_t r = 0; r < m; ++r) {
+                call(k, w, x.data() + r * K, K, 1, one.data(), N, 0, N);
+                ASSERT_EQ(0, std::memcmp(one.data(), all.data() + r * N, N * sizeof(float))) << "row " << r << " alone";
+                for (int64_t n = 0; n < N; n += 5) {
+                    call(k, w, x.data() + r * K, K, 1, col.data(), 1, n, n + 1);
+                    ASSERT_EQ(0, std::memcmp(col.data(), all.data() + r * N + n, sizeof(float))) << "col " << n;
+                }
+            }
+            // Rows in a different batch (reversed order, with other rows around them).
+            std::vector<float> xr(m * K), yr(m * N);
+            for (int64_t r = 0; r < m; ++r) std::memcpy(xr.data() + r * K, x.data() + (m - 1 - r) * K, K * sizeof(float));
+            call(k, w, xr.data(), K, m, yr.data(), N, 0, N);
+            for (int64_t r = 0; r < m; ++r)
+                ASSERT_EQ(0, std::memcmp(yr.data() + r * N, all.data() + (m - 1 - r) * N, N * sizeof(float)));
+            if (k.act_q8) {
+                const size_t stride = ref::act_q8_row_bytes(K);
+                std::vector<unsigned char> xq(stride * m);
+                kernels::quantize_act_rows(isa, x.data(), K, m, K, xq.data(), stride);
+                std::vector<float> yp(m * N, 0.0f);
+                call(k, w, nullptr, K, m, yp.data(), N, 0, N, xq.data(), stride);
+                ASSERT_EQ(0, std::memcmp(yp.data(), all.data(), yp.size() * sizeof(float))) << "prepared xq";
+            }
+        }
+    }
+}
+
+// F16/BF16 weights give exactly the f32 kernel's bits on the converted weights (same path).
+TEST(MatmulQuant, HalfKernelsEqualF32KernelsOnConvertedWeights) {
+    Rng rng(0x4a1f);
+    for (DType t : {DType::F16, DType::BF16}) {
+        for (int64_t K : {7, 64, 333}) {
+            const int64_t N = 9, m = 6;
+            const Weights w = make_weights(rng, t, N, K);
+            std::vector<float> x(m * K);
+            for (auto& v : x) v = rng.uniform(-1.0f, 1.0f);
+            for (Isa isa : kernels::supported_isas()) {
+                const kernels::CpuKernels ks(isa);
+                std::vector<float> yh(m * N), yf(m * N);
+                call(ks.matmul(t, "t"), w, x.data(), K, m, yh.data(), N, 0, N);
+                kernels::MatmulArgs a;
+                a.w = w.deq.data();
+                a.w_row_stride = K * sizeof(float);
+                a.x = x.data();
+                a.ldx = K;
+                a.y = yf.data();
+                a.ldy = N;
+                a.m = m;
+                a.K = K;
+                a.n0 = 0;
+                a.n1 = N;
+                ks.matmul(DType::F32, "t")(a);
+                EXPECT_EQ(0, std::memcmp(yh.data(), yf.data(), yh.size() * sizeof(float)))
+                    << dtype_name(t) << " K=" << K << " " << kernels::isa_name(isa);
+            }
+        }
+    }
+}
+
+TEST(MatmulQuant, KernelLookup) {
+    const kernels::CpuKernels ks(kernels::best_isa());
+    for (DType t : kTypes) {
+        EXPECT_TRUE(ks.has_matmul(t));
+        EXPECT_EQ(ks.matmul(t, "x").weight_type, t);
+        EXPECT_EQ(ks.matmul(t, "x").act_q8, int8_type(t));
+    }
+    EXPECT_FALSE(ks.has_matmul(DType::Q2_K));
+    try {
+        ks.matmul(DType::IQ2_XS, "blk.3.ffn_down_exps.weight");
+        FAIL() << "no throw";
+    } catch (const moe::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("blk.3.ffn_down_exps.weight"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("iq2_xs"), std::string::npos);
+    }
+}
+
+}  // namespace
+}  // namespace moe
