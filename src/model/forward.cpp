@@ -8,10 +8,11 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "kernels/cpu/attention.h"
-#include "kernels/cpu/matmul_dense.h"
+#include "kernels/cpu/qmatmul.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/ref/elementwise.h"
 #include "kernels/ref/embedding.h"
+#include "kernels/ref/quantize_act.h"
 #include "kernels/ref/rope.h"
 #include "model/model.h"
 
@@ -26,8 +27,16 @@ void ForwardStats::reset(int64_t n_layer, int n_expert) {
 namespace {
 
 // Scratch layout for T rows (the same function sizes the plan and carves the arena).
+// Longest input of any projection (D, attention output, dense FFN hidden).
+int64_t max_proj_in(const ModelConfig& c) {
+    int64_t k = std::max(c.n_embd, c.n_head * c.head_dim_v);
+    for (int64_t il = 0; il < c.n_layer; ++il)
+        if (!c.is_moe_layer(il)) k = std::max(k, c.n_ff);
+    return k;
+}
+
 template <typename Alloc>
-void carve(const ModelConfig& c, int64_t T, Alloc&& alloc, float** out_f, int32_t** out_i) {
+void carve(const ModelConfig& c, int64_t T, Alloc&& alloc, float** out_f, int32_t** out_i, void** out_xq) {
     const int64_t D = c.n_embd, qd = c.n_head * c.head_dim_k, kd = c.n_head_kv * c.head_dim_k,
                   vd = c.n_head_kv * c.head_dim_v, ad = c.n_head * c.head_dim_v;
     bool dense = false;  // dense FFN scratch only when some block is dense
@@ -36,7 +45,24 @@ void carve(const ModelConfig& c, int64_t T, Alloc&& alloc, float** out_f, int32_
     const int64_t sizes[] = {T * D, T * D, T * qd, T * kd, T * vd, T * ad, T * D, T * qd, T * ad, T * F, T * F};
     for (size_t i = 0; i < std::size(sizes); ++i) out_f[i] = static_cast<float*>(alloc(sizes[i] * sizeof(float)));
     for (int i = 0; i < 2; ++i) out_i[i] = static_cast<int32_t*>(alloc(T * sizeof(int32_t)));
+    *out_xq = alloc(static_cast<size_t>(T) * ref::act_q8_row_bytes(max_proj_in(c)));
 }
+
+Forward::Proj make_proj(const kernels::CpuKernels& k, const TensorView& w, const TensorView& bias = {}) {
+    Forward::Proj p;
+    if (!w.data) return p;
+    p.kernel = &k.matmul(w.type, w.name);
+    p.w = w.data;
+    p.row_stride = w.nb[1];
+    p.n_in = w.ne[0];
+    p.n_out = w.ne[1];
+    p.bias = bias.data ? bias.as<float>() : nullptr;
+    return p;
+}
+
+// Rows of a batch below which a row-local op (norm, RoPE, activation quantization) stays on the
+// calling thread: one pool dispatch costs more than the op on a few rows.
+constexpr int64_t kParallelRows = 16;
 
 void add_inplace(int64_t n, float* x, const float* y) { ref::add(n, x, y, x); }
 
@@ -46,8 +72,83 @@ Forward::Forward(Model& model) : m_(model), max_batch_(model.options().max_batch
     ArenaPlan plan;
     float* f[11];
     int32_t* i[2];
-    carve(m_.config(), max_batch_, [&](size_t bytes) { plan.add(bytes); return nullptr; }, f, i);
+    void* xq;
+    carve(m_.config(), max_batch_, [&](size_t bytes) { plan.add(bytes); return nullptr; }, f, i, &xq);
     arena_.reserve(plan.bytes());
+    xq_stride_ = ref::act_q8_row_bytes(max_proj_in(m_.config()));
+
+    const kernels::CpuKernels& k = m_.kernels();
+    const ModelWeights& W = m_.weights();
+    proj_.resize(W.layers.size());
+    for (size_t il = 0; il < W.layers.size(); ++il) {
+        const LayerWeights& w = W.layers[il];
+        LayerProj& p = proj_[il];
+        p.q = make_proj(k, w.wq, w.bq);
+        p.k = make_proj(k, w.wk, w.bk);
+        p.v = make_proj(k, w.wv, w.bv);
+        p.o = make_proj(k, w.wo);
+        p.gate = make_proj(k, w.ffn_gate);
+        p.up = make_proj(k, w.ffn_up);
+        p.down = make_proj(k, w.ffn_down);
+    }
+    head_ = make_proj(k, W.output);
+}
+
+const void* Forward::prepare(ThreadPool& pool, const Proj& p, const float* x, int64_t n) {
+    if (!p.kernel->act_q8) return nullptr;
+    const int64_t K = p.n_in;
+    const kernels::Isa isa = m_.kernels().isa();
+    char* out = static_cast<char*>(b_.xq);
+    auto rows = [&](int64_t r0, int64_t r1, int) {
+        kernels::quantize_act_rows(isa, x + r0 * K, K, r1 - r0, K, out + static_cast<size_t>(r0) * xq_stride_,
+                                   xq_stride_);
+    };
+    if (n < kParallelRows || pool.size() == 1) rows(0, n, 0);
+    else pool.parallel_for(n, (n + 2 * pool.size() - 1) / (2 * pool.size()), rows);
+    return b_.xq;
+}
+
+void Forward::project(ThreadPool& pool, const Proj& p, const float* x, const void* xq, int64_t n, float* y) {
+    MOE_ASSERT(p.kernel && p.w, "projection without weights");
+    const int64_t N = p.n_out;
+    auto block = [&](int64_t n0, int64_t n1, int) {
+        kernels::MatmulArgs a;
+        a.w = p.w;
+        a.w_row_stride = p.row_stride;
+        a.x = x;
+        a.ldx = p.n_in;
+        a.xq = xq;
+        a.xq_stride = xq_stride_;
+        a.y = y + n0;  // the kernel writes column (n - n0)
+        a.ldy = N;
+        a.m = n;
+        a.K = p.n_in;
+        a.n0 = n0;
+        a.n1 = n1;
+        (*p.kernel)(a);
+        if (p.bias)
+            for (int64_t t = 0; t < n; ++t)
+                for (int64_t j = n0; j < n1; ++j) y[t * N + j] += p.bias[j];
+    };
+    // Output rows per task: about 8 tasks per thread (dynamic hand-out evens out the threads),
+    // a multiple of 16 (the kernels' register blocks), at least 16 and at most 256 rows.
+    const int64_t T = pool.size();
+    int64_t grain = std::clamp<int64_t>(N / (8 * T), 16, 256);
+    grain = (grain + 15) / 16 * 16;
+    if (T == 1) block(0, N, 0);
+    else pool.parallel_for(N, grain, block);
+}
+
+void Forward::rmsnorm_rows(ThreadPool& pool, int64_t n, int64_t len, const float* x, const float* w, float* y) {
+    const kernels::Isa isa = m_.kernels().isa();
+    const float eps = m_.config().rms_eps;
+    if (n < kParallelRows || pool.size() == 1) {
+        cpu::rmsnorm({n, len, eps}, x, w, y, isa);
+        return;
+    }
+    pool.parallel_for(n, (n + 2 * pool.size() - 1) / (2 * pool.size()), [&](int64_t r0, int64_t r1, int) {
+        cpu::rmsnorm({r1 - r0, len, eps}, x + r0 * len, w, y + r0 * len, isa);
+    });
 }
 
 void Forward::check(ThreadPool& pool, const BatchRow* rows, int64_t n, const KvStore& kv) {
@@ -84,25 +185,34 @@ void Forward::attention_layer(ThreadPool& pool, int64_t il, const BatchRow* rows
     const ModelConfig& c = m_.config();
     const LayerDesc& ld = m_.desc().layer;
     const LayerWeights& w = m_.weights().layers[static_cast<size_t>(il)];
-    const kernels::MatmulKernel& mm = m_.kernels().matmul(DType::F32, "attention");
+    const LayerProj& P = proj_[static_cast<size_t>(il)];
     const kernels::Isa isa = m_.kernels().isa();
     const int64_t D = c.n_embd, Hq = c.n_head, Hkv = c.n_head_kv, dk = c.head_dim_k, dv = c.head_dim_v;
     const int64_t qd = Hq * dk, kd = Hkv * dk, vd = Hkv * dv, ad = Hq * dv;
 
-    cpu::rmsnorm({n, D, c.rms_eps}, b_.x, w.attn_norm.as<float>(), b_.xn, isa);
-    cpu::matmul_dense({n, qd, D, 0}, mm, b_.xn, w.wq.data, w.bq.as<float>(), b_.q, &pool);
-    cpu::matmul_dense({n, kd, D, 0}, mm, b_.xn, w.wk.data, w.bk.as<float>(), b_.k, &pool);
-    cpu::matmul_dense({n, vd, D, 0}, mm, b_.xn, w.wv.data, w.bv.as<float>(), b_.v, &pool);
+    rmsnorm_rows(pool, n, D, b_.x, w.attn_norm.as<float>(), b_.xn);
+    // q, k and v read the same normed rows: prepare them once (int8 kernels), then each projection.
+    const void* xq = prepare(pool, P.q, b_.xn, n);
+    project(pool, P.q, b_.xn, xq, n, b_.q);
+    project(pool, P.k, b_.xn, P.k.kernel->act_q8 == P.q.kernel->act_q8 ? xq : prepare(pool, P.k, b_.xn, n), n, b_.k);
+    project(pool, P.v, b_.xn, P.v.kernel->act_q8 == P.q.kernel->act_q8 ? xq : prepare(pool, P.v, b_.xn, n), n, b_.v);
     if (ld.qk_norm == QkNorm::PerHead) {
-        cpu::rmsnorm({n * Hq, dk, c.rms_eps}, b_.q, w.q_norm.as<float>(), b_.q, isa);
-        cpu::rmsnorm({n * Hkv, dk, c.rms_eps}, b_.k, w.k_norm.as<float>(), b_.k, isa);
+        rmsnorm_rows(pool, n * Hq, dk, b_.q, w.q_norm.as<float>(), b_.q);
+        rmsnorm_rows(pool, n * Hkv, dk, b_.k, w.k_norm.as<float>(), b_.k);
     } else if (ld.qk_norm == QkNorm::Whole) {
-        cpu::rmsnorm({n, qd, c.rms_eps}, b_.q, w.q_norm.as<float>(), b_.q, isa);
-        cpu::rmsnorm({n, kd, c.rms_eps}, b_.k, w.k_norm.as<float>(), b_.k, isa);
+        rmsnorm_rows(pool, n, qd, b_.q, w.q_norm.as<float>(), b_.q);
+        rmsnorm_rows(pool, n, kd, b_.k, w.k_norm.as<float>(), b_.k);
     }
     for (int64_t r = 0; r < n; ++r) b_.pos[r] = rows[r].pos;
-    ref::rope_apply(m_.rope(), b_.q, n, Hq, b_.pos);
-    ref::rope_apply(m_.rope(), b_.k, n, Hkv, b_.pos);
+    if (n < kParallelRows || pool.size() == 1) {
+        ref::rope_apply(m_.rope(), b_.q, n, Hq, b_.pos);
+        ref::rope_apply(m_.rope(), b_.k, n, Hkv, b_.pos);
+    } else {
+        pool.parallel_for(n, (n + 2 * pool.size() - 1) / (2 * pool.size()), [&](int64_t r0, int64_t r1, int) {
+            ref::rope_apply(m_.rope(), b_.q + r0 * qd, r1 - r0, Hq, b_.pos + r0);
+            ref::rope_apply(m_.rope(), b_.k + r0 * kd, r1 - r0, Hkv, b_.pos + r0);
+        });
+    }
     for (int64_t r = 0; r < n; ++r) kv.write(il, rows[r].seq, rows[r].pos, 1, b_.k + r * kd, b_.v + r * vd);
 
     AttentionSpec as;
@@ -142,7 +252,7 @@ void Forward::attention_layer(ThreadPool& pool, int64_t il, const BatchRow* rows
                 if (rows[r].seq == s) std::memcpy(b_.att + r * ad, b_.atts + (j++) * ad, sizeof(float) * ad);
         }
     }
-    cpu::matmul_dense({n, D, ad, 0}, mm, b_.att, w.wo.data, nullptr, b_.y, &pool);
+    project(pool, P.o, b_.att, prepare(pool, P.o, b_.att, n), n, b_.y);
 }
 
 int64_t Forward::run(ThreadPool& pool, const BatchRow* rows, int64_t n, KvStore& kv, float* logits,
@@ -152,8 +262,6 @@ int64_t Forward::run(ThreadPool& pool, const BatchRow* rows, int64_t n, KvStore&
     if (stats && static_cast<int64_t>(stats->routing.size()) != c.n_layer)
         stats->reset(c.n_layer, static_cast<int>(c.n_expert));
     const ModelWeights& W = m_.weights();
-    const kernels::MatmulKernel& mm = m_.kernels().matmul(DType::F32, "forward");
-    const kernels::Isa isa = m_.kernels().isa();
     const int64_t D = c.n_embd;
     Timer total, lap;
     auto mark = [&](double ForwardStats::*slot) {
@@ -165,11 +273,12 @@ int64_t Forward::run(ThreadPool& pool, const BatchRow* rows, int64_t n, KvStore&
     arena_.reset();
     float* f[11];
     int32_t* ip[2];
-    carve(c, n, [&](size_t bytes) { return arena_.alloc(bytes); }, f, ip);
-    b_ = Buffers{f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], ip[0], ip[1]};
+    void* xq;
+    carve(c, n, [&](size_t bytes) { return arena_.alloc(bytes); }, f, ip, &xq);
+    b_ = Buffers{f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], ip[0], ip[1], xq};
 
     for (int64_t r = 0; r < n; ++r) b_.idx[r] = rows[r].token;
-    ref::embedding_lookup({DType::F32, c.n_vocab, D}, W.token_embd.data, b_.idx, n, b_.x);
+    ref::embedding_lookup({W.token_embd.type, c.n_vocab, D}, W.token_embd.data, b_.idx, n, b_.x);
     mark(&ForwardStats::embed);
 
     for (int64_t il = 0; il < c.n_layer; ++il) {
@@ -178,7 +287,7 @@ int64_t Forward::run(ThreadPool& pool, const BatchRow* rows, int64_t n, KvStore&
         add_inplace(n * D, b_.x, b_.y);
         mark(&ForwardStats::attn_proj);
 
-        cpu::rmsnorm({n, D, c.rms_eps}, b_.x, w.ffn_norm.as<float>(), b_.xn, isa);
+        rmsnorm_rows(pool, n, D, b_.x, w.ffn_norm.as<float>(), b_.xn);
         if (MoeBlock* moe = m_.moe_block(il)) {
             MoeObserve obs;
             if (stats) {
@@ -189,10 +298,13 @@ int64_t Forward::run(ThreadPool& pool, const BatchRow* rows, int64_t n, KvStore&
             mark(&ForwardStats::moe);
         } else {
             const int64_t F = c.n_ff;
-            cpu::matmul_dense({n, F, D, 0}, mm, b_.xn, w.ffn_gate.data, nullptr, b_.g, &pool);
-            cpu::matmul_dense({n, F, D, 0}, mm, b_.xn, w.ffn_up.data, nullptr, b_.u, &pool);
+            const LayerProj& P = proj_[static_cast<size_t>(il)];
+            const void* xq = prepare(pool, P.gate, b_.xn, n);
+            project(pool, P.gate, b_.xn, xq, n, b_.g);
+            project(pool, P.up, b_.xn, P.up.kernel->act_q8 == P.gate.kernel->act_q8 ? xq : prepare(pool, P.up, b_.xn, n),
+                    n, b_.u);
             ref::swiglu(n * F, b_.g, b_.u, b_.g);
-            cpu::matmul_dense({n, D, F, 0}, mm, b_.g, w.ffn_down.data, nullptr, b_.y, &pool);
+            project(pool, P.down, b_.g, prepare(pool, P.down, b_.g, n), n, b_.y);
             mark(&ForwardStats::dense_ffn);
         }
         add_inplace(n * D, b_.x, b_.y);
@@ -204,8 +316,8 @@ int64_t Forward::run(ThreadPool& pool, const BatchRow* rows, int64_t n, KvStore&
     for (int64_t r = 0; r < n; ++r)
         if (rows[r].logits) std::memcpy(b_.xn + (n_out++) * D, b_.x + r * D, sizeof(float) * D);
     if (n_out > 0) {
-        cpu::rmsnorm({n_out, D, c.rms_eps}, b_.xn, W.output_norm.as<float>(), b_.xn, isa);
-        cpu::matmul_dense({n_out, c.n_vocab, D, 0}, mm, b_.xn, W.output.data, nullptr, logits, &pool);
+        rmsnorm_rows(pool, n_out, D, b_.xn, W.output_norm.as<float>(), b_.xn);
+        project(pool, head_, b_.xn, prepare(pool, head_, b_.xn, n_out), n_out, logits);
     }
     mark(&ForwardStats::head);
     if (stats) {

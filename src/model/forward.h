@@ -17,6 +17,7 @@
 #include "core/arena.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "moe/routing_stats.h"
 
 namespace moe::model {
@@ -69,17 +70,40 @@ public:
     int64_t run(ThreadPool& pool, const BatchRow* rows, int64_t n, KvStore& kv, float* logits,
                 ForwardStats* stats = nullptr);
 
+    // One weight matrix of the forward pass: its rows in place in the mapping (file type), the
+    // kernel for that type, bias (f32) or null.
+    struct Proj {
+        const kernels::MatmulKernel* kernel = nullptr;
+        const void* w = nullptr;
+        size_t row_stride = 0;
+        int64_t n_out = 0, n_in = 0;
+        const float* bias = nullptr;
+    };
+
 private:
     void check(ThreadPool& pool, const BatchRow* rows, int64_t n, const KvStore& kv);
     void attention_layer(ThreadPool& pool, int64_t il, const BatchRow* rows, int64_t n, KvStore& kv);
+    // Activations x[n, K] prepared for `p`'s kernel: ActQ8 rows into b_.xq for the int8 kernels
+    // (once per x, shared by every projection of x), nothing for the float kernels.
+    const void* prepare(ThreadPool& pool, const Proj& p, const float* x, int64_t n);
+    // y[n, N] = x[n, K] W^T (+ bias), threads over blocks of output rows; xq from prepare().
+    void project(ThreadPool& pool, const Proj& p, const float* x, const void* xq, int64_t n, float* y);
+    void rmsnorm_rows(ThreadPool& pool, int64_t n, int64_t len, const float* x, const float* w, float* y);
 
     Model& m_;
     int64_t max_batch_;
     Arena arena_;
+    size_t xq_stride_ = 0;            // bytes per ActQ8 row (longest projection input)
     std::vector<int64_t> seq_count_;  // rows per sequence of the current batch (sized n_seq)
+    struct LayerProj {
+        Proj q, k, v, o, gate, up, down;  // gate/up/down: dense FFN blocks only
+    };
+    std::vector<LayerProj> proj_;     // per layer, resolved once
+    Proj head_;
     struct Buffers {
         float *x, *xn, *q, *k, *v, *att, *y, *qs, *atts, *g, *u;
         int32_t *pos, *idx;
+        void* xq;
     } b_{};
 };
 

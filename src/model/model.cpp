@@ -49,13 +49,24 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelOptions& 
         throw_error("model", path, ": the vocabulary has ", m->tok_->size(), " tokens but the model only ",
                     m->cfg_.n_vocab, " logits (token_embd / output rows)");
 
-    m->weights_ = bind_weights(f, m->cfg_, m->desc_);
+    m->weights_ = bind_weights(f, m->cfg_, m->desc_, m->kernels_);
     m->rope_ = std::make_unique<RopeCache>(m->desc_.rope, o.n_ctx);
     m->moe_.resize(static_cast<size_t>(m->cfg_.n_layer));
-    for (int64_t il = 0; il < m->cfg_.n_layer; ++il)
-        if (m->cfg_.is_moe_layer(il))
-            m->moe_[static_cast<size_t>(il)] = std::make_unique<MoeBlock>(
-                m->desc_.moe, m->weights_.layers[static_cast<size_t>(il)].moe, m->kernels_, o.max_batch, o.n_threads);
+    // Blocks run one after another: one arena sized for the largest block serves them all (instead
+    // of one per layer, which is GBs at real shapes and max_batch 512). Each block hands its own
+    // arena back as soon as it is built, so at most one is held at a time.
+    for (int64_t il = 0; il < m->cfg_.n_layer; ++il) {
+        if (!m->cfg_.is_moe_layer(il)) continue;
+        auto b = std::make_unique<MoeBlock>(m->desc_.moe, m->weights_.layers[static_cast<size_t>(il)].moe,
+                                            m->kernels_, o.max_batch, o.n_threads);
+        if (b->scratch_needed() > m->moe_scratch_.capacity()) {
+            m->moe_scratch_.reserve(b->scratch_needed());  // nothing carved yet: growing is safe
+            for (const auto& prev : m->moe_)
+                if (prev) prev->use_shared_scratch(&m->moe_scratch_);
+        }
+        b->use_shared_scratch(&m->moe_scratch_);
+        m->moe_[static_cast<size_t>(il)] = std::move(b);
+    }
     return m;
 }
 

@@ -1,7 +1,9 @@
 #pragma once
 // A loaded model: the mmapped GGUF file, its config and architecture description, the tokenizer,
 // the bound weights, the kernels, the RoPE cache and one MoeBlock per MoE layer (scratch planned
-// for opts.max_batch rows and opts.n_threads threads). Running it is Forward's job (forward.h).
+// for opts.max_batch rows and opts.n_threads threads, one arena shared by all blocks). Weights stay
+// in the mapping at their file type (weights.h), so resident memory is the file's touched pages.
+// Running it is Forward's job (forward.h).
 //
 //   auto m = Model::load("model.gguf", {.n_threads = 4, .max_batch = 512, .n_ctx = 2048});
 //
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/arena.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/ref/rope.h"
 #include "model/arch_spec.h"
@@ -55,6 +58,7 @@ public:
 
     uint64_t n_params() const;      // elements of every tensor the forward pass uses
     uint64_t file_bytes() const;    // size of the GGUF file
+    size_t moe_scratch_bytes() const { return moe_scratch_.capacity(); }  // shared MoE scratch
     std::string describe() const;   // one line: arch, name, layers, dims, experts
 
 private:
@@ -69,6 +73,7 @@ private:
     ModelWeights weights_;
     std::unique_ptr<RopeCache> rope_;
     std::vector<std::unique_ptr<MoeBlock>> moe_;
+    Arena moe_scratch_;  // one scratch arena for every MoE block (layers run one after another)
 };
 
 }  // namespace moe::model

@@ -6,15 +6,30 @@
 
 #include "core/error.h"
 #include "format/gguf.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dequant_row.h"
+#include "kernels/ref/dequant_row.h"
 #include "model/arch_spec.h"
 #include "model/tensor_catalog.h"
 
 namespace moe::model {
 
-std::string supported_weight_types() { return "f32, f16, bf16"; }
+std::string supported_weight_types(const kernels::CpuKernels& k) {
+    std::string s;
+    for (DType t : kernels::CpuKernels::kMatmulTypes)
+        if (k.has_matmul(t)) s += (s.empty() ? "" : ", ") + std::string(dtype_name(t));
+    return s;
+}
 
 namespace {
+
+// How the forward pass reads a tensor, which decides the types it may have.
+enum class Use { Matrix, Embedding, Vector };
+
+Use use_of(const TensorSpec& spec) {
+    if (spec.name == "token_embd.weight") return Use::Embedding;
+    return spec.shape.size() >= 2 ? Use::Matrix : Use::Vector;
+}
 
 std::string shape_str(const std::vector<int64_t>& s) {
     std::string o = "[";
@@ -24,9 +39,9 @@ std::string shape_str(const std::vector<int64_t>& s) {
 
 class Binder {
 public:
-    Binder(const gguf::File& f, ModelWeights& w) : f_(f), w_(w) {}
+    Binder(const gguf::File& f, ModelWeights& w, const kernels::CpuKernels& k) : f_(f), w_(w), k_(k) {}
 
-    // Checks one catalog entry against the file and makes its f32 view.
+    // Checks one catalog entry against the file and makes its view (in place, or f32 for vectors).
     void bind(const TensorSpec& spec) {
         const gguf::TensorInfo* t = f_.find_tensor(spec.name);
         if (!t)
@@ -41,16 +56,31 @@ public:
         if (!ok)
             throw_error("weights", f_.path(), ": tensor '", spec.name, "' has shape ", v.shape_string(), ", expected ",
                         shape_str(spec.shape));
-        if (t->type != DType::F32) {
-            if (t->type != DType::F16 && t->type != DType::BF16)
-                throw_error("weights", f_.path(), ": tensor '", spec.name, "' has type ", dtype_name(t->type),
-                            ", which the forward pass has no kernel for yet (supported: ", supported_weight_types(),
-                            ")");
-            v = convert(v);
-        } else {
+        switch (use_of(spec)) {
+        case Use::Matrix:
+            if (!k_.has_matmul(t->type)) unsupported(spec.name, t->type, supported_weight_types(k_));
             w_.mapped_bytes += v.nbytes();
+            break;
+        case Use::Embedding:
+            if (!ref::dequant_row_supported(t->type))
+                unsupported(spec.name, t->type, "types with a row dequantizer, e.g. " + supported_weight_types(k_));
+            w_.mapped_bytes += v.nbytes();
+            break;
+        case Use::Vector:
+            if (t->type == DType::F32)
+                w_.mapped_bytes += v.nbytes();
+            else if (t->type == DType::F16 || t->type == DType::BF16)
+                v = convert(v);
+            else
+                unsupported(spec.name, t->type, "f32, f16, bf16 for norm weights and biases");
+            break;
         }
         views_[spec.name] = v;
+    }
+
+    [[noreturn]] void unsupported(const std::string& name, DType type, const std::string& supported) const {
+        throw_error("weights", f_.path(), ": tensor '", name, "' has type ", dtype_name(type),
+                    ", which the forward pass has no kernel for (supported: ", supported, ")");
     }
 
     TensorView get(const std::string& name) const {
@@ -73,19 +103,23 @@ private:
 
     const gguf::File& f_;
     ModelWeights& w_;
+    const kernels::CpuKernels& k_;
     std::unordered_map<std::string, TensorView> views_;
 };
 
 }  // namespace
 
-ModelWeights bind_weights(const gguf::File& file, const ModelConfig& cfg, const ArchDesc& desc) {
+ModelWeights bind_weights(const gguf::File& file, const ModelConfig& cfg, const ArchDesc& desc,
+                          const kernels::CpuKernels& k) {
     ModelWeights w;
-    Binder b(file, w);
+    Binder b(file, w, k);
     for (const TensorSpec& spec : tensor_catalog(cfg)) b.bind(spec);
 
     w.token_embd = b.get("token_embd.weight");
     w.output_norm = b.get("output_norm.weight");
     w.output = cfg.tied_embeddings ? w.token_embd : b.get("output.weight");
+    if (cfg.tied_embeddings && !k.has_matmul(w.output.type))
+        b.unsupported("token_embd.weight (tied lm head)", w.output.type, supported_weight_types(k));
     w.layers.resize(static_cast<size_t>(cfg.n_layer));
     for (int64_t il = 0; il < cfg.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";

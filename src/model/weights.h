@@ -3,10 +3,14 @@
 // (tensor_catalog.h), so every tensor the architecture needs is checked once, at load:
 //  - missing tensor, wrong shape -> moe::Error naming the tensor, its shape, the expected shape
 //    and the file;
-//  - F32 tensors are zero-copy views into the mapping; F16 / BF16 ones are converted to f32 once
-//    (owned here), since the dense and expert matmuls have f32 kernels only;
-//  - any other type (Q8_0, Q4_K, ...) -> moe::Error naming the tensor, its type and the supported
-//    types (quantized kernels are a later issue).
+//  - every matrix (attention, experts, shared experts, router, dense FFN, lm head) is a zero-copy
+//    view into the mapping at its file type: nothing is converted or copied, so resident memory is
+//    the file's pages the forward pass touches. Its type must have a matmul kernel in CpuKernels
+//    (CpuKernels::has_matmul), else moe::Error naming the tensor, its type and the supported types;
+//  - token_embd is read one row per token through dequant_row: any type with a row dequantizer
+//    (and a matmul kernel too when it doubles as the lm head);
+//  - vectors (norm weights, biases) are read as f32: F32 in place, F16/BF16 converted once (a few
+//    KB, owned here); other vector types are an error.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,6 +22,10 @@
 
 namespace moe::gguf {
 class File;
+}
+
+namespace moe::kernels {
+class CpuKernels;
 }
 
 namespace moe::model {
@@ -36,19 +44,21 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-    TensorView token_embd;   // [D, n_vocab] (f32)
+    TensorView token_embd;   // [D, n_vocab] (any type with a dequant_row)
     TensorView output_norm;  // [D]
     TensorView output;       // [D, n_vocab]; = token_embd when the embeddings are tied
     std::vector<LayerWeights> layers;
-    uint64_t converted_bytes = 0;  // f32 memory owned for F16/BF16 tensors
-    uint64_t mapped_bytes = 0;     // f32 tensors used in place
+    uint64_t converted_bytes = 0;  // f32 memory owned for F16/BF16 vectors (norms, biases)
+    uint64_t mapped_bytes = 0;     // tensors used in place in the mapping (every matrix)
     std::vector<std::unique_ptr<float[]>> owned;
 };
 
-// Types the forward pass reads (converted to f32 at load where needed): "F32, F16, BF16".
-std::string supported_weight_types();
+// Matrix types the forward pass runs (those with a matmul kernel in `k`), e.g.
+// "f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K".
+std::string supported_weight_types(const kernels::CpuKernels& k);
 
 // Throws moe::Error("[weights] <file>: ...") as described above. The file must outlive the result.
-ModelWeights bind_weights(const gguf::File& file, const ModelConfig& cfg, const ArchDesc& desc);
+ModelWeights bind_weights(const gguf::File& file, const ModelConfig& cfg, const ArchDesc& desc,
+                          const kernels::CpuKernels& k);
 
 }  // namespace moe::model

@@ -9,6 +9,7 @@
 
 #include "core/fp16.h"
 #include "format/gguf.h"
+#include "kernels/ref/dequant_row.h"
 #include "model/config.h"
 
 namespace moe::testref {
@@ -34,11 +35,21 @@ Tensor load(const gguf::File& f, const std::string& name, bool required = true) 
     const int64_t n = v.nelements();
     t.data.resize(static_cast<size_t>(n));
     for (int d = 0; d < 4; ++d) t.ne[d] = v.ne[d];
-    for (int64_t i = 0; i < n; ++i) {
-        if (v.type == DType::F32) t.data[i] = static_cast<const float*>(v.data)[i];
-        else if (v.type == DType::F16) t.data[i] = fp16_to_fp32(static_cast<const uint16_t*>(v.data)[i]);
-        else if (v.type == DType::BF16) t.data[i] = bf16_to_fp32(static_cast<const uint16_t*>(v.data)[i]);
-        else throw std::runtime_error("reference: unsupported type of " + name);
+    if (v.type == DType::F32 || v.type == DType::F16 || v.type == DType::BF16) {
+        for (int64_t i = 0; i < n; ++i) {
+            if (v.type == DType::F32) t.data[i] = static_cast<const float*>(v.data)[i];
+            else if (v.type == DType::F16) t.data[i] = fp16_to_fp32(static_cast<const uint16_t*>(v.data)[i]);
+            else t.data[i] = bf16_to_fp32(static_cast<const uint16_t*>(v.data)[i]);
+        }
+    } else {
+        // Quantized weights: the reference dequantizer (kernels/ref), row by row; the reference
+        // forward then runs in double on exactly the values the file encodes.
+        if (!ref::dequant_row_supported(v.type)) throw std::runtime_error("reference: unsupported type of " + name);
+        std::vector<float> row(static_cast<size_t>(v.ne[0]));
+        for (int64_t r = 0; r < v.nrows(); ++r) {
+            ref::dequant_row(v.type, static_cast<const char*>(v.data) + r * v.nb[1], row.data(), v.ne[0]);
+            for (int64_t i = 0; i < v.ne[0]; ++i) t.data[static_cast<size_t>(r * v.ne[0] + i)] = row[static_cast<size_t>(i)];
+        }
     }
     t.present = true;
     return t;

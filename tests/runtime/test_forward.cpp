@@ -3,7 +3,9 @@
 //  - batched prefill == token-by-token decode, bitwise;
 //  - two sequences interleaved in one batch == each alone, bitwise;
 //  - 1 vs 2 threads, and prefill split into small batches, bitwise;
-//  - f16 KV cache close to f32 (bound derived below).
+//  - f16 KV cache close to f32 (bound derived below);
+//  - weights stored as f16 / bf16 / q8_0 / q4_0 (read in place by their own kernels) vs the fp64
+//    reference run on the same dequantized weights (bounds derived at the test).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -19,6 +21,8 @@
 #include "core/thread_pool.h"
 #include "format/gguf.h"
 #include "format/gguf_writer.h"
+#include "kernels/ref/quant_formats.h"
+#include "kernels/ref/quantize_q8_0.h"
 #include "model/gen.h"
 #include "model/model.h"
 #include "runtime/reference_forward_util.h"
@@ -55,6 +59,49 @@ std::string model_path(const std::string& preset) {
         g.threads = 1;
         model::generate(g);
     }
+    return p.string();
+}
+
+// The preset with its weight matrices stored as `type`: f16/bf16/q8_0 straight from `moe gen`
+// (norms and routers stay f32); q4_0 by rewriting the f32 file with the reference quantizer
+// (every matrix with ne0 % 32 == 0 except the routers, as llama-quantize does).
+std::string typed_model_path(const std::string& preset, DType type) {
+    const fs::path p = temp_dir() / (preset + "-" + dtype_name(type) + ".gguf");
+    if (fs::exists(p)) return p.string();
+    if (type != DType::Q4_0) {
+        model::GenSpec g;
+        g.preset = preset;
+        g.seed = 7;
+        g.type = type;
+        g.output = p.string();
+        g.threads = 1;
+        model::generate(g);
+        return p.string();
+    }
+    const auto in = gguf::File::open(model_path(preset));
+    gguf::Writer w(p.string(), in.alignment());
+    for (const auto& kv : in.metadata()) w.set(kv.key, kv.value);
+    std::vector<bool> quant;
+    for (const auto& t : in.tensors()) {
+        const bool q = t.type == DType::F32 && t.n_dims >= 2 && t.ne[0] % 32 == 0 &&
+                       t.name.find("ffn_gate_inp") == std::string::npos;
+        quant.push_back(q);
+        w.add_tensor(t.name, q ? DType::Q4_0 : t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims));
+    }
+    w.write_header();
+    for (size_t i = 0; i < in.tensors().size(); ++i) {
+        const TensorView v = in.view(in.tensors()[i]);
+        if (!quant[i]) {
+            w.write_data(v.data, v.nbytes());
+            continue;
+        }
+        std::vector<char> out(w.tensor_bytes(i));
+        const size_t row_out = out.size() / static_cast<size_t>(v.nrows());
+        for (int64_t r = 0; r < v.nrows(); ++r)
+            ref::quantize_row_q4_0(static_cast<const float*>(v.data) + r * v.ne[0], out.data() + r * row_out, v.ne[0]);
+        w.write_data(out.data(), out.size());
+    }
+    w.finish();
     return p.string();
 }
 
@@ -184,6 +231,48 @@ TEST_P(ForwardArch, F16KvCacheClose) {
         EXPECT_LE(err, 1e-4) << "row " << i;
     }
     std::printf("[ %s ] worst NMSE f16 KV vs f32 KV: %.3g\n", GetParam(), worst);
+}
+
+// Weights read in place at their file type, against the fp64 reference forward on the same
+// dequantized weights (so the weight rounding itself is not an error here; what is measured is the
+// kernels' arithmetic):
+//  - f16 / bf16: the kernels convert each weight exactly and use f32 FMAs like the f32 path, so the
+//    f32 bound holds: NMSE <= 1e-6 per row.
+//  - q8_0 / q4_0: the int8 kernels also quantize every activation row to int8 per 32 values
+//    (step d = max|x|/127, rounding error uniform in +-d/2: per element variance d^2/12, i.e. NMSE
+//    ~ (max/127)^2 / 12 / mean(x^2) ~ 2.5e-5 for roughly Gaussian blocks where max ~ 2.2 sd). A row
+//    goes through ~5 quantized matmuls in sequence per layer (q/k/v, o, gate/up, down), 2 layers +
+//    the head, ~11 in all, and attention softmax and SwiGLU can amplify by a few: ~1e-3. Bound:
+//    3e-3 on the mean over rows and on every row whose routing agrees; a near-tie of two experts
+//    may flip under the activation rounding (a different expert is not an arithmetic error), so
+//    at most a quarter of the rows may exceed it (observed on the tiny presets: mean 6e-4..1.3e-3,
+//    0-2 of 20 rows above 3e-3, worst 1.2e-2). A wrong block decode would give NMSE ~1.
+TEST_P(ForwardArch, StoredTypesMatchFp64ReferenceOnDequantizedWeights) {
+    for (DType type : {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+        const std::string path = typed_model_path(GetParam(), type);
+        Engine e(path, 2, 32);
+        const auto toks = test_tokens(20, e.V(), 7);
+        const auto got = e.eval_all(toks);
+        const auto file = gguf::File::open(path);
+        const auto ref = testref::reference_forward(file, toks);
+        ASSERT_EQ(ref.size(), got.size());
+        const size_t V = static_cast<size_t>(e.V());
+        const bool exact_acts = type == DType::F16 || type == DType::BF16;
+        const double bound = exact_acts ? 1e-6 : 3e-3;
+        double worst = 0, sum = 0;
+        int over = 0;
+        for (size_t i = 0; i < toks.size(); ++i) {
+            const double err = testref::nmse(got.data() + i * V, ref.data() + i * V, V);
+            worst = std::max(worst, err);
+            sum += err;
+            if (err > bound) ++over;
+        }
+        if (exact_acts) EXPECT_EQ(0, over) << dtype_name(type) << " worst " << worst;
+        else EXPECT_LE(over * 4, static_cast<int>(toks.size())) << dtype_name(type) << " worst " << worst;
+        EXPECT_LE(sum / static_cast<double>(toks.size()), bound) << dtype_name(type);
+        std::printf("[ %s %s ] NMSE vs fp64 reference on dequantized weights: mean %.3g, worst %.3g, %d/%zu rows > %.0e\n",
+                    GetParam(), dtype_name(type), sum / static_cast<double>(toks.size()), worst, over, toks.size(), bound);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, ForwardArch, ::testing::ValuesIn(kPresets),

@@ -102,6 +102,8 @@ struct Edit {
     std::string drop_tensor;
     std::string reshape_tensor;
     std::vector<int64_t> new_shape;
+    std::string retype_tensor;  // stored as new_type (data zeroed)
+    DType new_type = DType::F32;
 };
 Edit with(std::string Edit::*field, std::string value) {
     Edit e;
@@ -128,6 +130,7 @@ std::string rewrite(const std::string& src, const std::string& name, const Edit&
     for (const auto& t : in.tensors()) {
         if (t.name == ed.drop_tensor) continue;
         if (t.name == ed.reshape_tensor) w.add_tensor(t.name, t.type, ed.new_shape);
+        else if (t.name == ed.retype_tensor) w.add_tensor(t.name, ed.new_type, std::vector<int64_t>(t.ne, t.ne + t.n_dims));
         else w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims));
         kept.push_back(&t);
     }
@@ -262,9 +265,19 @@ TEST(InferCli, BadInputsAreOneLineErrors) {
                  {"exceeds the context of 8"});
     EXPECT_FALSE(fs::exists(out));
 
-    // A weight type without a kernel yet names the tensor, the type and what is supported.
-    const std::string q8 = gen_model("tiny-qwen3moe", DType::Q8_0);
-    expect_error(run_moe("eval -m " + q8 + eval), {"q8_0", "token_embd.weight", "supported: f32, f16, bf16"});
+    // A weight type without a matmul kernel (q4_1) names the tensor, the type and what is supported.
+    Edit q41;
+    q41.retype_tensor = "blk.0.attn_q.weight";
+    q41.new_type = DType::Q4_1;
+    const std::string bad_type = rewrite(good, "q4_1.gguf", q41);
+    expect_error(run_moe("eval -m " + bad_type + eval),
+                 {"blk.0.attn_q.weight", "q4_1", "supported: f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K"});
+}
+
+TEST(InferCli, Q8_0WeightsLoadAndRun) {
+    const std::string path = gen_model("tiny-qwen3moe", DType::Q8_0);
+    const Result r = run_moe("eval -m " + path + " --tokens 1,2,3 --logits-out " + (temp_dir() / "q8.bin").string());
+    EXPECT_EQ(0, r.code) << r.err;
 }
 
 TEST(InferCli, F16AndBf16WeightsLoad) {
