@@ -1,5 +1,7 @@
 #include "moe/reference.h"
 
+#include "core/error.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -95,6 +97,7 @@ RefOutput moe_reference(const MoeSpec& s, const MoeWeights& w, const float* x, i
                 std::vector<double> v(sel.begin() + g * per, sel.begin() + (g + 1) * per);
                 std::vector<char> tk(static_cast<size_t>(per), 0);
                 const int a = argmax_free(v, tk);
+                MOE_ASSERT(a >= 0, "empty expert group");  // validate() guarantees >= 2 per group
                 double val = v[static_cast<size_t>(a)];
                 if (s.group_score == GroupScore::Top2Sum) {
                     tk[static_cast<size_t>(a)] = 1;
