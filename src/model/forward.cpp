@@ -181,7 +181,8 @@ void Forward::check(ThreadPool& pool, const BatchRow* rows, int64_t n, const KvS
         if (seq_count_[static_cast<size_t>(s)] > 0) kv.check_append(s, seq_count_[static_cast<size_t>(s)]);
 }
 
-void Forward::attention_layer(ThreadPool& pool, int64_t il, const BatchRow* rows, int64_t n, KvStore& kv) {
+void Forward::attention_layer(ThreadPool& pool, int64_t il, const BatchRow* rows, int64_t n, KvStore& kv,
+                              ForwardStats* stats) {
     const ModelConfig& c = m_.config();
     const LayerDesc& ld = m_.desc().layer;
     const LayerWeights& w = m_.weights().layers[static_cast<size_t>(il)];
@@ -223,6 +224,7 @@ void Forward::attention_layer(ThreadPool& pool, int64_t il, const BatchRow* rows
     as.scale = ld.attn_scale;
     as.kv_type = kv.type();
     // One attention call per sequence present in the batch over that sequence's cache.
+    Timer att_timer;
     for (int64_t s = 0; s < kv.n_seq(); ++s) {
         const int64_t ns = seq_count_[static_cast<size_t>(s)];
         if (ns == 0) continue;
@@ -252,6 +254,7 @@ void Forward::attention_layer(ThreadPool& pool, int64_t il, const BatchRow* rows
                 if (rows[r].seq == s) std::memcpy(b_.att + r * ad, b_.atts + (j++) * ad, sizeof(float) * ad);
         }
     }
+    if (stats) stats->attention += att_timer.seconds();
     project(pool, P.o, b_.att, prepare(pool, P.o, b_.att, n), n, b_.y);
 }
 
@@ -283,7 +286,7 @@ int64_t Forward::run(ThreadPool& pool, const BatchRow* rows, int64_t n, KvStore&
 
     for (int64_t il = 0; il < c.n_layer; ++il) {
         const LayerWeights& w = W.layers[static_cast<size_t>(il)];
-        attention_layer(pool, il, rows, n, kv);
+        attention_layer(pool, il, rows, n, kv, stats);
         add_inplace(n * D, b_.x, b_.y);
         mark(&ForwardStats::attn_proj);
 

@@ -50,7 +50,9 @@ public:
 
 // Wall time per part of the forward pass and expert load per layer, accumulated over calls.
 struct ForwardStats {
-    double embed = 0, attn_proj = 0, attention = 0, moe = 0, dense_ffn = 0, head = 0, total = 0;  // seconds
+    // seconds; attn_proj is the whole attention block (norm, q/k/v/o projections, RoPE, cache
+    // writes and the attention kernel), attention the attention kernel's part of it
+    double embed = 0, attn_proj = 0, attention = 0, moe = 0, dense_ffn = 0, head = 0, total = 0;
     StageTimes moe_stages;              // route / dispatch / experts / combine / shared (MoE blocks)
     std::vector<RoutingStats> routing;  // per layer (n_expert 0 for dense layers)
     int64_t rows = 0, calls = 0;
@@ -82,7 +84,8 @@ public:
 
 private:
     void check(ThreadPool& pool, const BatchRow* rows, int64_t n, const KvStore& kv);
-    void attention_layer(ThreadPool& pool, int64_t il, const BatchRow* rows, int64_t n, KvStore& kv);
+    void attention_layer(ThreadPool& pool, int64_t il, const BatchRow* rows, int64_t n, KvStore& kv,
+                         ForwardStats* stats);
     // Activations x[n, K] prepared for `p`'s kernel: ActQ8 rows into b_.xq for the int8 kernels
     // (once per x, shared by every projection of x), nothing for the float kernels.
     const void* prepare(ThreadPool& pool, const Proj& p, const float* x, int64_t n);

@@ -229,11 +229,24 @@ TEST(InferCli, PerplexityIsFiniteAndAboveOne) {
 
 TEST(InferCli, BenchPrintsRows) {
     const std::string path = gen_model("tiny-qwen3moe");
-    const Result r = run_moe("bench -m " + path + " -p 32 -n 8 -r 2 -t 2");
+    const Result r = run_moe("bench -m " + path + " -p 32 -n 8 -r 2 -t 2 --membw-mib 64");
     ASSERT_EQ(0, r.code) << r.err;
-    EXPECT_EQ(1, count_lines_with(r.out, "| pp32 |")) << r.out;
-    EXPECT_EQ(1, count_lines_with(r.out, "| tg8 |")) << r.out;
+    EXPECT_EQ(1, count_lines_with(r.out, "| 2 | pp32 |")) << r.out;
+    EXPECT_EQ(1, count_lines_with(r.out, "| 2 | tg8 |")) << r.out;
     EXPECT_NE(r.out.find(" ± "), std::string::npos);
+    EXPECT_NE(r.out.find("stage split"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("peak RSS"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" %"), std::string::npos) << r.out;  // tg row: fraction of the ceiling
+
+    const Result j = run_moe("bench -m " + path + " -p 16 -n 4 -r 1 -t 1 -o json --bw 10");
+    ASSERT_EQ(0, j.code) << j.err;
+    for (const char* key : {"\"tests\"", "\"pp16\"", "\"tg4\"", "\"ceiling_frac\"", "\"membw_gbs\": 10.00", "\"peak_rss_bytes\""})
+        EXPECT_NE(j.out.find(key), std::string::npos) << key << "\n" << j.out;
+
+    const Result bw = run_moe("bench --membw --membw-mib 16 -t 1 -r 1");
+    ASSERT_EQ(0, bw.code) << bw.err;
+    EXPECT_NE(bw.out.find("read bandwidth: "), std::string::npos) << bw.out;
+    expect_error(run_moe("bench -m " + path + " -o xml"), {"-o 'xml'"});
 }
 
 TEST(InferCli, BadInputsAreOneLineErrors) {

@@ -1,36 +1,68 @@
-// `moe bench`: prompt-processing and generation speed, printed as llama-bench-style markdown rows
-// so the two tools' tables can be put side by side:
+// `moe bench`: prompt-processing and generation speed, printed as llama-bench-style rows so the two
+// tools' tables can be put side by side, plus what llama-bench does not print:
 //  - pp N: N random tokens evaluated as one sequence from an empty cache in batches of --batch
 //    (llama-bench: n_batch/n_ubatch 2048/512; here one batch of up to 512 rows);
 //  - tg N: N tokens decoded one at a time from an empty cache (as llama-bench's tg test);
-//  - one warm-up run of each test, then -r repetitions; t/s = mean ± sample sd over repetitions.
+//  - one warm-up run of each test, then -r repetitions; t/s = mean ± sample sd over repetitions;
+//  - the stage split of the timed repetitions (ForwardStats: embedding, attention projections,
+//    attention, MoE route/dispatch/experts/shared/combine, dense FFN, head);
+//  - for tg rows the fraction of the bandwidth ceiling: decode reads every active weight once per
+//    token, so ceiling t/s = read bandwidth / active bytes per token (dense tensors + k/E of the
+//    routed-expert tensors + the lm head; the token embedding is one row per token). The read
+//    bandwidth is measured in a child process (so its buffer does not count in our peak RSS) with
+//    the same thread count, or given with --bw;
+//  - peak RSS (getrusage) against file + KV cache, load time (open + validate + bind, i.e. the
+//    mmap) and the first touch of every weight page.
+// `moe bench --membw` only measures the read bandwidth.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
+#include "format/gguf.h"
 #include "kernels/cpu/isa.h"
 #include "model/model.h"
+#include "model/param_count.h"
 #include "runtime/session.h"
 #include "tools/lib/commands.h"
 #include "tools/lib/infer_args.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace moe::tools {
 namespace {
 
 void bench_usage(std::FILE* out) {
     std::fprintf(out,
-                 "usage: moe bench -m MODEL [-p N] [-n N] [-t THREADS] [-r REPS] [--batch N]\n"
-                 "  Prints llama-bench-style markdown rows: pp N (prompt tokens/s) and tg N (generated\n"
-                 "  tokens/s), mean ± sd over REPS runs after one warm-up.\n"
-                 "  -p N       prompt tokens (default 512; 0 = skip)\n"
-                 "  -n N       generated tokens (default 128; 0 = skip)\n"
-                 "  -t N       threads (default: all cores)\n"
-                 "  -r N       repetitions (default 5)\n"
-                 "  --batch N  rows per forward call for pp (default 512)\n");
+                 "usage: moe bench -m MODEL [-p N] [-n N] [-t THREADS] [-r REPS] [--batch N] [-o md|json]\n"
+                 "                 [--kv-type f32|f16] [--bw GBS]\n"
+                 "       moe bench --membw [-t THREADS] [--membw-mib MIB] [-r REPS]\n"
+                 "  Prints llama-bench-style rows: pp N (prompt tokens/s) and tg N (generated tokens/s),\n"
+                 "  mean ± sd over REPS runs after one warm-up, the stage split, the fraction of the\n"
+                 "  read-bandwidth ceiling reached in tg, peak RSS and load time.\n"
+                 "  -p N          prompt tokens (default 512; 0 = skip)\n"
+                 "  -n N          generated tokens (default 128; 0 = skip)\n"
+                 "  -t N          threads (default: all cores)\n"
+                 "  -r N          repetitions (default 5)\n"
+                 "  --batch N     rows per forward call for pp (default 512)\n"
+                 "  -o md|json    output format (default md)\n"
+                 "  --kv-type T   KV cache type f32 (default) or f16\n"
+                 "  --bw GBS      read bandwidth for the ceiling (default: measured, 1 GiB, best of 5)\n"
+                 "  --membw       only measure the read bandwidth with -t threads and print GB/s\n"
+                 "  --membw-mib M buffer size for the bandwidth measurement (default 1024)\n");
 }
 
 std::vector<int32_t> random_tokens(int64_t n, int64_t V, uint64_t seed) {
@@ -57,12 +89,172 @@ std::string human_params(double n) {
     return b;
 }
 
+// ---------------------------------------------------------------- read bandwidth
+
+// Sum of one contiguous slice (the sum is returned so the loads cannot be optimised away).
+uint64_t read_slice(const uint64_t* p, size_t n) {
+#if defined(__AVX512F__)
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm512_add_epi64(a0, _mm512_load_si512(p + i));
+        a1 = _mm512_add_epi64(a1, _mm512_load_si512(p + i + 8));
+        a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + i + 16));
+        a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + i + 24));
+    }
+    uint64_t s = static_cast<uint64_t>(
+        _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3))));
+    for (; i < n; ++i) s += p[i];
+    return s;
+#else
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += p[i];
+        s1 += p[i + 1];
+        s2 += p[i + 2];
+        s3 += p[i + 3];
+    }
+    for (; i < n; ++i) s0 += p[i];
+    return s0 + s1 + s2 + s3;
+#endif
+}
+
+// Best-of-reps streaming read over `mib` MiB with `threads` threads (each its own slice), GB/s.
+double measure_read_bw(int threads, int64_t mib, int reps) {
+    const size_t bytes = static_cast<size_t>(mib) << 20;
+    const size_t n = bytes / sizeof(uint64_t);
+    auto* buf = static_cast<uint64_t*>(std::aligned_alloc(64, bytes));
+    if (!buf) throw_error("bench", "cannot allocate ", mib, " MiB for the bandwidth measurement");
+    ThreadPool pool(threads);
+    const size_t per = (n / static_cast<size_t>(threads)) / 8 * 8;
+    pool.run([&](int tid, int) {  // first touch by the thread that reads the slice
+        uint64_t* p = buf + static_cast<size_t>(tid) * per;
+        for (size_t i = 0; i < per; ++i) p[i] = i ^ static_cast<size_t>(tid);
+    });
+    std::atomic<uint64_t> sink{0};
+    double best = 0;
+    for (int r = 0; r < reps + 1; ++r) {  // pass 0 warms the page tables
+        Timer t;
+        pool.run([&](int tid, int) { sink += read_slice(buf + static_cast<size_t>(tid) * per, per); });
+        const double s = t.seconds();
+        if (r > 0) best = std::max(best, static_cast<double>(per * static_cast<size_t>(threads) * 8) / s / 1e9);
+    }
+    std::free(buf);
+    if (sink.load() == 42) std::fputs("", stderr);  // keep the sums alive
+    return best;
+}
+
+// The same, in a child process: its buffer never counts in this process's peak RSS.
+double measure_read_bw_child(int threads, int64_t mib, int reps) {
+    int fd[2];
+    if (pipe(fd) != 0) return measure_read_bw(threads, mib, reps);
+    std::fflush(stdout);
+    const pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]);
+        close(fd[1]);
+        return measure_read_bw(threads, mib, reps);
+    }
+    if (pid == 0) {
+        close(fd[0]);
+        double v = 0;
+        try {
+            v = measure_read_bw(threads, mib, reps);
+        } catch (...) {
+        }
+        ssize_t w = write(fd[1], &v, sizeof v);
+        (void)w;
+        _exit(0);
+    }
+    close(fd[1]);
+    double v = 0;
+    const ssize_t got = read(fd[0], &v, sizeof v);
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (got != static_cast<ssize_t>(sizeof v) || v <= 0) throw_error("bench", "bandwidth measurement failed");
+    return v;
+}
+
+// ---------------------------------------------------------------- model facts
+
+// Bytes decode reads per token: every tensor in full, routed experts k/E, token_embd one row (it is
+// a lookup), unless it is also the head (tied), then in full.
+double active_bytes_per_token(const model::Model& m) {
+    const auto tensors = model::describe_gguf(m.file());
+    const auto& c = m.config();
+    const bool has_output = std::any_of(tensors.begin(), tensors.end(), [](const auto& t) { return t.name == "output.weight"; });
+    double b = 0;
+    for (const auto& t : tensors) {
+        const double bytes = static_cast<double>(t.nbytes());
+        if (t.role == model::TensorRole::RoutedExpert)
+            b += bytes * static_cast<double>(c.n_expert_used) / static_cast<double>(c.n_expert);
+        else if (t.role == model::TensorRole::Embedding && has_output)
+            b += bytes / static_cast<double>(t.shape.size() > 1 ? t.shape[1] : 1);
+        else
+            b += bytes;
+    }
+    return b;
+}
+
+// Reads one byte of every 4 KiB page of every tensor; seconds.
+double touch_weights(const model::Model& m) {
+    Timer t;
+    volatile uint8_t sink = 0;
+    uint8_t acc = 0;
+    for (const auto& ti : m.file().tensors()) {
+        const TensorView v = m.file().view(ti);
+        const auto* p = static_cast<const uint8_t*>(v.data);
+        for (uint64_t o = 0; o < ti.nbytes; o += 4096) acc ^= p[o];
+    }
+    sink = acc;
+    (void)sink;
+    return t.seconds();
+}
+
+double peak_rss_bytes() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_maxrss) * 1024.0;
+}
+
+struct Row {
+    std::string test;
+    double mean = 0, sd = 0;
+    model::ForwardStats stats;  // over the timed repetitions
+    double ceiling_frac = -1;   // tg: mean t/s / ceiling t/s
+};
+
+struct Split {
+    const char* name;
+    double seconds;
+};
+std::vector<Split> split_of(const model::ForwardStats& s) {
+    const double attn_proj = s.attn_proj - s.attention;  // attn_proj includes the attention kernel
+    return {{"embed", s.embed},
+            {"attn proj+norm+rope", attn_proj},
+            {"attention", s.attention},
+            {"moe route", s.moe_stages.route},
+            {"moe dispatch", s.moe_stages.dispatch},
+            {"moe experts", s.moe_stages.experts},
+            {"moe shared", s.moe_stages.shared},
+            {"moe combine", s.moe_stages.combine},
+            {"moe other", s.moe - s.moe_stages.total()},
+            {"dense ffn", s.dense_ffn},
+            {"head", s.head},
+            {"other", s.total - s.embed - s.attn_proj - s.moe - s.dense_ffn - s.head}};
+}
+
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
     const char* cmd = "bench";
-    std::string model;
-    int64_t n_prompt = 512, n_gen = 128, reps = 5;
+    std::string model, out_fmt = "md";
+    int64_t n_prompt = 512, n_gen = 128, reps = 5, membw_mib = 1024;
+    bool membw_only = false;
+    double bw_given = 0;
+    DType kv_type = DType::F32;
     model::ModelOptions mo;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -81,59 +273,155 @@ int cmd_bench(int argc, char** argv) {
             reps = parse_int(arg_value(argc, argv, i, cmd), "-r", cmd, 1, 1000);
         } else if (a == "--batch" || a == "-b") {
             mo.max_batch = parse_int(arg_value(argc, argv, i, cmd), "--batch", cmd, 1, 1 << 20);
+        } else if (a == "-o" || a == "--output") {
+            out_fmt = arg_value(argc, argv, i, cmd);
+            if (out_fmt != "md" && out_fmt != "json")
+                throw_error("bench", "-o '", out_fmt, "' is not one of md, json");
+        } else if (a == "--kv-type") {
+            kv_type = parse_kv_type(arg_value(argc, argv, i, cmd), cmd);
+        } else if (a == "--bw") {
+            bw_given = parse_double(arg_value(argc, argv, i, cmd), "--bw", cmd);
+            if (!(bw_given > 0)) throw_error("bench", "--bw must be > 0 (GB/s)");
+        } else if (a == "--membw") {
+            membw_only = true;
+        } else if (a == "--membw-mib") {
+            membw_mib = parse_int(arg_value(argc, argv, i, cmd), "--membw-mib", cmd, 1, 1 << 20);
         } else {
             std::fprintf(stderr, "moe bench: unknown option '%s'\n", a.c_str());
             bench_usage(stderr);
             return 2;
         }
     }
+    const int req_threads =
+        mo.n_threads > 0 ? mo.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    if (membw_only) {
+        const double bw = measure_read_bw(req_threads, membw_mib, static_cast<int>(std::max<int64_t>(reps, 3)));
+        if (out_fmt == "json")
+            std::printf("{\"membw_gbs\": %.2f, \"threads\": %d, \"buffer_mib\": %lld}\n", bw, req_threads,
+                        static_cast<long long>(membw_mib));
+        else
+            std::printf("read bandwidth: %.2f GB/s (%d threads, %lld MiB buffer, best of %lld)\n", bw, req_threads,
+                        static_cast<long long>(membw_mib), static_cast<long long>(std::max<int64_t>(reps, 3)));
+        return 0;
+    }
     if (model.empty()) {
         std::fprintf(stderr, "moe bench: need -m MODEL\n");
         bench_usage(stderr);
         return 2;
     }
+    // Bandwidth first (child process), before the model's pages compete for the caches.
+    const double bw = bw_given > 0 ? bw_given : measure_read_bw_child(req_threads, membw_mib, 5);
+
     mo.n_ctx = std::max<int64_t>(n_prompt + n_gen, 16);
     mo.max_batch = std::min(mo.max_batch, std::max<int64_t>(n_prompt, 1));
+    Timer load_timer;
     auto m = model::Model::load(model, mo);
+    const double load_s = load_timer.seconds();
+    const double touch_s = touch_weights(*m);
     const int threads = m->options().n_threads;
     ThreadPool pool(threads);
-    runtime::Session session(*m, pool, {mo.n_ctx, 1, DType::F32});
+    runtime::Session session(*m, pool, {mo.n_ctx, 1, kv_type});
     const int64_t V = m->config().n_vocab;
     std::vector<float> logits(static_cast<size_t>(V));
+    const double active = active_bytes_per_token(*m);
+    const double ceiling_tps = bw * 1e9 / active;
+    const double kv_bytes =
+        static_cast<double>(model::kv_bytes_per_token(m->config(), kv_type)) * static_cast<double>(mo.n_ctx);
 
-    std::printf("| model | size | params | backend | threads | test | t/s |\n");
-    std::printf("| ----- | ---: | -----: | ------- | ------: | ---: | --: |\n");
     const std::string name = m->config().arch + " " + m->config().name;
-    auto row = [&](const std::string& test, int64_t n, auto&& body) {
+    const std::string backend = std::string("CPU (") + kernels::isa_name(m->kernels().isa()) + ")";
+    std::vector<Row> rows;
+    auto run_test = [&](const std::string& test, int64_t n, auto&& body) {
         body(0);  // warm-up
+        session.stats().reset(m->config().n_layer, static_cast<int>(m->config().n_expert));
         std::vector<double> tps;
         for (int64_t r = 0; r < reps; ++r) {
             Timer t;
             body(r + 1);
             tps.push_back(static_cast<double>(n) / t.seconds());
         }
-        double mean = 0, var = 0;
-        for (double v : tps) mean += v;
-        mean /= static_cast<double>(tps.size());
-        for (double v : tps) var += (v - mean) * (v - mean);
-        const double sd = tps.size() > 1 ? std::sqrt(var / static_cast<double>(tps.size() - 1)) : 0.0;
-        std::printf("| %s | %s | %s | CPU (%s) | %d | %s | %.2f ± %.2f |\n", name.c_str(),
-                    human_size(static_cast<double>(m->file_bytes())).c_str(),
-                    human_params(static_cast<double>(m->n_params())).c_str(), kernels::isa_name(m->kernels().isa()),
-                    threads, test.c_str(), mean, sd);
-        std::fflush(stdout);
+        Row row;
+        row.test = test;
+        for (double v : tps) row.mean += v;
+        row.mean /= static_cast<double>(tps.size());
+        double var = 0;
+        for (double v : tps) var += (v - row.mean) * (v - row.mean);
+        row.sd = tps.size() > 1 ? std::sqrt(var / static_cast<double>(tps.size() - 1)) : 0.0;
+        row.stats = session.stats();
+        rows.push_back(row);
+        return &rows.back();
     };
     if (n_prompt > 0)
-        row("pp" + std::to_string(n_prompt), n_prompt, [&](int64_t rep) {
+        run_test("pp" + std::to_string(n_prompt), n_prompt, [&](int64_t rep) {
             session.clear(0);
             session.eval(0, random_tokens(n_prompt, V, static_cast<uint64_t>(rep)), logits.data(), false);
         });
-    if (n_gen > 0)
-        row("tg" + std::to_string(n_gen), n_gen, [&](int64_t rep) {
+    if (n_gen > 0) {
+        Row* r = run_test("tg" + std::to_string(n_gen), n_gen, [&](int64_t rep) {
             session.clear(0);
             const auto toks = random_tokens(n_gen, V, 1000 + static_cast<uint64_t>(rep));
-            for (int32_t id : toks) session.eval(0, {id}, logits.data(), false);
+            std::vector<int32_t> one(1);
+            for (int32_t id : toks) {
+                one[0] = id;
+                session.eval(0, one, logits.data(), false);
+            }
         });
+        r->ceiling_frac = r->mean / ceiling_tps;
+    }
+    const double rss = peak_rss_bytes();
+    const double file = static_cast<double>(m->file_bytes());
+
+    if (out_fmt == "json") {
+        std::printf("{\n  \"model\": \"%s\", \"file\": \"%s\", \"size_bytes\": %.0f, \"params\": %llu,\n", name.c_str(),
+                    model.c_str(), file, static_cast<unsigned long long>(m->n_params()));
+        std::printf("  \"backend\": \"%s\", \"threads\": %d, \"build\": \"moe-engine %s (%s)\",\n", backend.c_str(), threads,
+                    MOE_VERSION, MOE_BUILD_FLAGS);
+        std::printf("  \"membw_gbs\": %.2f, \"active_bytes_per_token\": %.0f, \"ceiling_tps\": %.2f,\n", bw, active,
+                    ceiling_tps);
+        std::printf("  \"peak_rss_bytes\": %.0f, \"kv_bytes\": %.0f, \"load_s\": %.4f, \"first_touch_s\": %.4f,\n", rss,
+                    kv_bytes, load_s, touch_s);
+        std::printf("  \"tests\": [\n");
+        for (size_t i = 0; i < rows.size(); ++i) {
+            const Row& r = rows[i];
+            std::printf("    {\"test\": \"%s\", \"tps_mean\": %.3f, \"tps_sd\": %.3f", r.test.c_str(), r.mean, r.sd);
+            if (r.ceiling_frac >= 0) std::printf(", \"ceiling_frac\": %.4f", r.ceiling_frac);
+            std::printf(", \"split_s\": {");
+            const auto sp = split_of(r.stats);
+            for (size_t j = 0; j < sp.size(); ++j)
+                std::printf("%s\"%s\": %.5f", j ? ", " : "", sp[j].name, sp[j].seconds);
+            std::printf("}}%s\n", i + 1 < rows.size() ? "," : "");
+        }
+        std::printf("  ]\n}\n");
+        return 0;
+    }
+
+    std::printf("| model | size | params | backend | threads | test | t/s | of BW ceiling |\n");
+    std::printf("| ----- | ---: | -----: | ------- | ------: | ---: | --: | ------------: |\n");
+    for (const Row& r : rows) {
+        char frac[32] = "";
+        if (r.ceiling_frac >= 0) std::snprintf(frac, sizeof frac, "%.1f %%", 100.0 * r.ceiling_frac);
+        std::printf("| %s | %s | %s | %s | %d | %s | %.2f ± %.2f | %s |\n", name.c_str(), human_size(file).c_str(),
+                    human_params(static_cast<double>(m->n_params())).c_str(), backend.c_str(), threads, r.test.c_str(),
+                    r.mean, r.sd, frac);
+    }
+    std::printf("\nstage split (share of forward wall time over the timed repetitions):\n\n| test |");
+    const auto names = split_of(model::ForwardStats{});
+    for (const auto& s : names) std::printf(" %s |", s.name);
+    std::printf("\n| --- |");
+    for (size_t j = 0; j < names.size(); ++j) std::printf(" ---: |");
+    std::printf("\n");
+    for (const Row& r : rows) {
+        std::printf("| %s |", r.test.c_str());
+        for (const auto& s : split_of(r.stats))
+            std::printf(" %.1f%% |", r.stats.total > 0 ? 100.0 * s.seconds / r.stats.total : 0.0);
+        std::printf("\n");
+    }
+    std::printf("\nread bandwidth %.2f GB/s (%s, %d threads); active weights %.3f GB/token -> ceiling %.2f t/s\n", bw,
+                bw_given > 0 ? "given" : "measured", threads, active / 1e9, ceiling_tps);
+    std::printf("peak RSS %s = %.3f x (file %s + KV %s); load %.3f s (mmap open + validate + bind), first touch of "
+                "all weight pages %.3f s\n",
+                human_size(rss).c_str(), rss / (file + kv_bytes), human_size(file).c_str(), human_size(kv_bytes).c_str(),
+                load_s, touch_s);
     std::printf("\nbuild: moe-engine %s (%s)\n", MOE_VERSION, MOE_BUILD_FLAGS);
     return 0;
 }
