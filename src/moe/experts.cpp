@@ -5,6 +5,8 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "kernels/cpu/qmatmul.h"
+#include "kernels/ref/quantize_act.h"
 
 namespace moe {
 
@@ -111,13 +113,39 @@ size_t GroupedFfn::scratch_bytes(int n_experts, int n_threads) {
            static_cast<size_t>(n_threads) * (sizeof(float) * kRowTile * kMaxColTile + 64);
 }
 
+size_t GroupedFfn::act_scratch_bytes(int64_t max_rows, int64_t max_len) {
+    return static_cast<size_t>(max_rows) * ref::act_q8_row_bytes(max_len);
+}
+
+namespace {
+// ActQ8 rows [r0, r1) of x (ld floats apart) into out (stride bytes apart); across the pool when
+// there are enough rows to pay for a dispatch.
+void prepare_rows(ThreadPool& pool, kernels::Isa isa, const float* x, int64_t ld, int64_t r0, int64_t r1, int64_t K,
+                  char* out, size_t stride) {
+    const int64_t n = r1 - r0;
+    if (n <= 0) return;
+    auto rows = [&](int64_t a, int64_t b, int) {
+        kernels::quantize_act_rows(isa, x + (r0 + a) * ld, ld, b - a, K, out + static_cast<size_t>(r0 + a) * stride,
+                                   stride);
+    };
+    if (n < 16 || pool.size() == 1) rows(0, n, 0);
+    else pool.parallel_for(n, (n + 2 * pool.size() - 1) / (2 * pool.size()), rows);
+}
+}  // namespace
+
 void GroupedFfn::run(ThreadPool& pool, const ExpertFfn& f, int E, const int64_t* offsets, const float* xp, float* h,
-                     float* out, void* scratch) {
+                     float* out, void* scratch, void* act_scratch) {
     const int64_t D = f.n_embd, F = f.n_ff;
     int64_t* prefix = static_cast<int64_t*>(scratch);
     float* ubuf_all = reinterpret_cast<float*>(static_cast<char*>(scratch) +
                                                ((sizeof(int64_t) * (static_cast<size_t>(E) + 1) + 63) / 64) * 64);
     const size_t ubuf_stride = (sizeof(float) * kRowTile * kMaxColTile + 64) / sizeof(float);
+
+    char* act = static_cast<char*>(act_scratch);
+    const bool q1 = act && f.gate.kernel->act_q8 && f.up.kernel->act_q8 && f.gate.kernel->isa == f.up.kernel->isa;
+    const bool q2 = act && f.down.kernel->act_q8;
+    const size_t s1 = ref::act_q8_row_bytes(D), s2 = ref::act_q8_row_bytes(F);
+    if (q1) prepare_rows(pool, f.gate.kernel->isa, xp, D, offsets[0], offsets[E], D, act, s1);
 
     // Phase 1: h[p, n] = act(gate_e[n] . xp[p], up_e[n] . xp[p]), tiles over (rows, F columns).
     {
@@ -133,6 +161,10 @@ void GroupedFfn::run(ThreadPool& pool, const ExpertFfn& f, int E, const int64_t*
             a.K = D;
             a.n0 = t.col0;
             a.n1 = t.col1;
+            if (q1) {
+                a.xq = act + static_cast<size_t>(t.row0) * s1;
+                a.xq_stride = s1;
+            }
             a.w = f.gate.expert(t.e);
             a.w_row_stride = f.gate.row_stride;
             a.y = h + t.row0 * F + t.col0;
@@ -150,6 +182,7 @@ void GroupedFfn::run(ThreadPool& pool, const ExpertFfn& f, int E, const int64_t*
             }
         });
     }
+    if (q2) prepare_rows(pool, f.down.kernel->isa, h, F, offsets[0], offsets[E], F, act, s2);
     // Phase 2: out[p, d] = down_e[d] . h[p], tiles over (rows, D columns).
     {
         const TileGrid g = make_grid(E, offsets, D, pool.size(), prefix);
@@ -162,6 +195,10 @@ void GroupedFfn::run(ThreadPool& pool, const ExpertFfn& f, int E, const int64_t*
             a.K = F;
             a.n0 = t.col0;
             a.n1 = t.col1;
+            if (q2) {
+                a.xq = act + static_cast<size_t>(t.row0) * s2;
+                a.xq_stride = s2;
+            }
             a.w = f.down.expert(t.e);
             a.w_row_stride = f.down.row_stride;
             a.y = out + t.row0 * D + t.col0;

@@ -50,10 +50,16 @@ public:
     // Scratch for up to n_experts groups with pool size n_threads.
     static size_t scratch_bytes(int n_experts, int n_threads);
 
+    // Bytes of prepared int8 activations (ActQ8 rows) for up to max_rows rows of up to max_len values.
+    static size_t act_scratch_bytes(int64_t max_rows, int64_t max_len);
+
     // offsets[E + 1]: rows [offsets[e], offsets[e+1]) of xp belong to expert e.
     // xp [n_rows, D] in, h [n_rows, F] scratch, out [n_rows, D] out.
+    // act_scratch (act_scratch_bytes(n_rows, max(D, F)) bytes, or null): where the int8 kernels'
+    // activations are prepared once per row (xp before gate/up, h before down) instead of every
+    // tile quantizing its rows again (same bytes either way, so the results are identical).
     static void run(ThreadPool& pool, const ExpertFfn& f, int n_experts, const int64_t* offsets, const float* xp,
-                    float* h, float* out, void* scratch);
+                    float* h, float* out, void* scratch, void* act_scratch = nullptr);
 };
 
 }  // namespace moe

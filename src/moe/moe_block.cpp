@@ -1,5 +1,6 @@
 #include "moe/moe_block.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -28,6 +29,7 @@ struct MoeBlock::Buffers {
     float* h;               // [T * k, F] act(gate) * up
     float* yp;              // [T * k, D] expert outputs, permuted order
     void* ffn_scratch;      // GroupedFfn::scratch_bytes(max(E, 1), n_threads)
+    void* act_scratch;      // [T * k rows] ActQ8 activations of max(D, F, Fs) values (int8 kernels)
     float* hs;              // [T, Fs] shared experts
     float* ys;              // [T, D]
     float* sgate;           // [T] sigmoid(shared gate . x)
@@ -61,6 +63,8 @@ MoeBlock::Buffers MoeBlock::carve(const MoeSpec& s, int64_t T, int n_threads, co
     b.h = static_cast<float*>(alloc(t * k * F * 4));
     b.yp = static_cast<float*>(alloc(t * k * D * 4));
     b.ffn_scratch = alloc(GroupedFfn::scratch_bytes(s.n_expert, n_threads));
+    b.act_scratch = alloc(GroupedFfn::act_scratch_bytes(static_cast<int64_t>(t * std::max<size_t>(k, 1)),
+                                                        static_cast<int64_t>(std::max({D, F, Fs}))));
     b.hs = sh ? static_cast<float*>(alloc(t * Fs * 4)) : nullptr;
     b.ys = sh ? static_cast<float*>(alloc(t * D * 4)) : nullptr;
     b.sgate = sh ? static_cast<float*>(alloc(t * 4)) : nullptr;
@@ -181,7 +185,7 @@ void MoeBlock::forward(ThreadPool& pool, const float* x, int64_t T, float* y, co
     if (times) lap(times->dispatch);
 
     // ---- routed experts
-    GroupedFfn::run(pool, ffn_, static_cast<int>(E), plan_.offsets, b.xp, b.h, b.yp, b.ffn_scratch);
+    GroupedFfn::run(pool, ffn_, static_cast<int>(E), plan_.offsets, b.xp, b.h, b.yp, b.ffn_scratch, b.act_scratch);
     if (times) lap(times->experts);
 
     // ---- shared experts (all tokens, one "expert" group over x itself)
@@ -203,7 +207,7 @@ void MoeBlock::forward(ThreadPool& pool, const float* x, int64_t T, float* y, co
         }
         b.shared_offsets[0] = 0;
         b.shared_offsets[1] = T;
-        GroupedFfn::run(pool, shared_ffn_, 1, b.shared_offsets, x, b.hs, b.ys, b.ffn_scratch);
+        GroupedFfn::run(pool, shared_ffn_, 1, b.shared_offsets, x, b.hs, b.ys, b.ffn_scratch, b.act_scratch);
         if (times) lap(times->shared);
     }
 
