@@ -1,5 +1,6 @@
 // `moe bench-moe`: the MoE block alone (route, dispatch, grouped expert FFN, combine) over shapes
-// (T, E, k, D, F) with random f32 weights, printed as llama-bench-style rows: time and tokens/s
+// (T, E, k, D, F) with random expert weights (f32, or --type f16/bf16/q8_0/q4_0/q4_k/q5_k/q6_k:
+// quantized from the same random f32 values with the reference quantizers), printed as llama-bench-style rows: time and tokens/s
 // (mean ± sd over repetitions), the stage split, achieved GFLOP/s and GB/s of expert-weight traffic.
 #include <algorithm>
 #include <cerrno>
@@ -15,10 +16,12 @@
 
 #include <sys/resource.h>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
+#include "kernels/ref/quant_formats.h"
 #include "moe/moe_block.h"
 #include "tools/lib/commands.h"
 
@@ -35,7 +38,7 @@ struct Shape {
 
 void usage(std::FILE* out) {
     std::fprintf(out,
-                 "usage: moe bench-moe [-t N] [-r N] [--shape T,E,k,D,F ...] [-o md|json]\n"
+                 "usage: moe bench-moe [-t N] [-r N] [--shape T,E,k,D,F ...] [--type T] [-o md|json]\n"
                  "  Times one MoE block (f32 expert weights, softmax top-k router with renorm) on random\n"
                  "  data. Default shapes: decode T=1 and T=8 and prefill T=512 at the OLMoE-1B-7B\n"
                  "  (E=64 k=8 D=2048 F=1024), Qwen3-30B-A3B (E=128 k=8 D=2048 F=768) and\n"
@@ -46,6 +49,9 @@ void usage(std::FILE* out) {
                  "  -t N              threads (default: hardware concurrency)\n"
                  "  -r N              timed repetitions per shape (default 3; one untimed warm-up)\n"
                  "  --shape T,E,k,D,F a shape to run instead of the defaults (repeatable)\n"
+                 "  --type T          expert weight type: f32 (default), f16, bf16, q8_0, q4_0, q4_k, q5_k,\n"
+                 "                    q6_k (D and F must be multiples of the type's block: 32, or 256 for\n"
+                 "                    the K-quants); the router stays f32\n"
                  "  -o md|json        output format (default md)\n");
 }
 
@@ -91,8 +97,19 @@ std::string cpu_model() {
 struct Layer {
     MoeSpec spec;
     std::unique_ptr<float[]> router, gate, up, down;
+    std::unique_ptr<uint8_t[]> gate_q, up_q, down_q;  // expert weights in --type (not f32)
     MoeWeights w;
 };
+
+// rows x K f32 values -> rows of type t (reference quantizer), in parallel over rows.
+std::unique_ptr<uint8_t[]> convert(ThreadPool& pool, const float* src, int64_t rows, int64_t K, DType t) {
+    const uint64_t rb = row_bytes(t, static_cast<uint64_t>(K), "bench-moe");
+    std::unique_ptr<uint8_t[]> out(new uint8_t[rb * static_cast<uint64_t>(rows)]);
+    pool.parallel_for(rows, 64, [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; ++r) ref::quantize_row(t, src + r * K, out.get() + static_cast<uint64_t>(r) * rb, K);
+    });
+    return out;
+}
 
 void fill(ThreadPool& pool, float* p, size_t n, float sd, uint64_t seed) {
     constexpr size_t kChunk = size_t(1) << 20;
@@ -106,7 +123,7 @@ void fill(ThreadPool& pool, float* p, size_t n, float sd, uint64_t seed) {
     });
 }
 
-std::unique_ptr<Layer> make_layer(ThreadPool& pool, const Shape& s) {
+std::unique_ptr<Layer> make_layer(ThreadPool& pool, const Shape& s, DType type) {
     auto L = std::make_unique<Layer>();
     MoeSpec& sp = L->spec;
     sp.n_embd = s.D;
@@ -131,6 +148,17 @@ std::unique_ptr<Layer> make_layer(ThreadPool& pool, const Shape& s) {
     w.gate_exps = make_view("blk.0.ffn_gate_exps.weight", DType::F32, {s.D, s.F, s.E}, L->gate.get());
     w.up_exps = make_view("blk.0.ffn_up_exps.weight", DType::F32, {s.D, s.F, s.E}, L->up.get());
     w.down_exps = make_view("blk.0.ffn_down_exps.weight", DType::F32, {s.F, s.D, s.E}, L->down.get());
+    if (type != DType::F32) {
+        L->gate_q = convert(pool, L->gate.get(), s.F * s.E, s.D, type);
+        L->gate.reset();
+        L->up_q = convert(pool, L->up.get(), s.F * s.E, s.D, type);
+        L->up.reset();
+        L->down_q = convert(pool, L->down.get(), s.D * s.E, s.F, type);
+        L->down.reset();
+        w.gate_exps = make_view("blk.0.ffn_gate_exps.weight", type, {s.D, s.F, s.E}, L->gate_q.get());
+        w.up_exps = make_view("blk.0.ffn_up_exps.weight", type, {s.D, s.F, s.E}, L->up_q.get());
+        w.down_exps = make_view("blk.0.ffn_down_exps.weight", type, {s.F, s.D, s.E}, L->down_q.get());
+    }
     return L;
 }
 
@@ -143,6 +171,7 @@ struct Row {
     double gflops, gbps;
     int64_t active_experts;
     double cpu_share;  // process CPU time / (wall time x threads) over the timed reps
+    std::string type;  // expert weight type
 };
 
 double process_cpu_seconds() {
@@ -187,24 +216,25 @@ Row bench_shape(ThreadPool& pool, const kernels::CpuKernels& kern, const Layer& 
     for (int e = 0; e < s.E; ++e) active += block.last_plan().counts[e] > 0;
     const double D = static_cast<double>(s.D), F = static_cast<double>(s.F);
     const double flops = 2.0 * static_cast<double>(s.T) * D * s.E + 6.0 * static_cast<double>(s.T * s.k) * D * F;
-    const double bytes = static_cast<double>(active) * 3.0 * D * F * 4.0 + D * s.E * 4.0;
+    const double bpw = dtype_bits_per_weight(L.w.gate_exps.type) / 8.0;  // bytes per expert weight
+    const double bytes = static_cast<double>(active) * 3.0 * D * F * bpw + D * s.E * 4.0;
     const double sec = mean(ms) / 1e3;
     return {s, pool.size(), kernels::isa_name(kern.isa()), mean(ms), sd(ms), mean(tps), sd(tps), st,
-            flops / sec / 1e9, bytes / sec / 1e9, active, cpu_share};
+            flops / sec / 1e9, bytes / sec / 1e9, active, cpu_share, dtype_name(L.w.gate_exps.type)};
 }
 
 void print_md_header() {
-    std::printf("| model shape | T | E | k | D | F | threads | isa | ms/iter | tokens/s | route | dispatch | experts | combine | GFLOP/s | GB/s (weights) | cpu |\n");
-    std::printf("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    std::printf("| model shape | T | E | k | D | F | threads | isa | ms/iter | tokens/s | route | dispatch | experts | combine | GFLOP/s | GB/s (weights) | cpu | weights |\n");
+    std::printf("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
 }
 
 void print_md(const Row& r) {
     const double tot = r.stages.total() > 0 ? r.stages.total() : 1;
-    std::printf("| %s | %lld | %d | %d | %lld | %lld | %d | %s | %.3f ± %.3f | %.1f ± %.1f | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.1f | %.1f | %.0f%% |\n",
+    std::printf("| %s | %lld | %d | %d | %lld | %lld | %d | %s | %.3f ± %.3f | %.1f ± %.1f | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.1f | %.1f | %.0f%% | %s |\n",
                 r.s.name.c_str(), static_cast<long long>(r.s.T), r.s.E, r.s.k, static_cast<long long>(r.s.D),
                 static_cast<long long>(r.s.F), r.threads, r.isa.c_str(), r.ms_mean, r.ms_sd, r.tps_mean, r.tps_sd,
                 100 * r.stages.route / tot, 100 * r.stages.dispatch / tot, 100 * r.stages.experts / tot,
-                100 * r.stages.combine / tot, r.gflops, r.gbps, 100 * r.cpu_share);
+                100 * r.stages.combine / tot, r.gflops, r.gbps, 100 * r.cpu_share, r.type.c_str());
     std::fflush(stdout);
 }
 
@@ -213,12 +243,12 @@ void print_json(const Row& r, bool first) {
     std::printf("%s  {\"shape\": \"%s\", \"T\": %lld, \"E\": %d, \"k\": %d, \"D\": %lld, \"F\": %lld, \"threads\": %d, "
                 "\"isa\": \"%s\", \"ms_mean\": %.6f, \"ms_sd\": %.6f, \"tokens_per_s_mean\": %.3f, \"tokens_per_s_sd\": %.3f, "
                 "\"stage_ms\": {\"route\": %.6f, \"dispatch\": %.6f, \"experts\": %.6f, \"combine\": %.6f, \"shared\": %.6f}, "
-                "\"gflops\": %.3f, \"weight_gbps\": %.3f, \"active_experts\": %lld, \"cpu_share\": %.3f}",
+                "\"gflops\": %.3f, \"weight_gbps\": %.3f, \"active_experts\": %lld, \"cpu_share\": %.3f, \"type\": \"%s\"}",
                 first ? "" : ",\n", r.s.name.c_str(), static_cast<long long>(r.s.T), r.s.E, r.s.k,
                 static_cast<long long>(r.s.D), static_cast<long long>(r.s.F), r.threads, r.isa.c_str(), r.ms_mean,
                 r.ms_sd, r.tps_mean, r.tps_sd, 1e3 * r.stages.route / n, 1e3 * r.stages.dispatch / n,
                 1e3 * r.stages.experts / n, 1e3 * r.stages.combine / n, 1e3 * r.stages.shared / n, r.gflops, r.gbps,
-                static_cast<long long>(r.active_experts), r.cpu_share);
+                static_cast<long long>(r.active_experts), r.cpu_share, r.type.c_str());
     std::fflush(stdout);
 }
 
@@ -228,6 +258,7 @@ int cmd_bench_moe(int argc, char** argv) {
     int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     int reps = 3;
     bool json = false;
+    DType type = DType::F32;
     std::vector<Shape> shapes;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -240,6 +271,12 @@ int cmd_bench_moe(int argc, char** argv) {
             reps = static_cast<int>(parse_int(value_of(argc, argv, i), "-r", 1, 100000));
         } else if (a == "--shape") {
             shapes.push_back(parse_shape(value_of(argc, argv, i)));
+        } else if (a == "--type") {
+            const std::string t = value_of(argc, argv, i);
+            const auto d = dtype_from_name(t);
+            if (!d || !kernels::CpuKernels(kernels::Isa::Scalar).has_matmul(*d) || !ref::can_quantize(*d))
+                throw_error("bench-moe", "--type '", t, "' must be one of f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k");
+            type = *d;
         } else if (a == "-o") {
             const std::string o = value_of(argc, argv, i);
             if (o != "md" && o != "json") throw_error("bench-moe", "-o '", o, "' must be md or json");
@@ -253,12 +290,18 @@ int cmd_bench_moe(int argc, char** argv) {
         for (int64_t T : {1, 8, 512}) shapes.push_back({"Qwen3-30B-A3B", T, 128, 8, 2048, 768});
         for (int64_t T : {1, 8, 128}) shapes.push_back({"Mixtral-8x7B", T, 8, 2, 4096, 14336});
     }
+    const uint32_t blk = dtype_info(type).block;
+    for (const Shape& s : shapes)
+        if (s.D % blk || s.F % blk)
+            throw_error("bench-moe", "--type ", dtype_name(type), " needs D and F to be multiples of ", blk, " (shape D=",
+                        s.D, " F=", s.F, ")");
     const kernels::CpuKernels kern = kernels::CpuKernels::from_env();
     ThreadPool pool(threads);
     if (json) std::printf("{\"build\": \"%s\", \"cpu\": \"%s\", \"rows\": [\n", MOE_BUILD_FLAGS, cpu_model().c_str());
     else {
-        std::printf("moe bench-moe: %s, build %s, %d threads, isa %s, %d reps (+1 warm-up), f32 expert weights\n\n",
-                    cpu_model().c_str(), MOE_BUILD_FLAGS, threads, kernels::isa_name(kern.isa()), reps);
+        std::printf("moe bench-moe: %s, build %s, %d threads, isa %s (kernel %s), %d reps (+1 warm-up), %s expert weights\n\n",
+                    cpu_model().c_str(), MOE_BUILD_FLAGS, threads, kernels::isa_name(kern.isa()),
+                    kern.matmul(type, "experts").name, reps, dtype_name(type));
         print_md_header();
     }
     // Shapes with the same (E, k-independent) weights share one allocation, built when first needed.
@@ -269,9 +312,10 @@ int cmd_bench_moe(int argc, char** argv) {
         if (!layer || layer_shape.E != s.E || layer_shape.D != s.D || layer_shape.F != s.F) {
             layer.reset();
             const double gb = 3.0 * static_cast<double>(s.D) * static_cast<double>(s.F) * s.E * 4 / 1e9;
-            std::fprintf(stderr, "bench-moe: allocating %.2f GB of f32 expert weights for E=%d D=%lld F=%lld\n", gb, s.E,
-                         static_cast<long long>(s.D), static_cast<long long>(s.F));
-            layer = make_layer(pool, s);
+            std::fprintf(stderr, "bench-moe: allocating %.2f GB of f32 expert weights for E=%d D=%lld F=%lld%s\n", gb, s.E,
+                         static_cast<long long>(s.D), static_cast<long long>(s.F),
+                         type == DType::F32 ? "" : " (then converted)");
+            layer = make_layer(pool, s, type);
             layer_shape = s;
         }
         Layer& L = *layer;
