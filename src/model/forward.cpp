@@ -109,34 +109,55 @@ const void* Forward::prepare(ThreadPool& pool, const Proj& p, const float* x, in
 }
 
 void Forward::project(ThreadPool& pool, const Proj& p, const float* x, const void* xq, int64_t n, float* y) {
-    MOE_ASSERT(p.kernel && p.w, "projection without weights");
-    const int64_t N = p.n_out;
-    auto block = [&](int64_t n0, int64_t n1, int) {
-        kernels::MatmulArgs a;
-        a.w = p.w;
-        a.w_row_stride = p.row_stride;
-        a.x = x;
-        a.ldx = p.n_in;
-        a.xq = xq;
-        a.xq_stride = xq_stride_;
-        a.y = y + n0;  // the kernel writes column (n - n0)
-        a.ldy = N;
-        a.m = n;
-        a.K = p.n_in;
-        a.n0 = n0;
-        a.n1 = n1;
-        (*p.kernel)(a);
-        if (p.bias)
-            for (int64_t t = 0; t < n; ++t)
-                for (int64_t j = n0; j < n1; ++j) y[t * N + j] += p.bias[j];
-    };
+    const Proj* ps[1] = {&p};
+    float* ys[1] = {y};
+    project_many(pool, ps, ys, 1, x, xq, n);
+}
+
+void Forward::project_many(ThreadPool& pool, const Proj* const* ps, float* const* ys, int count, const float* x,
+                           const void* xq, int64_t n) {
     // Output rows per task: about 8 tasks per thread (dynamic hand-out evens out the threads),
-    // a multiple of 16 (the kernels' register blocks), at least 16 and at most 256 rows.
+    // a multiple of 16 (the kernels' register blocks), at least 16 and at most 256 rows. The
+    // projections of one input (q/k/v, gate/up) are cut into tasks together: one pool dispatch.
     const int64_t T = pool.size();
-    int64_t grain = std::clamp<int64_t>(N / (8 * T), 16, 256);
+    int64_t total = 0;
+    for (int i = 0; i < count; ++i) total += ps[i]->n_out;
+    int64_t grain = std::clamp<int64_t>(total / (8 * T), 16, 256);
     grain = (grain + 15) / 16 * 16;
-    if (T == 1) block(0, N, 0);
-    else pool.parallel_for(N, grain, block);
+    int64_t first[5] = {0};  // first task of each projection
+    MOE_ASSERT(count >= 1 && count <= 4, "project_many of ", count);
+    for (int i = 0; i < count; ++i) {
+        MOE_ASSERT(ps[i]->kernel && ps[i]->w, "projection without weights");
+        first[i + 1] = first[i] + (ps[i]->n_out + grain - 1) / grain;
+    }
+    auto task = [&](int64_t t0, int64_t t1, int) {
+        for (int64_t t = t0; t < t1; ++t) {
+            int i = 0;
+            while (t >= first[i + 1]) ++i;
+            const Proj& p = *ps[i];
+            const int64_t N = p.n_out, n0 = (t - first[i]) * grain, n1 = std::min(N, n0 + grain);
+            float* y = ys[i];
+            kernels::MatmulArgs a;
+            a.w = p.w;
+            a.w_row_stride = p.row_stride;
+            a.x = x;
+            a.ldx = p.n_in;
+            a.xq = xq;
+            a.xq_stride = xq_stride_;
+            a.y = y + n0;  // the kernel writes column (n - n0)
+            a.ldy = N;
+            a.m = n;
+            a.K = p.n_in;
+            a.n0 = n0;
+            a.n1 = n1;
+            (*p.kernel)(a);
+            if (p.bias)
+                for (int64_t r = 0; r < n; ++r)
+                    for (int64_t j = n0; j < n1; ++j) y[r * N + j] += p.bias[j];
+        }
+    };
+    if (T == 1) task(0, first[count], 0);
+    else pool.parallel_for(first[count], 1, task);
 }
 
 void Forward::rmsnorm_rows(ThreadPool& pool, int64_t n, int64_t len, const float* x, const float* w, float* y) {
@@ -193,10 +214,18 @@ void Forward::attention_layer(ThreadPool& pool, int64_t il, const BatchRow* rows
 
     rmsnorm_rows(pool, n, D, b_.x, w.attn_norm.as<float>(), b_.xn);
     // q, k and v read the same normed rows: prepare them once (int8 kernels), then each projection.
+    // One dispatch for the three when their kernels read the same prepared input (same act_q8);
+    // mixed types (e.g. q4_K q/k with a q6_K v, all int8) still share it.
     const void* xq = prepare(pool, P.q, b_.xn, n);
-    project(pool, P.q, b_.xn, xq, n, b_.q);
-    project(pool, P.k, b_.xn, P.k.kernel->act_q8 == P.q.kernel->act_q8 ? xq : prepare(pool, P.k, b_.xn, n), n, b_.k);
-    project(pool, P.v, b_.xn, P.v.kernel->act_q8 == P.q.kernel->act_q8 ? xq : prepare(pool, P.v, b_.xn, n), n, b_.v);
+    if (P.k.kernel->act_q8 == P.q.kernel->act_q8 && P.v.kernel->act_q8 == P.q.kernel->act_q8) {
+        const Proj* ps[3] = {&P.q, &P.k, &P.v};
+        float* ys[3] = {b_.q, b_.k, b_.v};
+        project_many(pool, ps, ys, 3, b_.xn, xq, n);
+    } else {
+        project(pool, P.q, b_.xn, xq, n, b_.q);
+        project(pool, P.k, b_.xn, prepare(pool, P.k, b_.xn, n), n, b_.k);
+        project(pool, P.v, b_.xn, prepare(pool, P.v, b_.xn, n), n, b_.v);
+    }
     if (ld.qk_norm == QkNorm::PerHead) {
         rmsnorm_rows(pool, n * Hq, dk, b_.q, w.q_norm.as<float>(), b_.q);
         rmsnorm_rows(pool, n * Hkv, dk, b_.k, w.k_norm.as<float>(), b_.k);
@@ -303,9 +332,14 @@ int64_t Forward::run(ThreadPool& pool, const BatchRow* rows, int64_t n, KvStore&
             const int64_t F = c.n_ff;
             const LayerProj& P = proj_[static_cast<size_t>(il)];
             const void* xq = prepare(pool, P.gate, b_.xn, n);
-            project(pool, P.gate, b_.xn, xq, n, b_.g);
-            project(pool, P.up, b_.xn, P.up.kernel->act_q8 == P.gate.kernel->act_q8 ? xq : prepare(pool, P.up, b_.xn, n),
-                    n, b_.u);
+            if (P.up.kernel->act_q8 == P.gate.kernel->act_q8) {
+                const Proj* ps[2] = {&P.gate, &P.up};
+                float* ys[2] = {b_.g, b_.u};
+                project_many(pool, ps, ys, 2, b_.xn, xq, n);
+            } else {
+                project(pool, P.gate, b_.xn, xq, n, b_.g);
+                project(pool, P.up, b_.xn, prepare(pool, P.up, b_.xn, n), n, b_.u);
+            }
             ref::swiglu(n * F, b_.g, b_.u, b_.g);
             project(pool, P.down, b_.g, prepare(pool, P.down, b_.g, n), n, b_.y);
             mark(&ForwardStats::dense_ffn);

@@ -91,6 +91,9 @@ private:
     const void* prepare(ThreadPool& pool, const Proj& p, const float* x, int64_t n);
     // y[n, N] = x[n, K] W^T (+ bias), threads over blocks of output rows; xq from prepare().
     void project(ThreadPool& pool, const Proj& p, const float* x, const void* xq, int64_t n, float* y);
+    // The same for up to 4 projections of one input x (ys[i]: [n, ps[i]->n_out]), in one dispatch.
+    void project_many(ThreadPool& pool, const Proj* const* ps, float* const* ys, int count, const float* x,
+                      const void* xq, int64_t n);
     void rmsnorm_rows(ThreadPool& pool, int64_t n, int64_t len, const float* x, const float* w, float* y);
 
     Model& m_;
