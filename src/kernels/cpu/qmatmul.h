@@ -9,13 +9,16 @@
 // integer offset 2^shift (Q8_0 128, Q4_0 8, Q6_K 32, none for Q4_K/Q5_K) and, for Q4_K/Q5_K, a
 // min dmin*m per 32 values. Then, exactly in integers per 16 values i:
 //     isum_i = sum_l q_l * xq_l - 2^shift * sum_l xq_l
-// and y = sum_i (ws_i * dx_i) * isum_i  -  sum_g (dmin*m_g) * (dx_g * sum_{l in g} xq_l).
-// The integer sums are exact on every path; only the f32 accumulation order differs per ISA:
-//   scalar:  one f32 sum over the 16-value granules in K order, then the min sum, subtracted.
-//   avx2:    8-lane f32 accumulator, one FMA per 16 values, fixed horizontal sum.
-//   avx512:  16-lane accumulator, one FMA per 64 values (vpdpbusd, VNNI), fixed horizontal sum.
-// Each y[r][n] is therefore one fixed operation sequence depending only on K and the ISA (the
-// determinism contract of cpu_kernels.h), whatever m, the tile or the thread.
+// and, per granule g of values sharing one weight scale (16 values for Q6_K, 32 otherwise), one
+// sequential f32 chain per output in K order:
+//     acc = fma(float(I_g), ws_g * dx_g, acc)        (I_g: exact integer sum over the granule)
+//     acc = fma(-(dmin*m_g), dx_g * sum_g xq, acc)   (Q4_K/Q5_K only, after each granule)
+// The integer sums are exact on every path and the f32 chain is the same operation sequence on
+// every path (scalar: std::fma; AVX2: integer sums with vpmaddwd; AVX-512: 16 columns per zmm lane
+// with vpdpbusd over a column-interleaved repack), so all ISA paths give the same bits, and each
+// y[r][n] depends only on its weight row, its activation row and K -- never on m, the column range,
+// the thread, or whether the caller prepared the activations (the determinism contract of
+// cpu_kernels.h, here even across ISAs).
 #include <cstddef>
 #include <cstdint>
 

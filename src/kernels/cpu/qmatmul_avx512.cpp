@@ -3,12 +3,11 @@
 // the determinism argument are in qmatmul.h. Compiled with a target pragma so the portable build
 // carries it; used only when the CPU has AVX512F/BW/VL/DQ + VNNI (qmm_avx512_usable()).
 //
-// Kernel structure: the output block is MR activation rows x NR weight rows (4 x 2, smaller at the
-// edges). Per 64-value unit, each weight row's unit is decoded once into a zmm of levels and a zmm
-// of per-lane scales and used for all MR rows; per (row, weight row) pair the unit costs one
-// vpdpbusd (seeded with -2^shift * sums, the integer offset), one int->f32 convert, one scale
-// multiply and one FMA into that output's own 16-lane accumulator. Q4_K/Q5_K add one 8-lane FMA per
-// super-block for the min term. The per-output sequence is the same in every block shape.
+// Kernel structure: weight rows are taken 16 at a time (a panel), decoded and transposed into a
+// column-interleaved int8 panel in a per-thread buffer (repack below), then every activation row
+// (4 at a time) runs over it: per 4 values one vpdpbusd feeds 16 columns, per granule of 16/32
+// values one convert, one scale multiply and one FMA (see "engine" below). The decode and the
+// transposition are paid once per panel and call, and amortised over the m activation rows.
 // GCC 12's AVX-512 headers trip -Wuninitialized on their own _mm*_undefined_* helpers (GCC bug
 // 105593, a false positive); silenced for this file only.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -17,6 +16,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "core/fp16.h"
 #include "kernels/cpu/qmatmul.h"
@@ -52,92 +52,71 @@ inline float h2f(const uint8_t* p) {
     return _cvtsh_ss(h);
 }
 
-inline float hsum512(__m512 v) {
-    const __m512 hi = _mm512_shuffle_f32x4(v, v, 0xEE);
-    const __m256 a = _mm512_castps512_ps256(_mm512_add_ps(v, hi));
-    const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
-    const __m128 d = _mm_add_ss(c, _mm_movehdup_ps(c));
-    return _mm_cvtss_f32(d);
-}
 
-inline float hsum256(__m256 v) {
-    const __m128 b = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
-    const __m128 d = _mm_add_ss(c, _mm_movehdup_ps(c));
-    return _mm_cvtss_f32(d);
-}
 
-inline __m512 two_scales(float a, float b) {  // lanes 0..7 = a, 8..15 = b
-    return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
-}
 
 inline __m512i cat256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 
 // ---------------------------------------------------------------- per-type decoders
-// begin(): per super-block state (K-quants: 256 values; Q8_0/Q4_0: one 64-value unit = 2 blocks).
-// unit(): levels (u8 x 64) and per-lane f32 scales of unit u of the super-block.
+// A super-block is 256 values for the K-quants and one 64-value unit (2 blocks) for Q8_0/Q4_0.
+// begin(): per super-block state; levels(): the 64 unsigned levels of unit u of the super-block;
+// scales(): the f32 scale of each kG-value granule of the super-block (ws[k * 16], k = granule)
+// and, for Q4_K/Q5_K, dmin*m of each 32-value group (wm[k * 16]).
 struct DQ8_0 {
-    static constexpr int kShift = 7, kUnits = 1, kSbElems = 64;
+    static constexpr int kShift = 7, kUnits = 1, kSbElems = 64, kG = 32;
     static constexpr bool kMin = false;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
-    static void unit(const State&, const uint8_t* row, int64_t sb, int, int64_t nblocks, __m512i& q, __m512& ws) {
+    static __m512i levels(const State&, const uint8_t* row, int64_t sb, int, int64_t nblocks) {
         const uint8_t* b0 = row + 2 * sb * 34;
-        const bool two = 2 * sb + 1 < nblocks;
         const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2));
-        const __m256i hi = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 36)) : _mm256_setzero_si256();
-        q = _mm512_xor_si512(cat256(lo, hi), _mm512_set1_epi8(static_cast<char>(0x80)));
-        ws = two_scales(h2f(b0), two ? h2f(b0 + 34) : 0.0f);
+        const __m256i hi = 2 * sb + 1 < nblocks ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 36))
+                                                : _mm256_set1_epi8(static_cast<char>(0x80));
+        return _mm512_xor_si512(cat256(lo, hi), _mm512_set1_epi8(static_cast<char>(0x80)));
+    }
+    static void scales(const State&, const uint8_t* row, int64_t sb, int64_t nblocks, float* ws, float*) {
+        const uint8_t* b0 = row + 2 * sb * 34;
+        ws[0] = h2f(b0);
+        ws[16] = 2 * sb + 1 < nblocks ? h2f(b0 + 34) : 0.0f;
     }
 };
 
 struct DQ4_0 {
-    static constexpr int kShift = 3, kUnits = 1, kSbElems = 64;
+    static constexpr int kShift = 3, kUnits = 1, kSbElems = 64, kG = 32;
     static constexpr bool kMin = false;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
-    static void unit(const State&, const uint8_t* row, int64_t sb, int, int64_t nblocks, __m512i& q, __m512& ws) {
+    static __m512i levels(const State&, const uint8_t* row, int64_t sb, int, int64_t nblocks) {
         const uint8_t* b0 = row + 2 * sb * 18;
-        const bool two = 2 * sb + 1 < nblocks;
         const __m128i v0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 2));
-        const __m128i v1 = two ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 20)) : _mm_setzero_si128();
+        const __m128i v1 = 2 * sb + 1 < nblocks ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 20))
+                                                : _mm_setzero_si128();
         const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(v0), v1, 1);
         const __m256i m = _mm256_set1_epi8(0x0F);
         const __m512i x = cat256(_mm256_and_si256(v, m), _mm256_and_si256(_mm256_srli_epi16(v, 4), m));
-        q = _mm512_shuffle_i64x2(x, x, 0xD8);  // [b0 lo, b1 lo, b0 hi, b1 hi] -> [b0 lo, b0 hi, b1 lo, b1 hi]
-        ws = two_scales(h2f(b0), two ? h2f(b0 + 18) : 0.0f);
+        return _mm512_shuffle_i64x2(x, x, 0xD8);  // [b0 lo, b1 lo, b0 hi, b1 hi] -> [b0 lo, b0 hi, b1 lo, b1 hi]
+    }
+    static void scales(const State&, const uint8_t* row, int64_t sb, int64_t nblocks, float* ws, float*) {
+        const uint8_t* b0 = row + 2 * sb * 18;
+        ws[0] = h2f(b0);
+        ws[16] = 2 * sb + 1 < nblocks ? h2f(b0 + 18) : 0.0f;
     }
 };
 
 template <bool Five>
 struct DQ45_K {
-    static constexpr int kShift = -1, kUnits = 4, kSbElems = 256;
+    static constexpr int kShift = -1, kUnits = 4, kSbElems = 256, kG = 32;
     static constexpr bool kMin = true;
     static constexpr int kBytes = Five ? 176 : 144;
     static constexpr int kQs = Five ? 48 : 16;  // offset of qs in the block
     struct State {
-        __m512 ws8;  // lanes 0..7: d * sc_j
-        __m256 wm8;  // dmin * m_j
         __m256i qh;
     };
     static void begin(State& s, const uint8_t* row, int64_t sb, int64_t) {
-        const uint8_t* b = row + sb * kBytes;
-        const float d = h2f(b), dmin = h2f(b + 2);
-        alignas(32) float ws[8], wm[8];
-        for (int j = 0; j < 8; ++j) {
-            uint8_t sc, m;
-            ref::get_scale_min_k4(j, b + 4, &sc, &m);
-            ws[j] = d * static_cast<float>(sc);
-            wm[j] = dmin * static_cast<float>(m);
-        }
-        s.ws8 = _mm512_castps256_ps512(_mm256_load_ps(ws));
-        s.wm8 = _mm256_load_ps(wm);
-        if constexpr (Five) s.qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16));
+        if constexpr (Five) s.qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + sb * kBytes + 16));
     }
-    static void unit(const State& s, const uint8_t* row, int64_t sb, int c, int64_t, __m512i& q, __m512& ws) {
-        const uint8_t* b = row + sb * kBytes;
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kQs + 32 * c));
+    static __m512i levels(const State& s, const uint8_t* row, int64_t sb, int c, int64_t) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + sb * kBytes + kQs + 32 * c));
         const __m256i m = _mm256_set1_epi8(0x0F);
         __m256i lo = _mm256_and_si256(v, m), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
         if constexpr (Five) {
@@ -147,125 +126,179 @@ struct DQ45_K {
             hi = _mm256_mask_add_epi8(
                 hi, _mm256_test_epi8_mask(s.qh, _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1)))), hi, sixteen);
         }
-        q = cat256(lo, hi);
-        const __m512i idx = _mm512_set_epi32(2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1,
-                                             2 * c + 1, 2 * c + 1, 2 * c, 2 * c, 2 * c, 2 * c, 2 * c, 2 * c, 2 * c, 2 * c);
-        ws = _mm512_permutexvar_ps(idx, s.ws8);
+        return cat256(lo, hi);
+    }
+    static void scales(const State&, const uint8_t* row, int64_t sb, int64_t, float* ws, float* wm) {
+        const uint8_t* b = row + sb * kBytes;
+        const float d = h2f(b), dmin = h2f(b + 2);
+        for (int j = 0; j < 8; ++j) {
+            uint8_t sc, m;
+            ref::get_scale_min_k4(j, b + 4, &sc, &m);
+            ws[16 * j] = d * static_cast<float>(sc);
+            wm[16 * j] = dmin * static_cast<float>(m);
+        }
     }
 };
 
 struct DQ6_K {
-    static constexpr int kShift = 5, kUnits = 4, kSbElems = 256;
+    static constexpr int kShift = 5, kUnits = 4, kSbElems = 256, kG = 16;
     static constexpr bool kMin = false;
-    struct State {
-        float d;
-    };
-    static void begin(State& s, const uint8_t* row, int64_t sb, int64_t) { s.d = h2f(row + sb * 210 + 208); }
-    static void unit(const State& s, const uint8_t* row, int64_t sb, int c, int64_t, __m512i& q, __m512& ws) {
+    struct State {};
+    static void begin(State&, const uint8_t*, int64_t, int64_t) {}
+    static __m512i levels(const State&, const uint8_t* row, int64_t sb, int c, int64_t) {
         const uint8_t* b = row + sb * 210;
-        const int half = c / 2, pos = c % 2;
+        const int half = c / 2;
         const __m512i ql = _mm512_loadu_si512(b + 64 * half);
         const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * half));
         const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03);
         __m512i lv, hb;
-        if (pos == 0) {
+        if (c % 2 == 0) {
             lv = _mm512_and_si512(ql, m4);
             hb = cat256(qh, _mm256_srli_epi16(qh, 2));
         } else {
             lv = _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4);
             hb = cat256(_mm256_srli_epi16(qh, 4), _mm256_srli_epi16(qh, 6));
         }
-        q = _mm512_or_si512(lv, _mm512_slli_epi16(_mm512_and_si512(hb, m2), 4));
-        int32_t s4;
-        std::memcpy(&s4, b + 192 + 4 * c, 4);
-        const __m128 sc = _mm_mul_ps(_mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(s4))), _mm_set1_ps(s.d));
-        const __m512i idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-        ws = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(sc));
+        return _mm512_or_si512(lv, _mm512_slli_epi16(_mm512_and_si512(hb, m2), 4));
+    }
+    static void scales(const State&, const uint8_t* row, int64_t sb, int64_t, float* ws, float*) {
+        const uint8_t* b = row + sb * 210;
+        const float d = h2f(b + 208);
+        for (int j = 0; j < 16; ++j) ws[16 * j] = d * static_cast<float>(static_cast<int8_t>(b[192 + j]));
     }
 };
 
+// 16 x 16 transpose of 32-bit elements: out[j] lane c = in[c] lane j.
+inline void transpose16(const __m512i in[16], __m512i out[16]) {
+    __m512i a[16], b[16];
+    for (int i = 0; i < 8; ++i) {
+        a[2 * i] = _mm512_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
+        a[2 * i + 1] = _mm512_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; ++i) {
+        b[4 * i + 0] = _mm512_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
+        b[4 * i + 1] = _mm512_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
+        b[4 * i + 2] = _mm512_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+        b[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+    }
+    for (int k = 0; k < 4; ++k) {  // b[4i + k], 128-bit lane L = rows 4i..4i+3 of element 4L + k
+        const __m512i c0 = _mm512_shuffle_i32x4(b[k], b[4 + k], 0x44), c1 = _mm512_shuffle_i32x4(b[k], b[4 + k], 0xEE);
+        const __m512i c2 = _mm512_shuffle_i32x4(b[8 + k], b[12 + k], 0x44),
+                      c3 = _mm512_shuffle_i32x4(b[8 + k], b[12 + k], 0xEE);
+        out[0 + k] = _mm512_shuffle_i32x4(c0, c2, 0x88);
+        out[4 + k] = _mm512_shuffle_i32x4(c0, c2, 0xDD);
+        out[8 + k] = _mm512_shuffle_i32x4(c1, c3, 0x88);
+        out[12 + k] = _mm512_shuffle_i32x4(c1, c3, 0xDD);
+    }
+}
+
 // ---------------------------------------------------------------- engine
-struct Ctx {
-    const MatmulArgs* a;
-    const unsigned char* act;
-    size_t act_stride;
-    int64_t nblocks;  // weight blocks per row (Q8_0/Q4_0: of 32; K-quants: of 256)
-    int64_t nsb;      // super-blocks per row
+// A panel is 16 weight rows (columns of y) repacked "column-interleaved": for every 4 consecutive
+// values k..k+3 one zmm whose 32-bit lane c holds the 4 levels of column c, so one vpdpbusd with
+// the 4 activation bytes broadcast adds 4 products to each of the 16 columns' integer sums. Per
+// granule (kG values) and activation row: the integer sums I (exact; seeded with -2^shift * sum of
+// the activations), then acc = fma(float(I), ws * dx, acc) and, for Q4_K/Q5_K after each 32-value
+// group, acc = fma(-wm, dxs, acc): one sequential f32 chain per output, in K order. That is also
+// exactly what the scalar and AVX2 paths compute (qmatmul_generic.cpp, std::fma), so every path
+// gives the same bits, whatever m, the column range or the thread.
+struct Panel {
+    __m512i* q;   // [K/4] quads
+    float* ws;    // [K/kG][16]
+    float* wm;    // [K/32][16]
 };
 
-template <class D, int MR, int NR>
-void block(const Ctx& c, int64_t r0, int64_t n) {
-    const MatmulArgs& a = *c.a;
-    const uint8_t* w[NR];
-    ref::ActQ8Row x[MR];
-    for (int j = 0; j < NR; ++j) w[j] = static_cast<const uint8_t*>(a.w) + (n + j) * static_cast<int64_t>(a.w_row_stride);
-    for (int i = 0; i < MR; ++i)
-        x[i] = ref::act_q8_row(const_cast<unsigned char*>(c.act + (r0 + i) * c.act_stride), a.K);
-    __m512 acc[MR][NR];
-    __m256 macc[MR][NR];
-    for (int i = 0; i < MR; ++i)
-        for (int j = 0; j < NR; ++j) {
-            acc[i][j] = _mm512_setzero_ps();
-            macc[i][j] = _mm256_setzero_ps();
-        }
-    for (int64_t sb = 0; sb < c.nsb; ++sb) {
-        typename D::State st[NR];
-        for (int j = 0; j < NR; ++j) D::begin(st[j], w[j], sb, c.nblocks);
-        if constexpr (D::kMin) {
-            for (int i = 0; i < MR; ++i) {
-                const __m256 dxs = _mm256_loadu_ps(x[i].dxs + 8 * sb);
-                for (int j = 0; j < NR; ++j) macc[i][j] = _mm256_fmadd_ps(st[j].wm8, dxs, macc[i][j]);
+template <class D>
+void repack(const MatmulArgs& a, int64_t n, int nc, int64_t nblocks, int64_t nsb, const Panel& p) {
+    const uint8_t* w[16];
+    for (int c = 0; c < nc; ++c) w[c] = static_cast<const uint8_t*>(a.w) + (n + c) * static_cast<int64_t>(a.w_row_stride);
+    constexpr int kGran = D::kSbElems / D::kG;  // granules per super-block
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        typename D::State st[16];
+        for (int c = 0; c < 16; ++c) {
+            float* ws = p.ws + (sb * kGran) * 16 + c;
+            float* wm = p.wm + (sb * (D::kSbElems / 32)) * 16 + c;
+            if (c < nc) {
+                D::begin(st[c], w[c], sb, nblocks);
+                D::scales(st[c], w[c], sb, nblocks, ws, wm);
+            } else {
+                for (int k = 0; k < kGran; ++k) ws[16 * k] = 0.0f;
+                for (int k = 0; k < D::kSbElems / 32; ++k) wm[16 * k] = 0.0f;
             }
         }
         for (int u = 0; u < D::kUnits; ++u) {
-            const int64_t U = sb * D::kUnits + u;
-            __m512i q[NR];
-            __m512 ws[NR];
-            for (int j = 0; j < NR; ++j) D::unit(st[j], w[j], sb, u, c.nblocks, q[j], ws[j]);
-            for (int i = 0; i < MR; ++i) {
-                const __m512i xq = _mm512_loadu_si512(x[i].qs + 64 * U);
-                const __m512 dx = _mm512_loadu_ps(x[i].dxv + 16 * U);
-                __m512i init = _mm512_setzero_si512();
-                if constexpr (D::kShift >= 0) init = _mm512_slli_epi32(_mm512_loadu_si512(x[i].nsum + 16 * U), D::kShift);
-                for (int j = 0; j < NR; ++j) {
-                    const __m512i dp = _mm512_dpbusd_epi32(init, q[j], xq);
-                    acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_mul_ps(ws[j], dx), acc[i][j]);
-                }
-            }
+            __m512i lv[16];
+            for (int c = 0; c < 16; ++c) lv[c] = c < nc ? D::levels(st[c], w[c], sb, u, nblocks) : _mm512_setzero_si512();
+            transpose16(lv, p.q + (sb * D::kUnits + u) * 16);
         }
     }
-    for (int i = 0; i < MR; ++i)
-        for (int j = 0; j < NR; ++j) {
-            float s = hsum512(acc[i][j]);
-            if constexpr (D::kMin) s -= hsum256(macc[i][j]);
-            a.y[(r0 + i) * a.ldy + (n + j - a.n0)] = s;
-        }
 }
 
-using BlockFn = void (*)(const Ctx&, int64_t, int64_t);
-constexpr int kMR = 4, kNR = 2;
+template <class D, int MR>
+void rows_block(const MatmulArgs& a, const unsigned char* act, size_t act_stride, int64_t r0, int64_t n, int nc,
+                const Panel& p) {
+    ref::ActQ8Row x[MR];
+    for (int i = 0; i < MR; ++i) x[i] = ref::act_q8_row(const_cast<unsigned char*>(act + (r0 + i) * act_stride), a.K);
+    __m512 acc[MR];
+    for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+    constexpr int kQuads = D::kG / 4, kSub = D::kG / 16;
+    const int64_t ng = a.K / D::kG;
+    for (int64_t g = 0; g < ng; ++g) {
+        const int64_t k0 = g * D::kG, i16 = k0 / 16;
+        __m512i I[MR];
+        for (int i = 0; i < MR; ++i) {
+            int32_t ns = x[i].nsum[4 * i16];
+            if constexpr (kSub == 2) ns += x[i].nsum[4 * i16 + 4];
+            I[i] = D::kShift >= 0 ? _mm512_set1_epi32(ns * (1 << (D::kShift >= 0 ? D::kShift : 0))) : _mm512_setzero_si512();
+        }
+        for (int t = 0; t < kQuads; ++t) {
+            const __m512i wq = _mm512_load_si512(p.q + (k0 / 4 + t));
+            for (int i = 0; i < MR; ++i) {
+                int32_t xv;
+                std::memcpy(&xv, x[i].qs + k0 + 4 * t, 4);
+                I[i] = _mm512_dpbusd_epi32(I[i], wq, _mm512_set1_epi32(xv));
+            }
+        }
+        const __m512 ws = _mm512_load_ps(p.ws + g * 16);
+        for (int i = 0; i < MR; ++i)
+            acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[i]), _mm512_mul_ps(ws, _mm512_set1_ps(x[i].dxv[4 * i16])), acc[i]);
+        if constexpr (D::kMin) {  // kG == 32: one group per granule
+            const __m512 wm = _mm512_load_ps(p.wm + g * 16);
+            for (int i = 0; i < MR; ++i) acc[i] = _mm512_fnmadd_ps(wm, _mm512_set1_ps(x[i].dxs[g]), acc[i]);
+        }
+    }
+    const __mmask16 keep = static_cast<__mmask16>((1u << nc) - 1u);
+    for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(a.y + (r0 + i) * a.ldy + (n - a.n0), keep, acc[i]);
+}
+
+struct PanelScratch {
+    std::vector<unsigned char> buf;
+};
+thread_local PanelScratch tls_panel;
 
 template <class D>
 void qmm512(const MatmulArgs& a) {
-    static constexpr BlockFn tab[kMR][kNR] = {
-        {block<D, 1, 1>, block<D, 1, 2>},
-        {block<D, 2, 1>, block<D, 2, 2>},
-        {block<D, 3, 1>, block<D, 3, 2>},
-        {block<D, 4, 1>, block<D, 4, 2>},
-    };
-    Ctx c;
-    c.a = &a;
-    c.act = qmm_activations(a, Isa::Avx512, &c.act_stride);
-    c.nblocks = D::kSbElems == 256 ? a.K / 256 : a.K / 32;
-    c.nsb = D::kSbElems == 256 ? a.K / 256 : (a.K / 32 + 1) / 2;
-    for (int64_t n = a.n0; n < a.n1;) {
-        const int nr = static_cast<int>(a.n1 - n >= kNR ? kNR : a.n1 - n);
-        for (int64_t r = 0; r < a.m;) {
-            const int mr = static_cast<int>(a.m - r >= kMR ? kMR : a.m - r);
-            tab[mr - 1][nr - 1](c, r, n);
-            r += mr;
+    static_assert(!D::kMin || D::kG == 32, "min term is applied per granule");
+    size_t act_stride = 0;
+    const unsigned char* act = qmm_activations(a, Isa::Avx512, &act_stride);
+    const int64_t nblocks = D::kSbElems == 256 ? a.K / 256 : a.K / 32;
+    const int64_t nsb = D::kSbElems == 256 ? a.K / 256 : (a.K / 32 + 1) / 2;
+    const int64_t Kp = nsb * D::kSbElems;
+    const size_t qb = static_cast<size_t>(Kp / 4) * 64, wsb = static_cast<size_t>(Kp / 16) * 64,
+                 wmb = static_cast<size_t>(Kp / 32) * 64;
+    if (tls_panel.buf.size() < qb + wsb + wmb + 64) tls_panel.buf.resize(qb + wsb + wmb + 64);
+    unsigned char* base = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(tls_panel.buf.data()) + 63) & ~uintptr_t{63});
+    const Panel p{reinterpret_cast<__m512i*>(base), reinterpret_cast<float*>(base + qb), reinterpret_cast<float*>(base + qb + wsb)};
+    for (int64_t n = a.n0; n < a.n1; n += 16) {
+        const int nc = static_cast<int>(a.n1 - n >= 16 ? 16 : a.n1 - n);
+        repack<D>(a, n, nc, nblocks, nsb, p);
+        int64_t r = 0;
+        for (; r + 4 <= a.m; r += 4) rows_block<D, 4>(a, act, act_stride, r, n, nc, p);
+        switch (a.m - r) {
+            case 3: rows_block<D, 3>(a, act, act_stride, r, n, nc, p); break;
+            case 2: rows_block<D, 2>(a, act, act_stride, r, n, nc, p); break;
+            case 1: rows_block<D, 1>(a, act, act_stride, r, n, nc, p); break;
+            default: break;
         }
-        n += nr;
     }
 }
 

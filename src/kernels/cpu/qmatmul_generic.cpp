@@ -2,11 +2,12 @@
 // dispatch (the AVX-512 VNNI path is qmatmul_avx512.cpp). The math is in qmatmul.h.
 //
 // Both paths here decode one weight row at a time (qmatmul_decode.h, scalar) into a per-thread
-// buffer and reuse it for all m activation rows. The AVX2 path is the fallback for CPUs without
-// AVX-512 VNNI; it widens to int16 and uses vpmaddwd (no vpmaddubsw, whose int16 saturation
-// would break exactness for Q8_0's 0..255 levels).
+// buffer and reuse it for all m activation rows, and compute the same per-output chain as the
+// AVX-512 path (bit-identical results). The AVX2 path is the fallback for CPUs without AVX-512
+// VNNI; only its integer sums are vectorised.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -67,71 +68,77 @@ inline const void* wrow(const MatmulArgs& a, int64_t n) {
     return static_cast<const char*>(a.w) + n * static_cast<int64_t>(a.w_row_stride);
 }
 
+// Granule of a type: the values sharing one f32 weight scale (16 for Q6_K, else 32).
+constexpr int granule(DType t) { return t == DType::Q6_K ? 16 : 32; }
+
+// The canonical per-output chain shared by every path (qmatmul.h): for granule g in K order,
+// acc = fma(float(I_g), ws_g * dx_g, acc), then for Q4_K/Q5_K acc = fma(-wm_g, dxs_g, acc).
+// I_g (exact integer) comes from `isum`, which the paths compute differently.
+template <DType T, typename ISum>
+inline float chain(const DecodedRow& w, const ref::ActQ8Row& x, int64_t K, ISum&& isum) {
+    constexpr int G = granule(T);
+    const qdec::Traits tr = qdec::traits(T);
+    const int32_t off = tr.shift >= 0 ? (1 << tr.shift) : 0;
+    float acc = 0.0f;
+    for (int64_t g = 0; g < K / G; ++g) {
+        const int64_t k0 = g * G, i16 = k0 / 16;
+        int32_t ns = x.nsum[4 * i16];
+        if (G == 32) ns += x.nsum[4 * i16 + 4];
+        const int32_t I = isum(k0) + off * ns;
+        acc = std::fma(static_cast<float>(I), w.ws[i16] * x.dxv[4 * i16], acc);
+        if (tr.min) acc = std::fma(-w.wm[g], x.dxs[g], acc);
+    }
+    return acc;
+}
+
 // ---------------------------------------------------------------- scalar
 template <DType T>
 void qmm_scalar(const MatmulArgs& a) {
-    const qdec::Traits tr = qdec::traits(T);
-    const int32_t off = tr.shift >= 0 ? (1 << tr.shift) : 0;
-    const int64_t Kp = ref::act_q8_padded(a.K);
+    constexpr int G = granule(T);
     const ActRows act = activations(a, Isa::Scalar);
     const DecodedRow w = decoded_row_buffer(a.K);
     for (int64_t n = a.n0; n < a.n1; ++n) {
         qdec::decode_row(T, wrow(a, n), a.K, w.q, w.ws, w.wm);
         for (int64_t r = 0; r < a.m; ++r) {
             const ref::ActQ8Row x = ref::act_q8_row(const_cast<unsigned char*>(act.base + r * act.stride), a.K);
-            float s = 0.0f;
-            for (int64_t gi = 0; gi < Kp / 16; ++gi) {
-                int32_t isum = off * x.nsum[4 * gi];
-                for (int l = 0; l < 16; ++l) isum += static_cast<int32_t>(w.q[16 * gi + l]) * x.qs[16 * gi + l];
-                s += (w.ws[gi] * x.dxv[4 * gi]) * static_cast<float>(isum);
-            }
-            if (tr.min) {
-                float t = 0.0f;
-                for (int64_t g = 0; g < Kp / 32; ++g) t += w.wm[g] * x.dxs[g];
-                s -= t;
-            }
-            a.y[r * a.ldy + (n - a.n0)] = s;
+            a.y[r * a.ldy + (n - a.n0)] = chain<T>(w, x, a.K, [&](int64_t k0) {
+                int32_t s = 0;
+                for (int l = 0; l < G; ++l) s += static_cast<int32_t>(w.q[k0 + l]) * x.qs[k0 + l];
+                return s;
+            });
         }
     }
 }
 
 // ---------------------------------------------------------------- AVX2
+// Integer sums with vpmaddwd (levels widened to int16; no vpmaddubsw, whose int16 saturation would
+// break exactness for Q8_0's 0..255 levels), then the same chain as the scalar path.
 #define MOE_T256 __attribute__((target("avx2,fma")))
 
-MOE_T256 inline float hsum256(__m256 v) {
-    const __m128 b = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
-    const __m128 d = _mm_add_ss(c, _mm_movehdup_ps(c));
-    return _mm_cvtss_f32(d);
+MOE_T256 inline int32_t isum16_avx2(const uint8_t* q, const int8_t* x) {
+    const __m256i qv = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+    const __m256i xv = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
+    const __m256i p = _mm256_madd_epi16(qv, xv);
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
 }
 
 template <DType T>
 MOE_T256 void qmm_avx2(const MatmulArgs& a) {
-    const qdec::Traits tr = qdec::traits(T);
-    const int32_t off = tr.shift >= 0 ? (1 << tr.shift) : 0;
-    const int64_t Kp = ref::act_q8_padded(a.K);
+    constexpr int G = granule(T);
     const ActRows act = activations(a, Isa::Avx2);
     const DecodedRow w = decoded_row_buffer(a.K);
     for (int64_t n = a.n0; n < a.n1; ++n) {
         qdec::decode_row(T, wrow(a, n), a.K, w.q, w.ws, w.wm);
         for (int64_t r = 0; r < a.m; ++r) {
             const ref::ActQ8Row x = ref::act_q8_row(const_cast<unsigned char*>(act.base + r * act.stride), a.K);
-            __m256 acc = _mm256_setzero_ps();
-            for (int64_t gi = 0; gi < Kp / 16; ++gi) {
-                const __m256i qv = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.q + 16 * gi)));
-                const __m256i xv = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qs + 16 * gi)));
-                __m256i p = _mm256_madd_epi16(qv, xv);
-                p = _mm256_add_epi32(p, _mm256_castsi128_si256(_mm_cvtsi32_si128(off * x.nsum[4 * gi])));
-                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(w.ws[gi] * x.dxv[4 * gi]), acc);
-            }
-            float s = hsum256(acc);
-            if (tr.min) {
-                __m256 macc = _mm256_setzero_ps();
-                for (int64_t g = 0; g < Kp / 32; g += 8)
-                    macc = _mm256_fmadd_ps(_mm256_loadu_ps(w.wm + g), _mm256_loadu_ps(x.dxs + g), macc);
-                s -= hsum256(macc);
-            }
-            a.y[r * a.ldy + (n - a.n0)] = s;
+            a.y[r * a.ldy + (n - a.n0)] = chain<T>(w, x, a.K, [&](int64_t k0) {
+                int32_t s = isum16_avx2(w.q + k0, x.qs + k0);
+                if (G == 32) s += isum16_avx2(w.q + k0 + 16, x.qs + k0 + 16);
+                return s;
+            });
         }
     }
 }
