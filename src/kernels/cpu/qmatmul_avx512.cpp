@@ -64,7 +64,7 @@ inline __m512i cat256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512
 // and, for Q4_K/Q5_K, dmin*m of each 32-value group (wm[k * 16]).
 struct DQ8_0 {
     static constexpr int kShift = 7, kUnits = 1, kSbElems = 64, kG = 32;
-    static constexpr bool kMin = false;
+    static constexpr bool kMin = false, kVecScales = false;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
     static __m512i levels(const State&, const uint8_t* row, int64_t sb, int, int64_t nblocks) {
@@ -83,7 +83,7 @@ struct DQ8_0 {
 
 struct DQ4_0 {
     static constexpr int kShift = 3, kUnits = 1, kSbElems = 64, kG = 32;
-    static constexpr bool kMin = false;
+    static constexpr bool kMin = false, kVecScales = false;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
     static __m512i levels(const State&, const uint8_t* row, int64_t sb, int, int64_t nblocks) {
@@ -106,7 +106,7 @@ struct DQ4_0 {
 template <bool Five>
 struct DQ45_K {
     static constexpr int kShift = -1, kUnits = 4, kSbElems = 256, kG = 32;
-    static constexpr bool kMin = true;
+    static constexpr bool kMin = true, kVecScales = true;
     static constexpr int kBytes = Five ? 176 : 144;
     static constexpr int kQs = Five ? 48 : 16;  // offset of qs in the block
     struct State {
@@ -128,6 +128,23 @@ struct DQ45_K {
         }
         return cat256(lo, hi);
     }
+    // Lanes 0..7: d * sc_j, lanes 8..15: dmin * m_j (the 6-bit fields of get_scale_min_k4, unpacked
+    // four at a time from 32-bit words: bytes 0-3 / 4-7 hold sc/m 0..3 in their low 6 bits and the
+    // top 2 bits of sc/m 4..7; bytes 8-11 hold the low 4 bits of sc 4..7 (low nibble) and m 4..7).
+    static __m512 scale_vec(const State&, const uint8_t* row, int64_t sb, int64_t) {
+        const uint8_t* b = row + sb * kBytes;
+        uint32_t w0, w1, w2;
+        std::memcpy(&w0, b + 4, 4);
+        std::memcpy(&w1, b + 8, 4);
+        std::memcpy(&w2, b + 12, 4);
+        const uint32_t sc_lo = w0 & 0x3f3f3f3fu, m_lo = w1 & 0x3f3f3f3fu;
+        const uint32_t sc_hi = (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u);
+        const uint32_t m_hi = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u);
+        const __m128i v = _mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi), static_cast<int>(m_lo),
+                                         static_cast<int>(m_hi));
+        const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v));
+        return _mm512_mul_ps(f, _mm512_insertf32x8(_mm512_set1_ps(h2f(b)), _mm256_set1_ps(h2f(b + 2)), 1));
+    }
     static void scales(const State&, const uint8_t* row, int64_t sb, int64_t, float* ws, float* wm) {
         const uint8_t* b = row + sb * kBytes;
         const float d = h2f(b), dmin = h2f(b + 2);
@@ -142,7 +159,7 @@ struct DQ45_K {
 
 struct DQ6_K {
     static constexpr int kShift = 5, kUnits = 4, kSbElems = 256, kG = 16;
-    static constexpr bool kMin = false;
+    static constexpr bool kMin = false, kVecScales = true;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
     static __m512i levels(const State&, const uint8_t* row, int64_t sb, int c, int64_t) {
@@ -160,6 +177,11 @@ struct DQ6_K {
             hb = cat256(_mm256_srli_epi16(qh, 4), _mm256_srli_epi16(qh, 6));
         }
         return _mm512_or_si512(lv, _mm512_slli_epi16(_mm512_and_si512(hb, m2), 4));
+    }
+    static __m512 scale_vec(const State&, const uint8_t* row, int64_t sb, int64_t) {
+        const uint8_t* b = row + sb * 210;
+        const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192))));
+        return _mm512_mul_ps(f, _mm512_set1_ps(h2f(b + 208)));
     }
     static void scales(const State&, const uint8_t* row, int64_t sb, int64_t, float* ws, float*) {
         const uint8_t* b = row + sb * 210;
@@ -214,15 +236,28 @@ void repack(const MatmulArgs& a, int64_t n, int nc, int64_t nblocks, int64_t nsb
     constexpr int kGran = D::kSbElems / D::kG;  // granules per super-block
     for (int64_t sb = 0; sb < nsb; ++sb) {
         typename D::State st[16];
-        for (int c = 0; c < 16; ++c) {
-            float* ws = p.ws + (sb * kGran) * 16 + c;
-            float* wm = p.wm + (sb * (D::kSbElems / 32)) * 16 + c;
-            if (c < nc) {
-                D::begin(st[c], w[c], sb, nblocks);
-                D::scales(st[c], w[c], sb, nblocks, ws, wm);
-            } else {
-                for (int k = 0; k < kGran; ++k) ws[16 * k] = 0.0f;
-                for (int k = 0; k < D::kSbElems / 32; ++k) wm[16 * k] = 0.0f;
+        if constexpr (D::kVecScales) {
+            // K-quants: each column's scales (and mins) as one zmm, transposed to [granule][column].
+            __m512i sv[16], tv[16];
+            for (int c = 0; c < 16; ++c) {
+                if (c < nc) D::begin(st[c], w[c], sb, nblocks);
+                sv[c] = c < nc ? _mm512_castps_si512(D::scale_vec(st[c], w[c], sb, nblocks)) : _mm512_setzero_si512();
+            }
+            transpose16(sv, tv);
+            for (int k = 0; k < kGran; ++k) _mm512_store_si512(p.ws + (sb * kGran + k) * 16, tv[k]);
+            if constexpr (D::kMin)
+                for (int k = 0; k < 8; ++k) _mm512_store_si512(p.wm + (sb * 8 + k) * 16, tv[8 + k]);
+        } else {
+            for (int c = 0; c < 16; ++c) {
+                float* ws = p.ws + (sb * kGran) * 16 + c;
+                float* wm = p.wm + (sb * (D::kSbElems / 32)) * 16 + c;
+                if (c < nc) {
+                    D::begin(st[c], w[c], sb, nblocks);
+                    D::scales(st[c], w[c], sb, nblocks, ws, wm);
+                } else {
+                    for (int k = 0; k < kGran; ++k) ws[16 * k] = 0.0f;
+                    for (int k = 0; k < D::kSbElems / 32; ++k) wm[16 * k] = 0.0f;
+                }
             }
         }
         for (int u = 0; u < D::kUnits; ++u) {
