@@ -229,6 +229,38 @@ struct Panel {
     float* wm;    // [K/32][16]
 };
 
+// Scales of super-block sb of up to 16 weight rows as [granule][column] (ws) and [group][column]
+// (wm) f32 vectors; also runs D::begin for each row (st).
+template <class D>
+void pack_scales(const uint8_t* const* w, int nc, int64_t sb, int64_t nblocks, typename D::State* st, float* ws_out,
+                 float* wm_out) {
+    constexpr int kGran = D::kSbElems / D::kG;
+    if constexpr (D::kVecScales) {
+        // K-quants: each row's scales (and mins) as one zmm, transposed to [granule][column].
+        __m512i sv[16], tv[16];
+        for (int c = 0; c < 16; ++c) {
+            if (c < nc) D::begin(st[c], w[c], sb, nblocks);
+            sv[c] = c < nc ? _mm512_castps_si512(D::scale_vec(st[c], w[c], sb, nblocks)) : _mm512_setzero_si512();
+        }
+        transpose16(sv, tv);
+        for (int k = 0; k < kGran; ++k) _mm512_store_si512(ws_out + k * 16, tv[k]);
+        if constexpr (D::kMin)
+            for (int k = 0; k < 8; ++k) _mm512_store_si512(wm_out + k * 16, tv[8 + k]);
+    } else {
+        for (int c = 0; c < 16; ++c) {
+            float* ws = ws_out + c;
+            float* wm = wm_out + c;
+            if (c < nc) {
+                D::begin(st[c], w[c], sb, nblocks);
+                D::scales(st[c], w[c], sb, nblocks, ws, wm);
+            } else {
+                for (int k = 0; k < kGran; ++k) ws[16 * k] = 0.0f;
+                for (int k = 0; k < D::kSbElems / 32; ++k) wm[16 * k] = 0.0f;
+            }
+        }
+    }
+}
+
 template <class D>
 void repack(const MatmulArgs& a, int64_t n, int nc, int64_t nblocks, int64_t nsb, const Panel& p) {
     const uint8_t* w[16];
@@ -236,30 +268,7 @@ void repack(const MatmulArgs& a, int64_t n, int nc, int64_t nblocks, int64_t nsb
     constexpr int kGran = D::kSbElems / D::kG;  // granules per super-block
     for (int64_t sb = 0; sb < nsb; ++sb) {
         typename D::State st[16];
-        if constexpr (D::kVecScales) {
-            // K-quants: each column's scales (and mins) as one zmm, transposed to [granule][column].
-            __m512i sv[16], tv[16];
-            for (int c = 0; c < 16; ++c) {
-                if (c < nc) D::begin(st[c], w[c], sb, nblocks);
-                sv[c] = c < nc ? _mm512_castps_si512(D::scale_vec(st[c], w[c], sb, nblocks)) : _mm512_setzero_si512();
-            }
-            transpose16(sv, tv);
-            for (int k = 0; k < kGran; ++k) _mm512_store_si512(p.ws + (sb * kGran + k) * 16, tv[k]);
-            if constexpr (D::kMin)
-                for (int k = 0; k < 8; ++k) _mm512_store_si512(p.wm + (sb * 8 + k) * 16, tv[8 + k]);
-        } else {
-            for (int c = 0; c < 16; ++c) {
-                float* ws = p.ws + (sb * kGran) * 16 + c;
-                float* wm = p.wm + (sb * (D::kSbElems / 32)) * 16 + c;
-                if (c < nc) {
-                    D::begin(st[c], w[c], sb, nblocks);
-                    D::scales(st[c], w[c], sb, nblocks, ws, wm);
-                } else {
-                    for (int k = 0; k < kGran; ++k) ws[16 * k] = 0.0f;
-                    for (int k = 0; k < D::kSbElems / 32; ++k) wm[16 * k] = 0.0f;
-                }
-            }
-        }
+        pack_scales<D>(w, nc, sb, nblocks, st, p.ws + sb * kGran * 16, p.wm + sb * (D::kSbElems / 32) * 16);
         for (int u = 0; u < D::kUnits; ++u) {
             __m512i lv[16];
             for (int c = 0; c < 16; ++c) lv[c] = c < nc ? D::levels(st[c], w[c], sb, u, nblocks) : _mm512_setzero_si512();
@@ -305,6 +314,66 @@ void rows_block(const MatmulArgs& a, const unsigned char* act, size_t act_stride
     for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(a.y + (r0 + i) * a.ldy + (n - a.n0), keep, acc[i]);
 }
 
+
+// Decode-sized calls (m <= 2): no panel. Per 64-value unit, one vpdpbusd per weight row against
+// the activation unit (lane j = quad j), then an add/unpack tree turns the 16 rows' lanes into one
+// zmm per 16-value granule with lane c = row c's exact granule sum, and the same f32 chain as the
+// panel path follows (identical bits: the integer sums are exact, the f32 steps are the same).
+inline void granule_sums(const __m512i dp[16], __m512i R[4]) {
+    __m512i t[8], u[4];
+    for (int i = 0; i < 8; ++i)
+        t[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(dp[2 * i], dp[2 * i + 1]),
+                                _mm512_unpackhi_epi32(dp[2 * i], dp[2 * i + 1]));
+    for (int i = 0; i < 4; ++i)
+        u[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * i], t[2 * i + 1]), _mm512_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
+    // u[i], 128-bit lane L: granule L of rows 4i..4i+3
+    const __m512i c0 = _mm512_shuffle_i32x4(u[0], u[1], 0x44), c1 = _mm512_shuffle_i32x4(u[0], u[1], 0xEE);
+    const __m512i c2 = _mm512_shuffle_i32x4(u[2], u[3], 0x44), c3 = _mm512_shuffle_i32x4(u[2], u[3], 0xEE);
+    R[0] = _mm512_shuffle_i32x4(c0, c2, 0x88);
+    R[1] = _mm512_shuffle_i32x4(c0, c2, 0xDD);
+    R[2] = _mm512_shuffle_i32x4(c1, c3, 0x88);
+    R[3] = _mm512_shuffle_i32x4(c1, c3, 0xDD);
+}
+
+template <class D>
+void direct_row(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc, int64_t nblocks,
+                int64_t nsb) {
+    const uint8_t* w[16];
+    for (int c = 0; c < nc; ++c) w[c] = static_cast<const uint8_t*>(a.w) + (n + c) * static_cast<int64_t>(a.w_row_stride);
+    constexpr int kGran = D::kSbElems / D::kG, kSub = D::kG / 16;
+    alignas(64) float ws[kGran * 16], wm[8 * 16];
+    const int64_t ng = a.K / D::kG;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        typename D::State st[16];
+        pack_scales<D>(w, nc, sb, nblocks, st, ws, wm);
+        for (int u = 0; u < D::kUnits; ++u) {
+            const int64_t U = sb * D::kUnits + u;
+            const __m512i xq = _mm512_loadu_si512(x.qs + 64 * U);
+            __m512i dp[16], R[4];
+            for (int c = 0; c < 16; ++c)
+                dp[c] = c < nc ? _mm512_dpbusd_epi32(_mm512_setzero_si512(), D::levels(st[c], w[c], sb, u, nblocks), xq)
+                               : _mm512_setzero_si512();
+            granule_sums(dp, R);
+            for (int h = 0; h < 4 / kSub; ++h) {
+                const int64_t g = U * (4 / kSub) + h;  // granule index in the row
+                if (g >= ng) break;
+                const int64_t i16 = g * kSub;
+                __m512i I = kSub == 2 ? _mm512_add_epi32(R[2 * h], R[2 * h + 1]) : R[h];
+                if constexpr (D::kShift >= 0) {
+                    int32_t ns = x.nsum[4 * i16];
+                    if constexpr (kSub == 2) ns += x.nsum[4 * i16 + 4];
+                    I = _mm512_add_epi32(I, _mm512_set1_epi32(ns * (1 << (D::kShift >= 0 ? D::kShift : 0))));
+                }
+                const int k = static_cast<int>(g - sb * kGran);  // granule within the super-block
+                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(_mm512_load_ps(ws + 16 * k), _mm512_set1_ps(x.dxv[4 * i16])), acc);
+                if constexpr (D::kMin) acc = _mm512_fnmadd_ps(_mm512_load_ps(wm + 16 * k), _mm512_set1_ps(x.dxs[g]), acc);
+            }
+        }
+    }
+    _mm512_mask_storeu_ps(a.y + r * a.ldy + (n - a.n0), static_cast<__mmask16>((1u << nc) - 1u), acc);
+}
+
 struct PanelScratch {
     std::vector<unsigned char> buf;
 };
@@ -317,6 +386,14 @@ void qmm512(const MatmulArgs& a) {
     const unsigned char* act = qmm_activations(a, Isa::Avx512, &act_stride);
     const int64_t nblocks = D::kSbElems == 256 ? a.K / 256 : a.K / 32;
     const int64_t nsb = D::kSbElems == 256 ? a.K / 256 : (a.K / 32 + 1) / 2;
+    if (a.m <= 2) {
+        for (int64_t r = 0; r < a.m; ++r) {
+            const ref::ActQ8Row x = ref::act_q8_row(const_cast<unsigned char*>(act + r * act_stride), a.K);
+            for (int64_t n = a.n0; n < a.n1; n += 16)
+                direct_row<D>(a, x, r, n, static_cast<int>(a.n1 - n >= 16 ? 16 : a.n1 - n), nblocks, nsb);
+        }
+        return;
+    }
     const int64_t Kp = nsb * D::kSbElems;
     const size_t qb = static_cast<size_t>(Kp / 4) * 64, wsb = static_cast<size_t>(Kp / 16) * 64,
                  wmb = static_cast<size_t>(Kp / 32) * 64;
