@@ -63,7 +63,7 @@ inline __m512i cat256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512
 // scales(): the f32 scale of each kG-value granule of the super-block (ws[k * 16], k = granule)
 // and, for Q4_K/Q5_K, dmin*m of each 32-value group (wm[k * 16]).
 struct DQ8_0 {
-    static constexpr int kShift = 7, kUnits = 1, kSbElems = 64, kG = 32;
+    static constexpr int kShift = 7, kUnits = 1, kSbElems = 64, kG = 32, kSbBytes = 68;
     static constexpr bool kMin = false, kVecScales = false;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
@@ -82,7 +82,7 @@ struct DQ8_0 {
 };
 
 struct DQ4_0 {
-    static constexpr int kShift = 3, kUnits = 1, kSbElems = 64, kG = 32;
+    static constexpr int kShift = 3, kUnits = 1, kSbElems = 64, kG = 32, kSbBytes = 36;
     static constexpr bool kMin = false, kVecScales = false;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
@@ -105,7 +105,7 @@ struct DQ4_0 {
 
 template <bool Five>
 struct DQ45_K {
-    static constexpr int kShift = -1, kUnits = 4, kSbElems = 256, kG = 32;
+    static constexpr int kShift = -1, kUnits = 4, kSbElems = 256, kG = 32, kSbBytes = Five ? 176 : 144;
     static constexpr bool kMin = true, kVecScales = true;
     static constexpr int kBytes = Five ? 176 : 144;
     static constexpr int kQs = Five ? 48 : 16;  // offset of qs in the block
@@ -158,7 +158,7 @@ struct DQ45_K {
 };
 
 struct DQ6_K {
-    static constexpr int kShift = 5, kUnits = 4, kSbElems = 256, kG = 16;
+    static constexpr int kShift = 5, kUnits = 4, kSbElems = 256, kG = 16, kSbBytes = 210;
     static constexpr bool kMin = false, kVecScales = true;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
@@ -346,6 +346,14 @@ void direct_row(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
         typename D::State st[16];
+        // 16 rows stream at once; keep ~1 KB ahead of each in flight (prefetching past the row's end
+        // is harmless: a prefetch never faults).
+        for (int c = 0; c < nc; ++c) {
+            const char* ahead = reinterpret_cast<const char*>(w[c]) + sb * D::kSbBytes + 1024;
+            _mm_prefetch(ahead, _MM_HINT_T0);
+            if constexpr (D::kSbBytes > 64) _mm_prefetch(ahead + 64, _MM_HINT_T0);
+            if constexpr (D::kSbBytes > 128) _mm_prefetch(ahead + 128, _MM_HINT_T0);
+        }
         pack_scales<D>(w, nc, sb, nblocks, st, ws, wm);
         for (int u = 0; u < D::kUnits; ++u) {
             const int64_t U = sb * D::kUnits + u;
