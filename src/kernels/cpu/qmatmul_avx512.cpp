@@ -277,43 +277,65 @@ void repack(const MatmulArgs& a, int64_t n, int nc, int64_t nblocks, int64_t nsb
     }
 }
 
-template <class D, int MR>
-void rows_block(const MatmulArgs& a, const unsigned char* act, size_t act_stride, int64_t r0, int64_t n, int nc,
-                const Panel& p) {
+template <class D, int MR, int NP>
+void rows_block(const MatmulArgs& a, const unsigned char* act, size_t act_stride, int64_t r0, int64_t n,
+                const int* nc, const Panel* p) {
     ref::ActQ8Row x[MR];
     for (int i = 0; i < MR; ++i) x[i] = ref::act_q8_row(const_cast<unsigned char*>(act + (r0 + i) * act_stride), a.K);
-    __m512 acc[MR];
-    for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+    __m512 acc[MR][NP];
+    for (int i = 0; i < MR; ++i)
+        for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_setzero_ps();
     constexpr int kQuads = D::kG / 4, kSub = D::kG / 16;
     const int64_t ng = a.K / D::kG;
     for (int64_t g = 0; g < ng; ++g) {
         const int64_t k0 = g * D::kG, i16 = k0 / 16;
-        __m512i I[MR];
+        __m512i I[MR][NP];
         for (int i = 0; i < MR; ++i) {
             int32_t ns = x[i].nsum[4 * i16];
             if constexpr (kSub == 2) ns += x[i].nsum[4 * i16 + 4];
-            I[i] = D::kShift >= 0 ? _mm512_set1_epi32(ns * (1 << (D::kShift >= 0 ? D::kShift : 0))) : _mm512_setzero_si512();
+            const __m512i init =
+                D::kShift >= 0 ? _mm512_set1_epi32(ns * (1 << (D::kShift >= 0 ? D::kShift : 0))) : _mm512_setzero_si512();
+            for (int j = 0; j < NP; ++j) I[i][j] = init;
         }
         for (int t = 0; t < kQuads; ++t) {
-            const __m512i wq = _mm512_load_si512(p.q + (k0 / 4 + t));
+            __m512i wq[NP];
+            for (int j = 0; j < NP; ++j) wq[j] = _mm512_load_si512(p[j].q + (k0 / 4 + t));
             for (int i = 0; i < MR; ++i) {
                 int32_t xv;
                 std::memcpy(&xv, x[i].qs + k0 + 4 * t, 4);
-                I[i] = _mm512_dpbusd_epi32(I[i], wq, _mm512_set1_epi32(xv));
+                const __m512i xb = _mm512_set1_epi32(xv);
+                for (int j = 0; j < NP; ++j) I[i][j] = _mm512_dpbusd_epi32(I[i][j], wq[j], xb);
             }
         }
-        const __m512 ws = _mm512_load_ps(p.ws + g * 16);
-        for (int i = 0; i < MR; ++i)
-            acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[i]), _mm512_mul_ps(ws, _mm512_set1_ps(x[i].dxv[4 * i16])), acc[i]);
-        if constexpr (D::kMin) {  // kG == 32: one group per granule
-            const __m512 wm = _mm512_load_ps(p.wm + g * 16);
-            for (int i = 0; i < MR; ++i) acc[i] = _mm512_fnmadd_ps(wm, _mm512_set1_ps(x[i].dxs[g]), acc[i]);
+        for (int j = 0; j < NP; ++j) {
+            const __m512 ws = _mm512_load_ps(p[j].ws + g * 16);
+            for (int i = 0; i < MR; ++i)
+                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[i][j]), _mm512_mul_ps(ws, _mm512_set1_ps(x[i].dxv[4 * i16])),
+                                            acc[i][j]);
+            if constexpr (D::kMin) {  // kG == 32: one group per granule
+                const __m512 wm = _mm512_load_ps(p[j].wm + g * 16);
+                for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_fnmadd_ps(wm, _mm512_set1_ps(x[i].dxs[g]), acc[i][j]);
+            }
         }
     }
-    const __mmask16 keep = static_cast<__mmask16>((1u << nc) - 1u);
-    for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(a.y + (r0 + i) * a.ldy + (n - a.n0), keep, acc[i]);
+    for (int j = 0; j < NP; ++j) {
+        const __mmask16 keep = static_cast<__mmask16>((1u << nc[j]) - 1u);
+        for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(a.y + (r0 + i) * a.ldy + (n + 16 * j - a.n0), keep, acc[i][j]);
+    }
 }
 
+template <class D, int NP>
+void rows_all(const MatmulArgs& a, const unsigned char* act, size_t act_stride, int64_t n, const int* nc,
+              const Panel* p) {
+    int64_t r = 0;
+    for (; r + 4 <= a.m; r += 4) rows_block<D, 4, NP>(a, act, act_stride, r, n, nc, p);
+    switch (a.m - r) {
+        case 3: rows_block<D, 3, NP>(a, act, act_stride, r, n, nc, p); break;
+        case 2: rows_block<D, 2, NP>(a, act, act_stride, r, n, nc, p); break;
+        case 1: rows_block<D, 1, NP>(a, act, act_stride, r, n, nc, p); break;
+        default: break;
+    }
+}
 
 // Decode-sized calls (m <= 2): no panel. Per 64-value unit, one vpdpbusd per weight row against
 // the activation unit (lane j = quad j), then an add/unpack tree turns the 16 rows' lanes into one
@@ -402,22 +424,27 @@ void qmm512(const MatmulArgs& a) {
         }
         return;
     }
+    // Two panels (32 weight rows) per pass over the activation rows: per 4 values, 2 panel loads
+    // and MR broadcasts feed 2 x MR vpdpbusd.
     const int64_t Kp = nsb * D::kSbElems;
     const size_t qb = static_cast<size_t>(Kp / 4) * 64, wsb = static_cast<size_t>(Kp / 16) * 64,
-                 wmb = static_cast<size_t>(Kp / 32) * 64;
-    if (tls_panel.buf.size() < qb + wsb + wmb + 64) tls_panel.buf.resize(qb + wsb + wmb + 64);
+                 wmb = static_cast<size_t>(Kp / 32) * 64, pb = qb + wsb + wmb;
+    if (tls_panel.buf.size() < 2 * pb + 64) tls_panel.buf.resize(2 * pb + 64);
     unsigned char* base = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(tls_panel.buf.data()) + 63) & ~uintptr_t{63});
-    const Panel p{reinterpret_cast<__m512i*>(base), reinterpret_cast<float*>(base + qb), reinterpret_cast<float*>(base + qb + wsb)};
-    for (int64_t n = a.n0; n < a.n1; n += 16) {
-        const int nc = static_cast<int>(a.n1 - n >= 16 ? 16 : a.n1 - n);
-        repack<D>(a, n, nc, nblocks, nsb, p);
-        int64_t r = 0;
-        for (; r + 4 <= a.m; r += 4) rows_block<D, 4>(a, act, act_stride, r, n, nc, p);
-        switch (a.m - r) {
-            case 3: rows_block<D, 3>(a, act, act_stride, r, n, nc, p); break;
-            case 2: rows_block<D, 2>(a, act, act_stride, r, n, nc, p); break;
-            case 1: rows_block<D, 1>(a, act, act_stride, r, n, nc, p); break;
-            default: break;
+    Panel p[2];
+    for (int j = 0; j < 2; ++j)
+        p[j] = Panel{reinterpret_cast<__m512i*>(base + j * pb), reinterpret_cast<float*>(base + j * pb + qb),
+                     reinterpret_cast<float*>(base + j * pb + qb + wsb)};
+    for (int64_t n = a.n0; n < a.n1; n += 32) {
+        int nc[2];
+        nc[0] = static_cast<int>(a.n1 - n >= 16 ? 16 : a.n1 - n);
+        nc[1] = static_cast<int>(a.n1 - n - 16 >= 16 ? 16 : (a.n1 - n - 16 > 0 ? a.n1 - n - 16 : 0));
+        repack<D>(a, n, nc[0], nblocks, nsb, p[0]);
+        if (nc[1] > 0) {
+            repack<D>(a, n + 16, nc[1], nblocks, nsb, p[1]);
+            rows_all<D, 2>(a, act, act_stride, n, nc, p);
+        } else {
+            rows_all<D, 1>(a, act, act_stride, n, nc, p);
         }
     }
 }
