@@ -49,6 +49,21 @@ TEST(BenchMoeCli, MarkdownRow) {
     EXPECT_NE(r.out.find("| custom | 3 | 4 | 1 | 32 | 16 | 1 |"), std::string::npos) << r.out;
 }
 
+TEST(BenchMoeCli, WeightTypesAndKernelMode) {
+    const Result r = run("-t 2 -r 1 --shape 2,4,2,256,256 --type q4_k -o json", false);
+    ASSERT_EQ(r.status, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["rows"].size(), 1u);
+    EXPECT_EQ(j["rows"][0]["type"], "q4_K");
+    EXPECT_GT(j["rows"][0]["ms_mean"].get<double>(), 0.0);
+    const Result k = run("-r 1 --shape 1,2,1,64,32 --type q8_0 --kernel");
+    ASSERT_EQ(k.status, 0) << k.out;
+    EXPECT_NE(k.out.find("| q8_0 | q8_0_"), std::string::npos) << k.out;
+    EXPECT_NE(k.out.find("| 32 x 64 | 32 |"), std::string::npos) << k.out;
+    EXPECT_EQ(run("--type q2_k").status, 1);                         // no kernel
+    EXPECT_EQ(run("--type q4_k --shape 1,4,2,96,256").status, 1);    // D not a multiple of 256
+}
+
 TEST(BenchMoeCli, UsageErrors) {
     EXPECT_EQ(run("--shape 1,2,3").status, 1);
     EXPECT_EQ(run("--shape 1,4,8,16,16").status, 1);  // k > E

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <sys/resource.h>
+#include <time.h>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -38,7 +39,7 @@ struct Shape {
 
 void usage(std::FILE* out) {
     std::fprintf(out,
-                 "usage: moe bench-moe [-t N] [-r N] [--shape T,E,k,D,F ...] [--type T] [-o md|json]\n"
+                 "usage: moe bench-moe [-t N] [-r N] [--shape T,E,k,D,F ...] [--type T] [--kernel] [-o md|json]\n"
                  "  Times one MoE block (f32 expert weights, softmax top-k router with renorm) on random\n"
                  "  data. Default shapes: decode T=1 and T=8 and prefill T=512 at the OLMoE-1B-7B\n"
                  "  (E=64 k=8 D=2048 F=1024), Qwen3-30B-A3B (E=128 k=8 D=2048 F=768) and\n"
@@ -52,6 +53,11 @@ void usage(std::FILE* out) {
                  "  --type T          expert weight type: f32 (default), f16, bf16, q8_0, q4_0, q4_k, q5_k,\n"
                  "                    q6_k (D and F must be multiples of the type's block: 32, or 256 for\n"
                  "                    the K-quants); the router stays f32\n"
+                 "  --kernel          instead of the block: the matmul kernel of --type alone, one thread,\n"
+                 "                    thread CPU time (immune to time-sharing), on 16 expert matrices of\n"
+                 "                    each shape's F x D (more than L2; fewer if over 512 MB), 64-column\n"
+                 "                    calls as the grouped FFN makes them, m = 1 (decode GEMV) and m = 32\n"
+                 "                    (one prefill row tile)\n"
                  "  -o md|json        output format (default md)\n");
 }
 
@@ -252,12 +258,64 @@ void print_json(const Row& r, bool first) {
     std::fflush(stdout);
 }
 
+double thread_cpu_seconds() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// --kernel: the matmul kernel alone on 16 random F x D weight matrices of `type`.
+void bench_kernel(const kernels::CpuKernels& kern, const Shape& s, DType type, int reps) {
+    const int64_t N = s.F, K = s.D;
+    const uint64_t rb = row_bytes(type, static_cast<uint64_t>(K), "bench-moe");
+    // 16 matrices (more than any L2), fewer when that would pass 512 MB (Mixtral's F x D)
+    const int64_t NE = std::max<int64_t>(1, std::min<int64_t>(16, (int64_t{512} << 20) / static_cast<int64_t>(rb * N)));
+    std::vector<uint8_t> w(rb * static_cast<uint64_t>(N * NE));
+    std::vector<float> row(static_cast<size_t>(K));
+    Rng rng(11);
+    for (int64_t r = 0; r < N * NE; ++r) {
+        for (auto& v : row) v = rng.uniform(-1.0f, 1.0f);
+        ref::quantize_row(type, row.data(), w.data() + static_cast<uint64_t>(r) * rb, K);
+    }
+    const kernels::MatmulKernel& k = kern.matmul(type, "expert");
+    for (int64_t m : {int64_t{1}, int64_t{32}}) {
+        std::vector<float> x(static_cast<size_t>(m * K)), y(static_cast<size_t>(m * 64));
+        for (auto& v : x) v = rng.normal();
+        double best = 1e30;
+        for (int rep = 0; rep < reps + 1; ++rep) {
+            const double t0 = thread_cpu_seconds();
+            for (int64_t e = 0; e < NE; ++e)
+                for (int64_t n0 = 0; n0 < N; n0 += 64) {
+                    kernels::MatmulArgs a;
+                    a.w = w.data() + static_cast<uint64_t>(e * N) * rb;
+                    a.w_row_stride = rb;
+                    a.x = x.data();
+                    a.ldx = K;
+                    a.y = y.data();
+                    a.ldy = 64;
+                    a.m = m;
+                    a.K = K;
+                    a.n0 = n0;
+                    a.n1 = std::min(N, n0 + 64);
+                    k(a);
+                }
+            best = std::min(best, thread_cpu_seconds() - t0);
+        }
+        const double bytes = static_cast<double>(rb) * static_cast<double>(N * NE);
+        const double flops = 2.0 * static_cast<double>(m * K) * static_cast<double>(N * NE);
+        std::printf("| %s | %s | %lld x %lld | %lld | %.3f | %.2f | %.1f |\n", dtype_name(type), k.name,
+                    static_cast<long long>(N), static_cast<long long>(K), static_cast<long long>(m), best * 1e3 / NE,
+                    bytes / best / 1e9, flops / best / 1e9);
+        std::fflush(stdout);
+    }
+}
+
 }  // namespace
 
 int cmd_bench_moe(int argc, char** argv) {
     int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     int reps = 3;
-    bool json = false;
+    bool json = false, kernel_only = false;
     DType type = DType::F32;
     std::vector<Shape> shapes;
     for (int i = 1; i < argc; ++i) {
@@ -277,6 +335,8 @@ int cmd_bench_moe(int argc, char** argv) {
             if (!d || !kernels::CpuKernels(kernels::Isa::Scalar).has_matmul(*d) || !ref::can_quantize(*d))
                 throw_error("bench-moe", "--type '", t, "' must be one of f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k");
             type = *d;
+        } else if (a == "--kernel") {
+            kernel_only = true;
         } else if (a == "-o") {
             const std::string o = value_of(argc, argv, i);
             if (o != "md" && o != "json") throw_error("bench-moe", "-o '", o, "' must be md or json");
@@ -296,6 +356,18 @@ int cmd_bench_moe(int argc, char** argv) {
             throw_error("bench-moe", "--type ", dtype_name(type), " needs D and F to be multiples of ", blk, " (shape D=",
                         s.D, " F=", s.F, ")");
     const kernels::CpuKernels kern = kernels::CpuKernels::from_env();
+    if (kernel_only) {
+        std::printf("moe bench-moe --kernel: %s, build %s, 1 thread (thread CPU time), best of %d (+1), %s weights\n\n",
+                    cpu_model().c_str(), MOE_BUILD_FLAGS, reps, dtype_name(type));
+        std::printf("| weights | kernel | matrix (N x K) | m | ms/matrix | GB/s (weights) | GFLOP/s |\n");
+        std::printf("|---|---|---|---:|---:|---:|---:|\n");
+        for (size_t i = 0; i < shapes.size(); ++i) {  // each distinct (D, F) once
+            bool seen = false;
+            for (size_t j = 0; j < i; ++j) seen = seen || (shapes[j].D == shapes[i].D && shapes[j].F == shapes[i].F);
+            if (!seen) bench_kernel(kern, shapes[i], type, reps);
+        }
+        return 0;
+    }
     ThreadPool pool(threads);
     if (json) std::printf("{\"build\": \"%s\", \"cpu\": \"%s\", \"rows\": [\n", MOE_BUILD_FLAGS, cpu_model().c_str());
     else {
