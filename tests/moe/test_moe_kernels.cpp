@@ -106,7 +106,8 @@ INSTANTIATE_TEST_SUITE_P(Moe, Kernels, testing::ValuesIn(supported_isas()),
 TEST(KernelDispatch, UnsupportedDtypeIsAClearError) {
     const CpuKernels ck(Isa::Scalar);
     EXPECT_TRUE(ck.has_matmul(DType::F32));
-    for (DType t : {DType::Q8_0, DType::Q4_K, DType::F16, DType::BF16}) {
+    for (DType t : {DType::Q8_0, DType::Q4_K, DType::F16, DType::BF16}) EXPECT_TRUE(ck.has_matmul(t));
+    for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_1, DType::IQ2_XS}) {  // types without a kernel
         EXPECT_FALSE(ck.has_matmul(t));
         try {
             ck.matmul(t, "blk.0.ffn_down_exps.weight");
