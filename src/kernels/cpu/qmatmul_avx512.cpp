@@ -8,6 +8,8 @@
 // (4 at a time) runs over it: per 4 values one vpdpbusd feeds 16 columns, per granule of 16/32
 // values one convert, one scale multiply and one FMA (see "engine" below). The decode and the
 // transposition are paid once per panel and call, and amortised over the m activation rows.
+// Decode-sized calls (m <= 2) skip the panel (direct_row: vpdpbusd along K, then an add/unpack
+// tree to per-granule sums) and run the same f32 chain, so both give the same bits.
 // GCC 12's AVX-512 headers trip -Wuninitialized on their own _mm*_undefined_* helpers (GCC bug
 // 105593, a false positive); silenced for this file only.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -60,8 +62,9 @@ inline __m512i cat256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512
 // ---------------------------------------------------------------- per-type decoders
 // A super-block is 256 values for the K-quants and one 64-value unit (2 blocks) for Q8_0/Q4_0.
 // begin(): per super-block state; levels(): the 64 unsigned levels of unit u of the super-block;
-// scales(): the f32 scale of each kG-value granule of the super-block (ws[k * 16], k = granule)
-// and, for Q4_K/Q5_K, dmin*m of each 32-value group (wm[k * 16]).
+// scales() (Q8_0/Q4_0): the f32 scale of each kG-value granule of the super-block (ws[k * 16]);
+// scale_vec() (K-quants): the granule scales in lanes 0.. and, for Q4_K/Q5_K, dmin*m of each
+// 32-value group in lanes 8..15, as one zmm (transposed to [granule][row] by pack_scales).
 struct DQ8_0 {
     static constexpr int kShift = 7, kUnits = 1, kSbElems = 64, kG = 32, kSbBytes = 68;
     static constexpr bool kMin = false, kVecScales = false;
@@ -145,16 +148,6 @@ struct DQ45_K {
         const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v));
         return _mm512_mul_ps(f, _mm512_insertf32x8(_mm512_set1_ps(h2f(b)), _mm256_set1_ps(h2f(b + 2)), 1));
     }
-    static void scales(const State&, const uint8_t* row, int64_t sb, int64_t, float* ws, float* wm) {
-        const uint8_t* b = row + sb * kBytes;
-        const float d = h2f(b), dmin = h2f(b + 2);
-        for (int j = 0; j < 8; ++j) {
-            uint8_t sc, m;
-            ref::get_scale_min_k4(j, b + 4, &sc, &m);
-            ws[16 * j] = d * static_cast<float>(sc);
-            wm[16 * j] = dmin * static_cast<float>(m);
-        }
-    }
 };
 
 struct DQ6_K {
@@ -182,11 +175,6 @@ struct DQ6_K {
         const uint8_t* b = row + sb * 210;
         const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192))));
         return _mm512_mul_ps(f, _mm512_set1_ps(h2f(b + 208)));
-    }
-    static void scales(const State&, const uint8_t* row, int64_t sb, int64_t, float* ws, float*) {
-        const uint8_t* b = row + sb * 210;
-        const float d = h2f(b + 208);
-        for (int j = 0; j < 16; ++j) ws[16 * j] = d * static_cast<float>(static_cast<int8_t>(b[192 + j]));
     }
 };
 
