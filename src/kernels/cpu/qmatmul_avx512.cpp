@@ -17,7 +17,9 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <climits>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/fp16.h"
@@ -392,6 +394,200 @@ void direct_row(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
     _mm512_mask_storeu_ps(a.y + r * a.ldy + (n - a.n0), static_cast<__mmask16>((1u << nc) - 1u), acc);
 }
 
+// ---------------------------------------------------------------- decode GEMV, 16 rows x 128 values
+// For Q4_K/Q5_K (and Q8_0 when K % 128 == 0) the decode path works in steps of 128 values: per
+// weight row two 64-byte level vectors L and H (Q4_K: one 64-byte load of qs gives both nibble
+// planes; Q8_0: two units), one vpdpbusd each against the matching activation bytes (prepared once
+// per step for all 16 rows), and a reduction tree (tree4 below) that turns the 32 vpdpbusd results
+// of 16 rows into 4 vectors G[label] whose lane c is row c's exact integer sum of one 32-value
+// granule. Labels: 0 = L bytes 0..31, 1 = H bytes 0..31, 2 = L bytes 32..63, 3 = H bytes 32..63.
+// The scales of 16 rows come from a 4 x 4 transposition of the rows' 16-byte block headers (K-quants)
+// or one gather per block (Q8_0), already as [granule][row] vectors. The f32 chain per output is
+// the one of qmatmul.h, in K order, so the bits equal every other path.
+inline void tree4(const __m512i dL[16], const __m512i dH[16], __m512i G[4]) {
+    __m512i t[16], u[8], v[4];
+    for (int r = 0; r < 16; ++r)  // 128-bit lane k: [L, H, L, H] partials
+        t[r] = _mm512_add_epi32(_mm512_unpacklo_epi32(dL[r], dH[r]), _mm512_unpackhi_epi32(dL[r], dH[r]));
+    for (int p = 0; p < 8; ++p)  // rows 2p, 2p+1; lane k: [L(2p), L(2p+1), H(2p), H(2p+1)]
+        u[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(t[2 * p], t[2 * p + 1]),
+                                _mm512_unpackhi_epi32(t[2 * p], t[2 * p + 1]));
+    for (int q = 0; q < 4; ++q)  // rows 4q..4q+3; lanes: [low(a), high(a), low(b), high(b)]
+        v[q] = _mm512_add_epi32(_mm512_shuffle_i32x4(u[2 * q], u[2 * q + 1], 0x88),
+                                _mm512_shuffle_i32x4(u[2 * q], u[2 * q + 1], 0xDD));
+    // v[q] dword of (label g, local row i): 4 * (2 * (i / 2) + g / 2) + i % 2 + 2 * (g % 2)
+    // X = [label g rows 0-7 | label g+1 rows 0-7] from (v0, v1) (or rows 8-15 from (v2, v3))
+    alignas(64) static constexpr int32_t kIx01[16] = {0, 1, 8, 9, 16, 17, 24, 25, 2, 3, 10, 11, 18, 19, 26, 27};
+    alignas(64) static constexpr int32_t kIx23[16] = {4, 5, 12, 13, 20, 21, 28, 29, 6, 7, 14, 15, 22, 23, 30, 31};
+    const __m512i ix01 = _mm512_load_si512(kIx01), ix23 = _mm512_load_si512(kIx23);
+    const __m512i X01 = _mm512_permutex2var_epi32(v[0], ix01, v[1]), X23 = _mm512_permutex2var_epi32(v[2], ix01, v[3]);
+    const __m512i Y01 = _mm512_permutex2var_epi32(v[0], ix23, v[1]), Y23 = _mm512_permutex2var_epi32(v[2], ix23, v[3]);
+    G[0] = _mm512_shuffle_i64x2(X01, X23, 0x44);
+    G[1] = _mm512_shuffle_i64x2(X01, X23, 0xEE);
+    G[2] = _mm512_shuffle_i64x2(Y01, Y23, 0x44);
+    G[3] = _mm512_shuffle_i64x2(Y01, Y23, 0xEE);
+}
+
+// The 16-byte headers of 16 rows' blocks (rows at p[c]) as 4 vectors, lane c = dword k of row c.
+inline void headers16(const uint8_t* const* p, int64_t off, __m512i T[4]) {
+    __m512i Z[4];
+    for (int i = 0; i < 4; ++i) {
+        __m512i z = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[i] + off)));
+        z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[i + 4] + off)), 1);
+        z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[i + 8] + off)), 2);
+        Z[i] = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[i + 12] + off)), 3);
+    }
+    const __m512i a0 = _mm512_unpacklo_epi32(Z[0], Z[1]), a1 = _mm512_unpackhi_epi32(Z[0], Z[1]);
+    const __m512i a2 = _mm512_unpacklo_epi32(Z[2], Z[3]), a3 = _mm512_unpackhi_epi32(Z[2], Z[3]);
+    T[0] = _mm512_unpacklo_epi64(a0, a2);
+    T[1] = _mm512_unpackhi_epi64(a0, a2);
+    T[2] = _mm512_unpacklo_epi64(a1, a3);
+    T[3] = _mm512_unpackhi_epi64(a1, a3);
+}
+
+inline __m512 half_lo(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
+inline __m512 byte_f(__m512i v, int j) {
+    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 8 * j), _mm512_set1_epi32(0xFF)));
+}
+
+template <bool Five>
+struct G45_K {
+    static constexpr int kSbElems = 256, kSteps = 2, kBytes = Five ? 176 : 144, kQs = Five ? 48 : 16;
+    static constexpr bool kMin = true;
+    static constexpr int kShift = -1;
+    static constexpr int kGranOf[4] = {0, 1, 2, 3};  // granule (within the step) of each label
+    // ws[8], wm[8]: d*sc_j and dmin*m_j of the super-block, lane c = row c.
+    static void scales(const uint8_t* const* w, int64_t sb, __m512* ws, __m512* wm) {
+        __m512i T[4];
+        headers16(w, sb * kBytes, T);
+        const __m512 d = half_lo(T[0]), dmin = half_lo(_mm512_srli_epi32(T[0], 16));
+        const __m512i c3f = _mm512_set1_epi32(0x3f3f3f3f), c0f = _mm512_set1_epi32(0x0f0f0f0f),
+                      c30 = _mm512_set1_epi32(0x30303030);
+        const __m512i sc_lo = _mm512_and_si512(T[1], c3f), m_lo = _mm512_and_si512(T[2], c3f);
+        const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(T[3], c0f), _mm512_and_si512(_mm512_srli_epi32(T[1], 2), c30));
+        const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(T[3], 4), c0f),
+                                             _mm512_and_si512(_mm512_srli_epi32(T[2], 2), c30));
+        for (int j = 0; j < 4; ++j) {
+            ws[j] = _mm512_mul_ps(byte_f(sc_lo, j), d);
+            ws[4 + j] = _mm512_mul_ps(byte_f(sc_hi, j), d);
+            wm[j] = _mm512_mul_ps(byte_f(m_lo, j), dmin);
+            wm[4 + j] = _mm512_mul_ps(byte_f(m_hi, j), dmin);
+        }
+    }
+    // Activation bytes for step s: L = values [128s, +32) ++ [128s+64, +32), H = the other two.
+    static void act(const int8_t* xq, int64_t sb, int s, __m512i& xL, __m512i& xH) {
+        const int8_t* x = xq + 256 * sb + 128 * s;
+        xL = cat256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64)));
+        xH = cat256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32)), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 96)));
+    }
+    static void levels(const uint8_t* row, int64_t sb, int s, __m512i& L, __m512i& H) {
+        const uint8_t* b = row + sb * kBytes;
+        const __m512i v = _mm512_loadu_si512(b + kQs + 64 * s);
+        const __m512i m4 = _mm512_set1_epi8(0x0F);
+        L = _mm512_and_si512(v, m4);
+        H = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        if constexpr (Five) {
+            // qh bit 2*chunk (low nibbles) / 2*chunk+1 (high) of chunks 2s, 2s+1
+            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)));
+            const __m512i bl = cat256(_mm256_set1_epi8(static_cast<char>(1 << (4 * s))), _mm256_set1_epi8(static_cast<char>(1 << (4 * s + 2))));
+            const __m512i bh = cat256(_mm256_set1_epi8(static_cast<char>(1 << (4 * s + 1))), _mm256_set1_epi8(static_cast<char>(1 << (4 * s + 3))));
+            const __m512i sixteen = _mm512_set1_epi8(16);
+            L = _mm512_mask_add_epi8(L, _mm512_test_epi8_mask(qh, bl), L, sixteen);
+            H = _mm512_mask_add_epi8(H, _mm512_test_epi8_mask(qh, bh), H, sixteen);
+        }
+    }
+};
+
+struct G8_0 {  // a "super-block" is 4 blocks (128 values), one step
+    static constexpr int kSbElems = 128, kSteps = 1, kBytes = 136;
+    static constexpr bool kMin = false;
+    static constexpr int kShift = 7;
+    static constexpr int kGranOf[4] = {0, 2, 1, 3};
+    static void scales(const uint8_t* const* w, int64_t sb, __m512* ws, __m512*, __m512i rows, const uint8_t* base) {
+        (void)w;
+        for (int b = 0; b < 4; ++b)
+            ws[b] = half_lo(_mm512_i32gather_epi32(rows, base + sb * kBytes + 34 * b, 1));
+    }
+    static void act(const int8_t* xq, int64_t sb, int, __m512i& xL, __m512i& xH) {
+        xL = _mm512_loadu_si512(xq + 128 * sb);
+        xH = _mm512_loadu_si512(xq + 128 * sb + 64);
+    }
+    static void levels(const uint8_t* row, int64_t sb, int, __m512i& L, __m512i& H) {
+        const uint8_t* b = row + sb * kBytes;
+        const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+        L = _mm512_xor_si512(cat256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)),
+                                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 36))), flip);
+        H = _mm512_xor_si512(cat256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 70)),
+                                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 104))), flip);
+    }
+};
+
+template <class G>
+void gemv16(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
+    const uint8_t* w[16];
+    alignas(64) int32_t roff[16];
+    for (int c = 0; c < 16; ++c) {
+        const int64_t cc = c < nc ? c : 0;  // missing rows re-read row 0; their lanes are not stored
+        w[c] = static_cast<const uint8_t*>(a.w) + (n + cc) * static_cast<int64_t>(a.w_row_stride);
+        roff[c] = static_cast<int32_t>(cc * static_cast<int64_t>(a.w_row_stride));
+    }
+    const __m512i rows = _mm512_load_si512(roff);
+    const int64_t nsb = a.K / G::kSbElems;
+    constexpr int kGran = G::kSbElems / 32;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        for (int c = 0; c < 16; ++c) {  // ~1 KB ahead in each of the 16 rows
+            const char* ahead = reinterpret_cast<const char*>(w[c]) + sb * G::kBytes + 1024;
+            _mm_prefetch(ahead, _MM_HINT_T0);
+            _mm_prefetch(ahead + 64, _MM_HINT_T0);
+            _mm_prefetch(ahead + 128, _MM_HINT_T0);
+        }
+        __m512 ws[kGran], wm[kGran];
+        if constexpr (G::kMin) G::scales(w, sb, ws, wm);
+        else G::scales(w, sb, ws, wm, rows, w[0]);
+        for (int s = 0; s < G::kSteps; ++s) {
+            __m512i xL, xH, dL[16], dH[16], Gs[4];
+            G::act(x.qs, sb, s, xL, xH);
+            for (int c = 0; c < 16; ++c) {
+                __m512i L, H;
+                G::levels(w[c], sb, s, L, H);
+                dL[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), L, xL);
+                dH[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), H, xH);
+            }
+            tree4(dL, dH, Gs);
+            for (int gi = 0; gi < 4; ++gi) {  // granules of the step in K order
+                int label = 0;
+                for (int l = 0; l < 4; ++l)
+                    if (G::kGranOf[l] == gi) label = l;
+                const int k = 4 * s + gi;                       // granule within the super-block
+                const int64_t g = sb * kGran + k;               // granule within the row
+                __m512i I = Gs[label];
+                if constexpr (G::kShift >= 0)
+                    I = _mm512_add_epi32(I, _mm512_set1_epi32((x.nsum[8 * g] + x.nsum[8 * g + 4]) * (1 << G::kShift)));
+                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(ws[k], _mm512_set1_ps(x.dxv[8 * g])), acc);
+                if constexpr (G::kMin) acc = _mm512_fnmadd_ps(wm[k], _mm512_set1_ps(x.dxs[g]), acc);
+            }
+        }
+    }
+    _mm512_mask_storeu_ps(a.y + r * a.ldy + (n - a.n0), static_cast<__mmask16>((1u << nc) - 1u), acc);
+}
+
+template <class D>
+struct Gemv {
+    using G = void;
+};
+template <>
+struct Gemv<DQ45_K<false>> {
+    using G = G45_K<false>;
+};
+template <>
+struct Gemv<DQ45_K<true>> {
+    using G = G45_K<true>;
+};
+template <>
+struct Gemv<DQ8_0> {
+    using G = G8_0;
+};
+
 struct PanelScratch {
     std::vector<unsigned char> buf;
 };
@@ -405,10 +601,22 @@ void qmm512(const MatmulArgs& a) {
     const int64_t nblocks = D::kSbElems == 256 ? a.K / 256 : a.K / 32;
     const int64_t nsb = D::kSbElems == 256 ? a.K / 256 : (a.K / 32 + 1) / 2;
     if (a.m <= 2) {
+        using G = typename Gemv<D>::G;
+        bool fast = false;
+        if constexpr (!std::is_void_v<G>)
+            fast = a.K % G::kSbElems == 0 && 15 * static_cast<int64_t>(a.w_row_stride) <= INT32_MAX;
         for (int64_t r = 0; r < a.m; ++r) {
             const ref::ActQ8Row x = ref::act_q8_row(const_cast<unsigned char*>(act + r * act_stride), a.K);
-            for (int64_t n = a.n0; n < a.n1; n += 16)
-                direct_row<D>(a, x, r, n, static_cast<int>(a.n1 - n >= 16 ? 16 : a.n1 - n), nblocks, nsb);
+            for (int64_t n = a.n0; n < a.n1; n += 16) {
+                const int nc = static_cast<int>(a.n1 - n >= 16 ? 16 : a.n1 - n);
+                if constexpr (!std::is_void_v<G>) {
+                    if (fast) {
+                        gemv16<G>(a, x, r, n, nc);
+                        continue;
+                    }
+                }
+                direct_row<D>(a, x, r, n, nc, nblocks, nsb);
+            }
         }
         return;
     }
