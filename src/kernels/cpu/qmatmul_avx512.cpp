@@ -161,17 +161,20 @@ struct DQ6_K {
         const uint8_t* b = row + sb * 210;
         const int half = c / 2;
         const __m512i ql = _mm512_loadu_si512(b + 64 * half);
-        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * half));
-        const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03);
+        // qh of the half in both 256-bit halves; bits 2t..2t+1 of byte l are the top two bits of
+        // value l + 32 t. Unit c % 2 == 0 needs t = 0 | 1, odd t = 2 | 3, moved to bits 4-5 by one
+        // 16-bit variable shift (bits crossing into the other byte of the word are masked off).
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * half)));
+        const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
         __m512i lv, hb;
         if (c % 2 == 0) {
             lv = _mm512_and_si512(ql, m4);
-            hb = cat256(qh, _mm256_srli_epi16(qh, 2));
+            hb = _mm512_sllv_epi16(qh, cat256(_mm256_set1_epi16(4), _mm256_set1_epi16(2)));
         } else {
             lv = _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4);
-            hb = cat256(_mm256_srli_epi16(qh, 4), _mm256_srli_epi16(qh, 6));
+            hb = _mm512_srlv_epi16(qh, cat256(_mm256_setzero_si256(), _mm256_set1_epi16(2)));
         }
-        return _mm512_or_si512(lv, _mm512_slli_epi16(_mm512_and_si512(hb, m2), 4));
+        return _mm512_ternarylogic_epi32(lv, hb, m30, 0xF8);  // lv | (hb & 0x30)
     }
     static __m512 scale_vec(const State&, const uint8_t* row, int64_t sb, int64_t) {
         const uint8_t* b = row + sb * 210;
@@ -404,13 +407,17 @@ void direct_row(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
 // The scales of 16 rows come from a 4 x 4 transposition of the rows' 16-byte block headers (K-quants)
 // or one gather per block (Q8_0), already as [granule][row] vectors. The f32 chain per output is
 // the one of qmatmul.h, in K order, so the bits equal every other path.
-inline void tree4(const __m512i dL[16], const __m512i dH[16], __m512i G[4]) {
-    __m512i t[16], u[8], v[4];
-    for (int r = 0; r < 16; ++r)  // 128-bit lane k: [L, H, L, H] partials
-        t[r] = _mm512_add_epi32(_mm512_unpacklo_epi32(dL[r], dH[r]), _mm512_unpackhi_epi32(dL[r], dH[r]));
-    for (int p = 0; p < 8; ++p)  // rows 2p, 2p+1; lane k: [L(2p), L(2p+1), H(2p), H(2p+1)]
-        u[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(t[2 * p], t[2 * p + 1]),
-                                _mm512_unpackhi_epi32(t[2 * p], t[2 * p + 1]));
+// Tree levels 1 and 2 for one pair of rows: per 128-bit lane k, [L(r), L(r+1), H(r), H(r+1)] partials.
+inline __m512i pair_sums(__m512i dL0, __m512i dH0, __m512i dL1, __m512i dH1) {
+    // level 1, per row: 128-bit lane k = [L, H, L, H] partials
+    const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(dL0, dH0), _mm512_unpackhi_epi32(dL0, dH0));
+    const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(dL1, dH1), _mm512_unpackhi_epi32(dL1, dH1));
+    return _mm512_add_epi32(_mm512_unpacklo_epi32(t0, t1), _mm512_unpackhi_epi32(t0, t1));
+}
+
+// Levels 3 and 4: u[p] = pair_sums of rows 2p, 2p+1 -> G[label], lane c = row c.
+inline void tree4(const __m512i u[8], __m512i G[4]) {
+    __m512i v[4];
     for (int q = 0; q < 4; ++q)  // rows 4q..4q+3; lanes: [low(a), high(a), low(b), high(b)]
         v[q] = _mm512_add_epi32(_mm512_shuffle_i32x4(u[2 * q], u[2 * q + 1], 0x88),
                                 _mm512_shuffle_i32x4(u[2 * q], u[2 * q + 1], 0xDD));
@@ -545,15 +552,17 @@ void gemv16(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, i
         if constexpr (G::kMin) G::scales(w, sb, ws, wm);
         else G::scales(w, sb, ws, wm, rows, w[0]);
         for (int s = 0; s < G::kSteps; ++s) {
-            __m512i xL, xH, dL[16], dH[16], Gs[4];
+            __m512i xL, xH, u[8], Gs[4];
             G::act(x.qs, sb, s, xL, xH);
-            for (int c = 0; c < 16; ++c) {
-                __m512i L, H;
-                G::levels(w[c], sb, s, L, H);
-                dL[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), L, xL);
-                dH[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), H, xH);
+            for (int p = 0; p < 8; ++p) {
+                __m512i L0, H0, L1, H1;
+                G::levels(w[2 * p], sb, s, L0, H0);
+                G::levels(w[2 * p + 1], sb, s, L1, H1);
+                const __m512i z = _mm512_setzero_si512();
+                u[p] = pair_sums(_mm512_dpbusd_epi32(z, L0, xL), _mm512_dpbusd_epi32(z, H0, xH),
+                                 _mm512_dpbusd_epi32(z, L1, xL), _mm512_dpbusd_epi32(z, H1, xH));
             }
-            tree4(dL, dH, Gs);
+            tree4(u, Gs);
             for (int gi = 0; gi < 4; ++gi) {  // granules of the step in K order
                 int label = 0;
                 for (int l = 0; l < 4; ++l)
