@@ -19,9 +19,11 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/fp16.h"
 #include "core/rng.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/ref/quant_formats.h"
 #include "moe/moe_block.h"
 #include "tools/lib/commands.h"
@@ -58,6 +60,9 @@ void usage(std::FILE* out) {
                  "                    each shape's F x D (more than L2; fewer if over 512 MB), 64-column\n"
                  "                    calls as the grouped FFN makes them, m = 1 (decode GEMV) and m = 32\n"
                  "                    (one prefill row tile)\n"
+                 "  --attention T,H,Hkv,D  instead of the block: the attention kernel alone, one thread,\n"
+                 "                    thread CPU time: causal prefill of T tokens and one decode step at\n"
+                 "                    position T-1, f32 and f16 KV (e.g. 512,16,16,128 for OLMoE)\n"
                  "  -o md|json        output format (default md)\n");
 }
 
@@ -310,12 +315,68 @@ void bench_kernel(const kernels::CpuKernels& kern, const Shape& s, DType type, i
     }
 }
 
+// --attention: the attention kernel alone, one thread (thread CPU time): causal prefill of T tokens
+// (positions 0..T-1) and one decode step at position T-1, H query heads over Hkv kv heads of
+// head_dim D, f32 and f16 KV cache. GFLOP/s counts 2 (dk + dv) flops per (query head, key) pair.
+void bench_attention(const std::string& spec_s, kernels::Isa isa, int reps) {
+    std::vector<long long> v;
+    for (size_t b = 0; b <= spec_s.size();) {
+        const size_t e = std::min(spec_s.find(',', b), spec_s.size());
+        v.push_back(parse_int(spec_s.substr(b, e - b).c_str(), "--attention", 1, 1 << 20));
+        b = e + 1;
+    }
+    if (v.size() != 4 || v[1] % v[2] != 0) throw_error("bench-moe", "--attention '", spec_s, "' must be T,H,Hkv,D with Hkv | H");
+    const int64_t T = v[0], H = v[1], Hkv = v[2], D = v[3];
+    std::printf("| kv | case | T | heads (q/kv) | head_dim | ms | GFLOP/s |\n|---|---|---:|---|---:|---:|---:|\n");
+    for (DType kv : {DType::F32, DType::F16}) {
+        AttentionSpec sp;
+        sp.n_head = H;
+        sp.n_head_kv = Hkv;
+        sp.head_dim_k = sp.head_dim_v = D;
+        sp.kv_type = kv;
+        Rng rng(7);
+        std::vector<float> q(static_cast<size_t>(T * H * D)), out(q.size());
+        std::vector<float> kf(static_cast<size_t>(T * Hkv * D)), vf(kf.size());
+        for (auto& x : q) x = rng.normal();
+        for (auto& x : kf) x = rng.normal();
+        for (auto& x : vf) x = rng.normal();
+        std::vector<uint16_t> kh(kf.size()), vh(vf.size());
+        for (size_t i = 0; i < kf.size(); ++i) kh[i] = fp32_to_fp16(kf[i]), vh[i] = fp32_to_fp16(vf[i]);
+        std::vector<int32_t> pos(static_cast<size_t>(T));
+        for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(t);
+        for (int dec = 0; dec < 2; ++dec) {
+            AttentionArgs a;
+            a.k = kv == DType::F16 ? static_cast<const void*>(kh.data()) : kf.data();
+            a.v = kv == DType::F16 ? static_cast<const void*>(vh.data()) : vf.data();
+            a.n_kv = T;
+            a.q = dec ? q.data() + (T - 1) * H * D : q.data();
+            a.pos = dec ? pos.data() + (T - 1) : pos.data();
+            a.n_tokens = dec ? 1 : T;
+            a.out = out.data();
+            const int n = dec ? 64 * reps : reps;
+            double best = 1e30;
+            for (int rep = 0; rep < n + 1; ++rep) {
+                const double t0 = thread_cpu_seconds();
+                cpu::attention(sp, a, nullptr, isa);
+                best = std::min(best, thread_cpu_seconds() - t0);
+            }
+            const double pairs = dec ? static_cast<double>(T) : static_cast<double>(T) * static_cast<double>(T + 1) / 2;
+            const double flops = 2.0 * 2.0 * static_cast<double>(D) * static_cast<double>(H) * pairs;
+            std::printf("| %s | %s | %lld | %lld/%lld | %lld | %.3f | %.1f |\n", dtype_name(kv), dec ? "decode" : "prefill",
+                        static_cast<long long>(T), static_cast<long long>(H), static_cast<long long>(Hkv),
+                        static_cast<long long>(D), best * 1e3, flops / best / 1e9);
+            std::fflush(stdout);
+        }
+    }
+}
+
 }  // namespace
 
 int cmd_bench_moe(int argc, char** argv) {
     int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     int reps = 3;
     bool json = false, kernel_only = false;
+    std::string attention_spec;
     DType type = DType::F32;
     std::vector<Shape> shapes;
     for (int i = 1; i < argc; ++i) {
@@ -337,6 +398,8 @@ int cmd_bench_moe(int argc, char** argv) {
             type = *d;
         } else if (a == "--kernel") {
             kernel_only = true;
+        } else if (a == "--attention") {
+            attention_spec = value_of(argc, argv, i);
         } else if (a == "-o") {
             const std::string o = value_of(argc, argv, i);
             if (o != "md" && o != "json") throw_error("bench-moe", "-o '", o, "' must be md or json");
@@ -356,6 +419,12 @@ int cmd_bench_moe(int argc, char** argv) {
             throw_error("bench-moe", "--type ", dtype_name(type), " needs D and F to be multiples of ", blk, " (shape D=",
                         s.D, " F=", s.F, ")");
     const kernels::CpuKernels kern = kernels::CpuKernels::from_env();
+    if (!attention_spec.empty()) {
+        std::printf("moe bench-moe --attention: %s, build %s, isa %s, 1 thread (thread CPU time), best of %d (+1)\n\n",
+                    cpu_model().c_str(), MOE_BUILD_FLAGS, kernels::isa_name(kern.isa()), reps);
+        bench_attention(attention_spec, kern.isa(), reps);
+        return 0;
+    }
     if (kernel_only) {
         std::printf("moe bench-moe --kernel: %s, build %s, 1 thread (thread CPU time), best of %d (+1), %s weights\n\n",
                     cpu_model().c_str(), MOE_BUILD_FLAGS, reps, dtype_name(type));
