@@ -127,6 +127,8 @@ std::vector<Case> cases() {
         v.push_back({4, 2, 72, 40, 130, 3, kv, 1, 0.05f});  // head dims with 16-lane tails, dk != dv, given scale
         v.push_back({2, 2, 64, 64, 200, 1, kv, 8, 0});      // decode after 200 cached rows, peaked softmax
         v.push_back({4, 1, 16, 8, 5, 2, kv, 30, 0});        // tiny dims, very large scores
+        v.push_back({3, 3, 96, 72, 10, 150, kv, 1, 0});     // MHA prefill: blocks of 8 tokens, ragged last block, dv tail
+        v.push_back({6, 2, 48, 48, 0, 77, kv, 1, 0});       // GQA group 3: row groups of 4 + 2 mixing tokens and heads
     }
     return v;
 }

@@ -117,54 +117,214 @@ inline __m512 load16_masked(const T* p, __mmask16 m) {
         return _mm512_maskz_loadu_ps(m, p);
 }
 
-template <typename T>
-void scores_avx512(const float* q, const void* kp, int64_t stride, int64_t n, int64_t d, float scale, float* s) {
-    const T* k = static_cast<const T*>(kp);
-    const int64_t dvec = d & ~int64_t{15};
-    const __mmask16 tail = static_cast<__mmask16>((1u << (d - dvec)) - 1u);
-    for (int64_t j = 0; j < n; ++j) {
-        const T* kj = k + j * stride;
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t i = 0; i < dvec; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), load16(kj + i), acc);
-        if (tail)
-            acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, q + dvec), load16_masked(kj + dvec, tail), acc);
-        s[j] = _mm512_reduce_add_ps(acc) * scale;
-    }
+// ---------------------------------------------------------------- blocked kernel (prefill and decode)
+// Up to kBlockRows query rows (tokens x heads of one kv head) walk the key tiles together, in groups
+// of 4 rows: per group and tile, a 4-query x 4-key register tile of 16-lane partial dot products
+// over the head dim (each row's chain: fma per 16 dims in dim order, then a fixed halving tree
+// over the 16 lanes -- lanes i + i+8, then + i+4, + i+2, + i+1 -- done for 16 (key, query) pairs
+// at once by shuffles), a vector exp (vexp below) of s - max, the running sum in key order and the
+// P.V accumulation as one fma chain per output element in key order, 4 rows x 64 dims in registers
+// per key. Every per-row operation sequence depends only on the row (its q, its number of keys
+// and the cache), never on which rows share its group or item, so a token gives the same bits in
+// prefill and in decode, where the same kernel runs with one token's heads as the rows.
+constexpr int64_t kBlockRows = 8;
+
+// exp(x) for the softmax weights (x <= 0 here): n = round(x log2 e), r = x - n ln 2 in two steps
+// (Cody-Waite), exp(r) by its degree-7 Taylor polynomial (|r| <= 0.35: truncation < 2^-26), times
+// 2^n by vscalefps. Within ~2 ulp of exp over [-104, 0]; below -104 the result underflows to 0.
+inline __m512 vexp(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
 }
 
-template <typename T>
-void accum_avx512(float* acc, const float* w, const void* vp, int64_t stride, int64_t n, int64_t d) {
-    const T* v = static_cast<const T*>(vp);
-    const int64_t dvec = d & ~int64_t{15};
-    const __mmask16 tail = static_cast<__mmask16>((1u << (d - dvec)) - 1u);
-    // Blocks of 64 output lanes stay in registers across the whole tile of keys.
-    int64_t i0 = 0;
-    for (; i0 + 64 <= dvec; i0 += 64) {
-        __m512 a0 = _mm512_loadu_ps(acc + i0), a1 = _mm512_loadu_ps(acc + i0 + 16);
-        __m512 a2 = _mm512_loadu_ps(acc + i0 + 32), a3 = _mm512_loadu_ps(acc + i0 + 48);
-        for (int64_t j = 0; j < n; ++j) {
-            const T* vj = v + j * stride + i0;
-            const __m512 wj = _mm512_set1_ps(w[j]);
-            a0 = _mm512_fmadd_ps(wj, load16(vj), a0);
-            a1 = _mm512_fmadd_ps(wj, load16(vj + 16), a1);
-            a2 = _mm512_fmadd_ps(wj, load16(vj + 32), a2);
-            a3 = _mm512_fmadd_ps(wj, load16(vj + 48), a3);
+// Scores of NQ (<= 4) query rows x 4 key rows; lane 4k + i = dot(q_i, k_k) (the halving tree of
+// each pair's 16 lane partials; rows i >= NQ are zero). Keys may repeat (padding), never past n.
+template <typename T, int NQ>
+inline __m512 dots4x4(const float* const* q, const T* const* kr, int64_t dvec, int64_t d, __mmask16 tail) {
+    __m512 P[4][4];
+    for (int i = 0; i < 4; ++i)
+        for (int k = 0; k < 4; ++k) P[i][k] = _mm512_setzero_ps();
+    for (int64_t i0 = 0; i0 < dvec; i0 += 16) {
+        __m512 kv[4];
+        for (int k = 0; k < 4; ++k) kv[k] = load16(kr[k] + i0);
+        for (int i = 0; i < NQ; ++i) {
+            const __m512 qv = _mm512_loadu_ps(q[i] + i0);
+            for (int k = 0; k < 4; ++k) P[i][k] = _mm512_fmadd_ps(qv, kv[k], P[i][k]);
         }
-        _mm512_storeu_ps(acc + i0, a0);
-        _mm512_storeu_ps(acc + i0 + 16, a1);
-        _mm512_storeu_ps(acc + i0 + 32, a2);
-        _mm512_storeu_ps(acc + i0 + 48, a3);
-    }
-    for (; i0 < dvec; i0 += 16) {
-        __m512 a = _mm512_loadu_ps(acc + i0);
-        for (int64_t j = 0; j < n; ++j) a = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), load16(v + j * stride + i0), a);
-        _mm512_storeu_ps(acc + i0, a);
     }
     if (tail) {
-        __m512 a = _mm512_maskz_loadu_ps(tail, acc + dvec);
-        for (int64_t j = 0; j < n; ++j)
-            a = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), load16_masked(v + j * stride + dvec, tail), a);
-        _mm512_mask_storeu_ps(acc + dvec, tail, a);
+        __m512 kv[4];
+        for (int k = 0; k < 4; ++k) kv[k] = load16_masked(kr[k] + dvec, tail);
+        for (int i = 0; i < NQ; ++i) {
+            const __m512 qv = _mm512_maskz_loadu_ps(tail, q[i] + dvec);
+            for (int k = 0; k < 4; ++k) P[i][k] = _mm512_fmadd_ps(qv, kv[k], P[i][k]);
+        }
+    }
+    (void)d;
+    __m512 Y[4];
+    for (int i = 0; i < 4; ++i) {
+        // lanes e + 8: X = [key a: lanes 0-7 + 8-15 | key b: same]
+        const __m512 X01 = _mm512_add_ps(_mm512_shuffle_f32x4(P[i][0], P[i][1], 0x44), _mm512_shuffle_f32x4(P[i][0], P[i][1], 0xEE));
+        const __m512 X23 = _mm512_add_ps(_mm512_shuffle_f32x4(P[i][2], P[i][3], 0x44), _mm512_shuffle_f32x4(P[i][2], P[i][3], 0xEE));
+        // + 4: 128-bit lane k = key k, elements 0-3
+        Y[i] = _mm512_add_ps(_mm512_shuffle_f32x4(X01, X23, 0x88), _mm512_shuffle_f32x4(X01, X23, 0xDD));
+    }
+    // + 2 (elements 0+2, 1+3 of two queries), then + 1 (of four queries)
+    const __m512 Z01 = _mm512_add_ps(_mm512_shuffle_ps(Y[0], Y[1], _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(Y[0], Y[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 Z23 = _mm512_add_ps(_mm512_shuffle_ps(Y[2], Y[3], _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(Y[2], Y[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_add_ps(_mm512_shuffle_ps(Z01, Z23, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(Z01, Z23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// acc_i[d0 .. d0 + 16 NCH) += w[4 j + i] * v_j for keys j in [jb, je), NQ rows, in key order.
+template <typename T, int NQ, int NCH>
+inline void pv_block(float* const* acc, const float* w, const T* v, int64_t vstride, int64_t jb, int64_t je, int64_t d0,
+                     __mmask16 last) {
+    __m512 a[NQ][NCH];
+    for (int i = 0; i < NQ; ++i)
+        for (int c = 0; c < NCH; ++c) a[i][c] = _mm512_maskz_loadu_ps(c == NCH - 1 ? last : 0xFFFF, acc[i] + d0 + 16 * c);
+    for (int64_t j = jb; j < je; ++j) {
+        const T* vr = v + j * vstride + d0;
+        __m512 vv[NCH];
+        for (int c = 0; c < NCH; ++c) vv[c] = (c == NCH - 1 && last != 0xFFFF) ? load16_masked(vr + 16 * c, last) : load16(vr + 16 * c);
+        for (int i = 0; i < NQ; ++i) {
+            const __m512 wj = _mm512_set1_ps(w[4 * j + i]);
+            for (int c = 0; c < NCH; ++c) a[i][c] = _mm512_fmadd_ps(wj, vv[c], a[i][c]);
+        }
+    }
+    for (int i = 0; i < NQ; ++i)
+        for (int c = 0; c < NCH; ++c) _mm512_mask_storeu_ps(acc[i] + d0 + 16 * c, c == NCH - 1 ? last : 0xFFFF, a[i][c]);
+}
+
+template <typename T, int NQ>
+void pv_rows(float* const* acc, const float* w, const T* v, int64_t vstride, int64_t jb, int64_t je, int64_t dv) {
+    if (je <= jb) return;
+    const int64_t dvec = dv & ~int64_t{15};
+    const __mmask16 tail = static_cast<__mmask16>((1u << (dv - dvec)) - 1u);
+    int64_t d0 = 0;
+    for (; d0 + 64 <= dvec; d0 += 64) pv_block<T, NQ, 4>(acc, w, v, vstride, jb, je, d0, 0xFFFF);
+    for (; d0 < dvec; d0 += 16) pv_block<T, NQ, 1>(acc, w, v, vstride, jb, je, d0, 0xFFFF);
+    if (tail) pv_block<T, NQ, 1>(acc, w, v, vstride, jb, je, dvec, tail);
+}
+
+struct QRow {
+    const float* q;
+    float* out;
+    int64_t n;  // keys 0 .. n-1
+};
+
+template <typename T>
+void attend_block(const AttentionSpec& s, const QRow* rows, int64_t R, const char* kp, const char* vp, float scale) {
+    const int64_t dk = s.head_dim_k, dv = s.head_dim_v;
+    const int64_t ks = s.n_head_kv * dk, vs = s.n_head_kv * dv;
+    const T* K = reinterpret_cast<const T*>(kp);
+    const T* V = reinterpret_cast<const T*>(vp);
+    const int64_t dvec = dk & ~int64_t{15};
+    const __mmask16 tail = static_cast<__mmask16>((1u << (dk - dvec)) - 1u);
+    alignas(64) float acc[kBlockRows][kAttentionMaxHeadDim];
+    alignas(64) float sc[4 * kAttentionTile];
+    float m[kBlockRows], l[kBlockRows];
+    int64_t nmax = 0;
+    for (int64_t r = 0; r < R; ++r) {
+        std::fill(acc[r], acc[r] + dv, 0.0f);
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+        nmax = std::max(nmax, rows[r].n);
+    }
+    const __m512i lane_key = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    for (int64_t j0 = 0; j0 < nmax; j0 += kAttentionTile) {
+        const T* Kt = K + j0 * ks;
+        const T* Vt = V + j0 * vs;
+        for (int64_t g0 = 0; g0 < R; g0 += 4) {
+            const int nq = static_cast<int>(std::min<int64_t>(4, R - g0));
+            int64_t nv[4] = {0, 0, 0, 0}, nt = 0, nc = kAttentionTile;
+            for (int i = 0; i < nq; ++i) {
+                nv[i] = std::clamp<int64_t>(rows[g0 + i].n - j0, 0, kAttentionTile);
+                nt = std::max(nt, nv[i]);
+                nc = std::min(nc, nv[i]);
+            }
+            if (nt == 0) continue;
+            const float* q[4];
+            float* ac[4];
+            for (int i = 0; i < 4; ++i) {
+                q[i] = rows[g0 + std::min(i, nq - 1)].q;
+                ac[i] = acc[g0 + std::min(i, nq - 1)];
+            }
+            // scores, lane 4 j + i
+            const __m512 vscale = _mm512_set1_ps(scale);
+            for (int64_t jb = 0; jb < nt; jb += 4) {
+                const T* kr[4];
+                for (int k = 0; k < 4; ++k) kr[k] = Kt + std::min(jb + k, nt - 1) * ks;
+                __m512 d;
+                switch (nq) {
+                    case 1: d = dots4x4<T, 1>(q, kr, dvec, dk, tail); break;
+                    case 2: d = dots4x4<T, 2>(q, kr, dvec, dk, tail); break;
+                    case 3: d = dots4x4<T, 3>(q, kr, dvec, dk, tail); break;
+                    default: d = dots4x4<T, 4>(q, kr, dvec, dk, tail); break;
+                }
+                _mm512_store_ps(sc + 4 * jb, _mm512_mul_ps(d, vscale));
+            }
+            // tile max per row (valid keys only), then m, alpha, exp, running sum
+            const __m512i nvv = _mm512_broadcast_i32x4(_mm_setr_epi32(static_cast<int>(nv[0]), static_cast<int>(nv[1]),
+                                                                       static_cast<int>(nv[2]), static_cast<int>(nv[3])));
+            __m512 mx = _mm512_set1_ps(-INFINITY);
+            for (int64_t jb = 0; jb < nt; jb += 4) {
+                const __mmask16 valid = _mm512_cmplt_epi32_mask(_mm512_add_epi32(lane_key, _mm512_set1_epi32(static_cast<int>(jb))), nvv);
+                mx = _mm512_mask_max_ps(mx, valid, mx, _mm512_load_ps(sc + 4 * jb));
+            }
+            mx = _mm512_max_ps(mx, _mm512_shuffle_f32x4(mx, mx, 0x4E));
+            mx = _mm512_max_ps(mx, _mm512_shuffle_f32x4(mx, mx, 0xB1));
+            alignas(16) float mt[4];
+            _mm_store_ps(mt, _mm512_castps512_ps128(mx));
+            alignas(16) float mn[4] = {0, 0, 0, 0};
+            for (int i = 0; i < nq; ++i) {
+                const int64_t r = g0 + i;
+                if (nv[i] == 0) continue;
+                const float m_new = std::fmax(m[r], mt[i]);
+                const float alpha = std::exp(m[r] - m_new);  // 0 on the first tile (m = -inf)
+                if (alpha != 1.0f) {
+                    l[r] *= alpha;
+                    const __m512 va = _mm512_set1_ps(alpha);
+                    int64_t i0 = 0;
+                    for (; i0 + 16 <= dv; i0 += 16) _mm512_storeu_ps(acc[r] + i0, _mm512_mul_ps(_mm512_loadu_ps(acc[r] + i0), va));
+                    for (; i0 < dv; ++i0) acc[r][i0] *= alpha;
+                }
+                m[r] = m_new;
+                mn[i] = m_new;
+            }
+            const __m512 vm = _mm512_broadcast_f32x4(_mm_load_ps(mn));
+            for (int64_t jb = 0; jb < nt; jb += 4)
+                _mm512_store_ps(sc + 4 * jb, vexp(_mm512_sub_ps(_mm512_load_ps(sc + 4 * jb), vm)));
+            for (int i = 0; i < nq; ++i) {
+                float li = l[g0 + i];
+                for (int64_t j = 0; j < nv[i]; ++j) li += sc[4 * j + i];
+                l[g0 + i] = li;
+            }
+            // P.V: keys every row of the group has together, then each row's own rest
+            switch (nq) {
+                case 1: pv_rows<T, 1>(ac, sc, Vt, vs, 0, nc, dv); break;
+                case 2: pv_rows<T, 2>(ac, sc, Vt, vs, 0, nc, dv); break;
+                case 3: pv_rows<T, 3>(ac, sc, Vt, vs, 0, nc, dv); break;
+                default: pv_rows<T, 4>(ac, sc, Vt, vs, 0, nc, dv); break;
+            }
+            for (int i = 0; i < nq; ++i)
+                if (nv[i] > nc) pv_rows<T, 1>(&ac[i], sc + i, Vt, vs, nc, nv[i], dv);
+        }
+    }
+    for (int64_t r = 0; r < R; ++r) {
+        const float inv = 1.0f / l[r];
+        for (int64_t i = 0; i < dv; ++i) rows[r].out[i] = acc[r][i] * inv;
     }
 }
 
@@ -179,11 +339,6 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
     const bool f16 = s.kv_type == DType::F16;
     TileOps ops{f16 ? scores_scalar<uint16_t> : scores_scalar<float>,
                 f16 ? accum_scalar<uint16_t> : accum_scalar<float>};
-#if MOE_DENSE_HAS_AVX512
-    if (dense_use_avx512(isa))
-        ops = TileOps{f16 ? scores_avx512<uint16_t> : scores_avx512<float>,
-                      f16 ? accum_avx512<uint16_t> : accum_avx512<float>};
-#endif
     const float scale = attention_scale(s);
     const int64_t group = s.n_head / s.n_head_kv;
     const size_t elem = f16 ? 2 : 4;
@@ -200,6 +355,36 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
                          scale, a.out + (t * s.n_head + h0) * s.head_dim_v);
         }
     };
+#if MOE_DENSE_HAS_AVX512
+    if (dense_use_avx512(isa)) {
+        // Work item = (block of tokens, kv head, chunk of its query heads), at most kBlockRows rows.
+        const int64_t tb = std::max<int64_t>(1, kBlockRows / std::min(group, kAttentionHeadsPerItem));
+        const int64_t n_blocks = (a.n_tokens + tb - 1) / tb;
+        auto block = [&](int64_t b, int64_t e, int) {
+            for (int64_t it = b; it < e; ++it) {
+                const int64_t t0 = (it / (s.n_head_kv * chunks)) * tb, g = (it / chunks) % s.n_head_kv, c = it % chunks;
+                const int64_t h0 = g * group + c * kAttentionHeadsPerItem;
+                const int64_t nh = std::min(kAttentionHeadsPerItem, (g + 1) * group - h0);
+                QRow rows[kBlockRows];
+                int64_t R = 0;
+                for (int64_t t = t0; t < std::min(a.n_tokens, t0 + tb); ++t)
+                    for (int64_t h = h0; h < h0 + nh; ++h)
+                        rows[R++] = QRow{a.q + (t * s.n_head + h) * s.head_dim_k, a.out + (t * s.n_head + h) * s.head_dim_v,
+                                         int64_t{a.pos[t]} + 1};
+                const char* k = static_cast<const char*>(a.k) + static_cast<size_t>(g * s.head_dim_k) * elem;
+                const char* v = static_cast<const char*>(a.v) + static_cast<size_t>(g * s.head_dim_v) * elem;
+                if (f16) attend_block<uint16_t>(s, rows, R, k, v, scale);
+                else attend_block<float>(s, rows, R, k, v, scale);
+            }
+        };
+        const int64_t n_block_items = n_blocks * s.n_head_kv * chunks;
+        if (!pool || pool->size() == 1)
+            block(0, n_block_items, 0);
+        else
+            pool->parallel_for(n_block_items, 1, block);
+        return;
+    }
+#endif
     const int64_t n_items = a.n_tokens * s.n_head_kv * chunks;
     if (!pool || pool->size() == 1)
         item(0, n_items, 0);

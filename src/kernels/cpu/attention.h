@@ -1,12 +1,16 @@
 #pragma once
 // Fast causal GQA attention over a KV cache (definition in kernels/ref/attention.h).
-// One work item per (token, kv head, up to kAttentionHeadsPerItem query heads of that kv head),
-// spread over the thread pool. Each item streams the keys in tiles of kAttentionTile with an online
-// softmax per head (running max and sum, accumulator rescaled per tile); the item's heads take turns
-// on a tile, so GQA reads each K/V row from memory once per item instead of once per head. No
-// scratch beyond stack tiles is needed. The order of every sum is fixed by (pos[t], head dims)
-// alone: results do not depend on the batch size, the token's place in the batch or the thread
-// count, so prefill and decode give bit-identical outputs for a token.
+// Scalar path: one work item per (token, kv head, up to kAttentionHeadsPerItem query heads of that
+// kv head); the keys stream in tiles of kAttentionTile with an online softmax per head (running max
+// and sum, accumulator rescaled per tile); the item's heads take turns on a tile, so GQA reads each
+// K/V row once per item. AVX-512 path (attention.cpp "blocked kernel"): one work item per (block of
+// tokens, kv head, head chunk), up to 8 query rows; per tile, groups of 4 rows x 4 keys of
+// register-tiled dot products (16-lane partials + a fixed halving tree), a vector exp, and P.V
+// with 4 rows x 64 dims in registers, so each K/V tile is read once for 4-8 queries. No scratch
+// beyond stack tiles is needed. On either path the order of every operation for a (token, head)
+// is fixed by (pos[t], head dims) alone: results do not depend on the batch size, the token's
+// place in the batch, the rows it shares a block with or the thread count, so prefill and decode
+// give bit-identical outputs for a token (tested).
 #include "kernels/cpu/dense_isa.h"
 #include "kernels/ref/attention.h"
 
