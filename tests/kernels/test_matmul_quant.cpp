@@ -229,6 +229,46 @@ TEST(MatmulQuant, DeterministicAcrossBatchTileAndPreparedActivations) {
     }
 }
 
+// The decode-sized calls (m = 1 and 2: the AVX-512 GEMV, 16 weight rows x 128 values per step)
+// give the bits of the batched panel path (m = 33) and of the scalar reference chain, at K = one
+// super-block and K = 4096 + 256, N not a multiple of 16 and column ranges not starting at 0.
+TEST(MatmulQuant, DecodeGemvEqualsBatchedAndScalar) {
+    Rng rng(0x9e3f);
+    const DType int8_types[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+    for (DType t : int8_types) {
+        std::vector<int64_t> ks = {256, 4096 + 256};
+        if (t == DType::Q8_0 || t == DType::Q4_0) ks.insert(ks.end(), {128, 160});  // 160: not a multiple of 128
+        for (int64_t K : ks) {
+            const int64_t N = 67, m = 33;
+            const Weights w = make_weights(rng, t, N, K);
+            std::vector<float> x(m * K);
+            for (auto& v : x) v = rng.uniform(-1.0f, 1.0f);
+            std::vector<float> ys(m * N);
+            call(kernels::CpuKernels(Isa::Scalar).matmul(t, "t"), w, x.data(), K, m, ys.data(), N, 0, N);
+            for (Isa isa : kernels::supported_isas()) {
+                const kernels::CpuKernels kc(isa);
+                const kernels::MatmulKernel& k = kc.matmul(t, "t");
+                SCOPED_TRACE(std::string(k.name) + " K=" + std::to_string(K));
+                std::vector<float> all(m * N);
+                call(k, w, x.data(), K, m, all.data(), N, 0, N);
+                ASSERT_EQ(0, std::memcmp(ys.data(), all.data(), ys.size() * sizeof(float))) << "m = 33 differs from scalar";
+                for (int64_t r = 0; r + 1 < m; r += 4) {
+                    std::vector<float> one(N), two(2 * N);
+                    call(k, w, x.data() + r * K, K, 1, one.data(), N, 0, N);
+                    ASSERT_EQ(0, std::memcmp(one.data(), all.data() + r * N, N * sizeof(float))) << "m = 1, row " << r;
+                    call(k, w, x.data() + r * K, K, 2, two.data(), N, 0, N);
+                    ASSERT_EQ(0, std::memcmp(two.data(), all.data() + r * N, 2 * N * sizeof(float))) << "m = 2, row " << r;
+                    const int64_t n0 = 5 + r % 11, n1 = N - r % 7;  // groups of 16 start off the matrix's
+                    std::vector<float> part(n1 - n0);
+                    call(k, w, x.data() + r * K, K, 1, part.data(), n1 - n0, n0, n1);
+                    ASSERT_EQ(0, std::memcmp(part.data(), all.data() + r * N + n0, part.size() * sizeof(float)))
+                        << "m = 1, columns [" << n0 << ", " << n1 << "), row " << r;
+                }
+            }
+        }
+    }
+}
+
 // F16/BF16 weights give exactly the f32 kernel's bits on the converted weights (same path).
 TEST(MatmulQuant, HalfKernelsEqualF32KernelsOnConvertedWeights) {
     Rng rng(0x4a1f);
