@@ -580,6 +580,66 @@ void gemv16(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, i
     _mm512_mask_storeu_ps(a.y + r * a.ldy + (n - a.n0), static_cast<__mmask16>((1u << nc) - 1u), acc);
 }
 
+// Q4_K without the pair tree: per row and step, the low nibbles (v & 0x0F) and the high nibbles
+// kept in place (v & 0xF0 = 16 x level: the granule sums come out x16, exact, and are shifted back
+// after the reduction) are regrouped by two 128-bit shuffles so that lane k of both vectors holds
+// the same granule (first / second 16 values), so the two vpdpbusd accumulate into one vector per
+// row and granule_sums reduces 16 rows to the 4 granules of the step. 128-bit lanes after the
+// shuffles: [g 4s, g 4s+2, g 4s+1 (x16), g 4s+3 (x16)] (g = granule within the super-block).
+struct G4_K1 {
+    static constexpr int kSbElems = 256, kSteps = 2, kBytes = 144, kQs = 16;
+    static void act(const int8_t* xq, int64_t sb, int s, __m512i& xA, __m512i& xB) {
+        const int8_t* x = xq + 256 * sb + 128 * s;  // granules 4s..4s+3 at x + 32 (g - 4s)
+        auto q16 = [&](int g, int h) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 32 * g + 16 * h)); };
+        auto cat4 = [](__m128i a, __m128i b, __m128i c, __m128i d) {
+            return _mm512_inserti64x2(_mm512_inserti64x2(_mm512_inserti64x2(_mm512_castsi128_si512(a), b, 1), c, 2), d, 3);
+        };
+        xA = cat4(q16(0, 0), q16(2, 0), q16(1, 0), q16(3, 0));
+        xB = cat4(q16(0, 1), q16(2, 1), q16(1, 1), q16(3, 1));
+    }
+    static __m512i dot(const uint8_t* row, int64_t sb, int s, __m512i xA, __m512i xB) {
+        const __m512i v = _mm512_loadu_si512(row + sb * kBytes + kQs + 64 * s);
+        const __m512i lo = _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+        const __m512i hi = _mm512_and_si512(v, _mm512_set1_epi8(static_cast<char>(0xF0)));
+        const __m512i A = _mm512_shuffle_i64x2(lo, hi, 0x88), B = _mm512_shuffle_i64x2(lo, hi, 0xDD);
+        return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), A, xA), B, xB);
+    }
+};
+
+void gemv16_q4k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
+    using G = G4_K1;
+    const uint8_t* w[16];
+    for (int c = 0; c < 16; ++c)  // missing rows re-read row 0; their lanes are not stored
+        w[c] = static_cast<const uint8_t*>(a.w) + (n + (c < nc ? c : 0)) * static_cast<int64_t>(a.w_row_stride);
+    const int64_t nsb = a.K / 256;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        for (int c = 0; c < 16; ++c) {  // ~1 KB ahead in each of the 16 rows
+            const char* ahead = reinterpret_cast<const char*>(w[c]) + sb * G::kBytes + 1024;
+            _mm_prefetch(ahead, _MM_HINT_T0);
+            _mm_prefetch(ahead + 64, _MM_HINT_T0);
+            _mm_prefetch(ahead + 128, _MM_HINT_T0);
+        }
+        __m512 ws[8], wm[8];
+        G45_K<false>::scales(w, sb, ws, wm);
+        for (int s = 0; s < G::kSteps; ++s) {
+            __m512i xA, xB, dp[16], R[4];
+            G::act(x.qs, sb, s, xA, xB);
+            for (int c = 0; c < 16; ++c) dp[c] = G::dot(w[c], sb, s, xA, xB);
+            granule_sums(dp, R);
+            // R[0] = g 4s, R[1] = g 4s+2, R[2] = g 4s+1 (x16), R[3] = g 4s+3 (x16)
+            const __m512i I4[4] = {R[0], _mm512_srai_epi32(R[2], 4), R[1], _mm512_srai_epi32(R[3], 4)};
+            for (int gi = 0; gi < 4; ++gi) {
+                const int k = 4 * s + gi;
+                const int64_t g = sb * 8 + k;
+                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I4[gi]), _mm512_mul_ps(ws[k], _mm512_set1_ps(x.dxv[8 * g])), acc);
+                acc = _mm512_fnmadd_ps(wm[k], _mm512_set1_ps(x.dxs[g]), acc);
+            }
+        }
+    }
+    _mm512_mask_storeu_ps(a.y + r * a.ldy + (n - a.n0), static_cast<__mmask16>((1u << nc) - 1u), acc);
+}
+
 template <class D>
 struct Gemv {
     using G = void;
@@ -620,7 +680,8 @@ void qmm512(const MatmulArgs& a) {
                 const int nc = static_cast<int>(a.n1 - n >= 16 ? 16 : a.n1 - n);
                 if constexpr (!std::is_void_v<G>) {
                     if (fast) {
-                        gemv16<G>(a, x, r, n, nc);
+                        if constexpr (std::is_same_v<D, DQ45_K<false>>) gemv16_q4k(a, x, r, n, nc);
+                        else gemv16<G>(a, x, r, n, nc);
                         continue;
                     }
                 }
