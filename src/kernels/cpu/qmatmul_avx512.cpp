@@ -504,27 +504,14 @@ struct G45_K {
     }
 };
 
-struct G8_0 {  // a "super-block" is 4 blocks (128 values), one step
+struct G8_0 {  // 4 blocks (128 values) per step; the engine is gemv16_q80
     static constexpr int kSbElems = 128, kSteps = 1, kBytes = 136;
     static constexpr bool kMin = false;
     static constexpr int kShift = 7;
-    static constexpr int kGranOf[4] = {0, 2, 1, 3};
     static void scales(const uint8_t* const* w, int64_t sb, __m512* ws, __m512*, __m512i rows, const uint8_t* base) {
         (void)w;
         for (int b = 0; b < 4; ++b)
             ws[b] = half_lo(_mm512_i32gather_epi32(rows, base + sb * kBytes + 34 * b, 1));
-    }
-    static void act(const int8_t* xq, int64_t sb, int, __m512i& xL, __m512i& xH) {
-        xL = _mm512_loadu_si512(xq + 128 * sb);
-        xH = _mm512_loadu_si512(xq + 128 * sb + 64);
-    }
-    static void levels(const uint8_t* row, int64_t sb, int, __m512i& L, __m512i& H) {
-        const uint8_t* b = row + sb * kBytes;
-        const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-        L = _mm512_xor_si512(cat256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)),
-                                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 36))), flip);
-        H = _mm512_xor_si512(cat256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 70)),
-                                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 104))), flip);
     }
 };
 
@@ -640,6 +627,52 @@ void gemv16_q4k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
     _mm512_mask_storeu_ps(a.y + r * a.ldy + (n - a.n0), static_cast<__mmask16>((1u << nc) - 1u), acc);
 }
 
+// Q8_0 likewise: per 128-value step (4 blocks) the two 64-byte level vectors [b0 b1] and [b2 b3]
+// are regrouped into first / second 16 values of each block, one vpdpbusd chain per row, then
+// granule_sums: R[h] = block h of the step (lane c = row c).
+void gemv16_q80(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
+    const uint8_t* w[16];
+    alignas(64) int32_t roff[16];
+    for (int c = 0; c < 16; ++c) {
+        const int64_t cc = c < nc ? c : 0;  // missing rows re-read row 0; their lanes are not stored
+        w[c] = static_cast<const uint8_t*>(a.w) + (n + cc) * static_cast<int64_t>(a.w_row_stride);
+        roff[c] = static_cast<int32_t>(cc * static_cast<int64_t>(a.w_row_stride));
+    }
+    const __m512i rows = _mm512_load_si512(roff);
+    const int64_t nsb = a.K / 128;
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        for (int c = 0; c < 16; ++c) {  // ~1 KB ahead in each of the 16 rows
+            const char* ahead = reinterpret_cast<const char*>(w[c]) + sb * G8_0::kBytes + 1024;
+            _mm_prefetch(ahead, _MM_HINT_T0);
+            _mm_prefetch(ahead + 64, _MM_HINT_T0);
+            _mm_prefetch(ahead + 128, _MM_HINT_T0);
+        }
+        __m512 ws[4];
+        G8_0::scales(w, sb, ws, nullptr, rows, w[0]);
+        const __m512i x0 = _mm512_loadu_si512(x.qs + 128 * sb), x1 = _mm512_loadu_si512(x.qs + 128 * sb + 64);
+        const __m512i xA = _mm512_shuffle_i64x2(x0, x1, 0x88), xB = _mm512_shuffle_i64x2(x0, x1, 0xDD);
+        __m512i dp[16], R[4];
+        for (int c = 0; c < 16; ++c) {
+            const uint8_t* b = w[c] + sb * G8_0::kBytes;
+            const __m512i L = _mm512_xor_si512(cat256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)),
+                                                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 36))), flip);
+            const __m512i H = _mm512_xor_si512(cat256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 70)),
+                                                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 104))), flip);
+            const __m512i A = _mm512_shuffle_i64x2(L, H, 0x88), B = _mm512_shuffle_i64x2(L, H, 0xDD);
+            dp[c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), A, xA), B, xB);
+        }
+        granule_sums(dp, R);
+        for (int k = 0; k < 4; ++k) {
+            const int64_t g = sb * 4 + k;
+            const __m512i I = _mm512_add_epi32(R[k], _mm512_set1_epi32((x.nsum[8 * g] + x.nsum[8 * g + 4]) * 128));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(ws[k], _mm512_set1_ps(x.dxv[8 * g])), acc);
+        }
+    }
+    _mm512_mask_storeu_ps(a.y + r * a.ldy + (n - a.n0), static_cast<__mmask16>((1u << nc) - 1u), acc);
+}
+
 template <class D>
 struct Gemv {
     using G = void;
@@ -681,6 +714,7 @@ void qmm512(const MatmulArgs& a) {
                 if constexpr (!std::is_void_v<G>) {
                     if (fast) {
                         if constexpr (std::is_same_v<D, DQ45_K<false>>) gemv16_q4k(a, x, r, n, nc);
+                        else if constexpr (std::is_same_v<D, DQ8_0>) gemv16_q80(a, x, r, n, nc);
                         else gemv16<G>(a, x, r, n, nc);
                         continue;
                     }
