@@ -307,15 +307,15 @@ void attend_block(const AttentionSpec& s, const QRow* rows, int64_t R, const cha
             for (int64_t jb = 0; jb < nt; jb += 4)
                 _mm512_store_ps(sc + 4 * jb, vexp(_mm512_sub_ps(_mm512_load_ps(sc + 4 * jb), vm)));
             {  // running sums, one sequential chain per row in key order (4 rows in the lanes of an xmm)
-                alignas(16) float l4[4] = {0, 0, 0, 0};
+                // (zmm ops on lanes 0-3 only: the portable build's AVX-512 target has no AVX512VL)
+                alignas(64) float l4[16] = {};
                 for (int i = 0; i < nq; ++i) l4[i] = l[g0 + i];
-                __m128 lv = _mm_load_ps(l4);
-                const __m128i nv4 = _mm512_castsi512_si128(nvv);
+                __m512 lv = _mm512_load_ps(l4);
                 for (int64_t j = 0; j < nt; ++j) {
-                    const __mmask8 valid = _mm_cmplt_epi32_mask(_mm_set1_epi32(static_cast<int>(j)), nv4);
-                    lv = _mm_mask_add_ps(lv, valid, lv, _mm_load_ps(sc + 4 * j));
+                    const __mmask16 valid = _mm512_cmplt_epi32_mask(_mm512_set1_epi32(static_cast<int>(j)), nvv) & 0xF;
+                    lv = _mm512_mask_add_ps(lv, valid, lv, _mm512_castps128_ps512(_mm_load_ps(sc + 4 * j)));
                 }
-                _mm_store_ps(l4, lv);
+                _mm512_store_ps(l4, lv);
                 for (int i = 0; i < nq; ++i) l[g0 + i] = l4[i];
             }
             // P.V: keys every row of the group has together, then each row's own rest

@@ -576,13 +576,13 @@ void gemv16(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, i
 struct G4_K1 {
     static constexpr int kSbElems = 256, kSteps = 2, kBytes = 144, kQs = 16;
     static void act(const int8_t* xq, int64_t sb, int s, __m512i& xA, __m512i& xB) {
-        const int8_t* x = xq + 256 * sb + 128 * s;  // granules 4s..4s+3 at x + 32 (g - 4s)
-        auto q16 = [&](int g, int h) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 32 * g + 16 * h)); };
-        auto cat4 = [](__m128i a, __m128i b, __m128i c, __m128i d) {
-            return _mm512_inserti64x2(_mm512_inserti64x2(_mm512_inserti64x2(_mm512_castsi128_si512(a), b, 1), c, 2), d, 3);
-        };
-        xA = cat4(q16(0, 0), q16(2, 0), q16(1, 0), q16(3, 0));
-        xB = cat4(q16(0, 1), q16(2, 1), q16(1, 1), q16(3, 1));
+        // granules 4s..4s+3 at x + 32 (g - 4s): xA = first 16 values of g 4s, 4s+2, 4s+1, 4s+3; xB = second 16
+        const int8_t* x = xq + 256 * sb + 128 * s;
+        const __m512i x0 = _mm512_loadu_si512(x), x1 = _mm512_loadu_si512(x + 64);  // 128-bit lanes: g0a g0b g1a g1b | g2a ...
+        const __m512i a02 = _mm512_shuffle_i64x2(x0, x1, 0x88), b02 = _mm512_shuffle_i64x2(x0, x1, 0xDD);
+        // a02 = [g0a g1a g2a g3a] -> [g0a g2a g1a g3a]
+        xA = _mm512_shuffle_i64x2(a02, a02, 0xD8);
+        xB = _mm512_shuffle_i64x2(b02, b02, 0xD8);
     }
     static __m512i dot(const uint8_t* row, int64_t sb, int s, __m512i xA, __m512i xB) {
         const __m512i v = _mm512_loadu_si512(row + sb * kBytes + kQs + 64 * s);
