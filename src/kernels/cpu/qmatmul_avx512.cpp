@@ -673,6 +673,52 @@ void gemv16_q80(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
     _mm512_mask_storeu_ps(a.y + r * a.ldy + (n - a.n0), static_cast<__mmask16>((1u << nc) - 1u), acc);
 }
 
+// Q6_K: 64-value units (16-value granules = the 4 128-bit lanes of one vpdpbusd), the -32 offset
+// folded into the accumulator's start (ActQ8's nsum of the unit, lane 4i = -sum of granule i, x32),
+// the 16 rows' scales from a 4 x 4 transposition of their int8 scale bytes and one gather of d.
+void gemv16_q6k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
+    const uint8_t* w[16];
+    alignas(64) int32_t roff[16];
+    for (int c = 0; c < 16; ++c) {
+        const int64_t cc = c < nc ? c : 0;  // missing rows re-read row 0; their lanes are not stored
+        w[c] = static_cast<const uint8_t*>(a.w) + (n + cc) * static_cast<int64_t>(a.w_row_stride);
+        roff[c] = static_cast<int32_t>(cc * static_cast<int64_t>(a.w_row_stride));
+    }
+    const __m512i rows = _mm512_load_si512(roff);
+    const int64_t nsb = a.K / 256;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        for (int c = 0; c < 16; ++c) {  // ~1 KB ahead in each of the 16 rows
+            const char* ahead = reinterpret_cast<const char*>(w[c]) + sb * 210 + 1024;
+            _mm_prefetch(ahead, _MM_HINT_T0);
+            _mm_prefetch(ahead + 64, _MM_HINT_T0);
+            _mm_prefetch(ahead + 128, _MM_HINT_T0);
+            _mm_prefetch(ahead + 192, _MM_HINT_T0);
+        }
+        __m512i T[4];
+        headers16(w, sb * 210 + 192, T);  // T[k] lane c: scales 4k..4k+3 of row c
+        // d: bytes 208-209, read as the high half of the dword at 206 (stays inside the block)
+        const __m512 d = half_lo(_mm512_srli_epi32(_mm512_i32gather_epi32(rows, w[0] + sb * 210 + 206, 1), 16));
+        for (int u = 0; u < 4; ++u) {
+            const int64_t U = sb * 4 + u;
+            const __m512i init = _mm512_slli_epi32(_mm512_loadu_si512(x.nsum + 16 * U), 5);
+            const __m512i xq = _mm512_loadu_si512(x.qs + 64 * U);
+            __m512i dp[16], R[4];
+            DQ6_K::State st;
+            for (int c = 0; c < 16; ++c) dp[c] = _mm512_dpbusd_epi32(init, DQ6_K::levels(st, w[c], sb, u, 0), xq);
+            granule_sums(dp, R);
+            for (int h = 0; h < 4; ++h) {
+                const int j = 4 * u + h;  // granule within the super-block
+                const int64_t g = U * 4 + h;
+                const __m512 sc = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(T[j / 4], 24 - 8 * (j % 4)), 24));
+                const __m512 ws = _mm512_mul_ps(sc, d);
+                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(R[h]), _mm512_mul_ps(ws, _mm512_set1_ps(x.dxv[4 * g])), acc);
+            }
+        }
+    }
+    _mm512_mask_storeu_ps(a.y + r * a.ldy + (n - a.n0), static_cast<__mmask16>((1u << nc) - 1u), acc);
+}
+
 template <class D>
 struct Gemv {
     using G = void;
@@ -716,6 +762,12 @@ void qmm512(const MatmulArgs& a) {
                         if constexpr (std::is_same_v<D, DQ45_K<false>>) gemv16_q4k(a, x, r, n, nc);
                         else if constexpr (std::is_same_v<D, DQ8_0>) gemv16_q80(a, x, r, n, nc);
                         else gemv16<G>(a, x, r, n, nc);
+                        continue;
+                    }
+                }
+                if constexpr (std::is_same_v<D, DQ6_K>) {
+                    if (15 * static_cast<int64_t>(a.w_row_stride) <= INT32_MAX) {
+                        gemv16_q6k(a, x, r, n, nc);
                         continue;
                     }
                 }
