@@ -102,8 +102,11 @@ uint64_t read_slice(const uint64_t* p, size_t n) {
         a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + i + 16));
         a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + i + 24));
     }
-    uint64_t s = static_cast<uint64_t>(
-        _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3))));
+    // Lanes summed through memory: GCC 12's _mm512_reduce_add_epi64 trips -Wuninitialized.
+    alignas(64) uint64_t lanes[8];
+    _mm512_store_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+    uint64_t s = 0;
+    for (uint64_t v : lanes) s += v;
     for (; i < n; ++i) s += p[i];
     return s;
 #else
