@@ -88,7 +88,9 @@ TEST(Fp16, RoundingMatchesHardware) {
 #else
         // independent fp64 check: the result is the nearest half (ties to even)
         const double back = fp16_to_fp32(fp32_to_fp16(f));
-        if (std::fabs(f) < 65504) EXPECT_LE(std::fabs(back - f), std::fabs(f) * 4.9e-4 + 3e-8);
+        if (std::fabs(f) < 65504) {
+            EXPECT_LE(std::fabs(back - f), std::fabs(f) * 4.9e-4 + 3e-8);
+        }
 #endif
     }
 }
