@@ -1,10 +1,15 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
-#include <atomic>
-#include <exception>
 
 #include "core/error.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define MOE_CPU_RELAX() _mm_pause()
+#else
+#define MOE_CPU_RELAX() std::this_thread::yield()
+#endif
 
 namespace moe {
 
@@ -18,27 +23,43 @@ ThreadPool::ThreadPool(int n_threads) {
 ThreadPool::~ThreadPool() {
     {
         std::lock_guard<std::mutex> lock(mu_);
-        stop_ = true;
+        stop_.store(true, std::memory_order_release);
     }
     cv_start_.notify_all();
     for (auto& t : workers_) t.join();
 }
 
+void ThreadPool::call(int index) noexcept {
+    try {
+        (*job_.load(std::memory_order_acquire))(index, n_threads_);
+    } catch (...) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!error_) error_ = std::current_exception();
+    }
+}
+
 void ThreadPool::worker_loop(int index) {
     uint64_t seen = 0;
     for (;;) {
-        const std::function<void(int, int)>* job;
-        {
-            std::unique_lock<std::mutex> lock(mu_);
-            cv_start_.wait(lock, [&] { return stop_ || generation_ != seen; });
-            if (stop_) return;
-            seen = generation_;
-            job = job_;
+        // Spin first (a new region usually follows within microseconds), then sleep. The
+        // generation is bumped under mu_, so checking it under mu_ cannot miss a wake-up.
+        bool go = false;
+        for (int i = 0; i < kSpinIters && !go; ++i) {
+            go = generation_.load(std::memory_order_acquire) != seen || stop_.load(std::memory_order_acquire);
+            if (!go) MOE_CPU_RELAX();
         }
-        (*job)(index, n_threads_);
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            if (--pending_ == 0) cv_done_.notify_one();
+        if (!go) {
+            std::unique_lock<std::mutex> lock(mu_);
+            cv_start_.wait(lock, [&] {
+                return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
+            });
+        }
+        if (stop_.load(std::memory_order_acquire)) return;
+        seen = generation_.load(std::memory_order_acquire);
+        call(index);
+        if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            std::lock_guard<std::mutex> lock(mu_);  // the caller may be about to sleep on cv_done_
+            cv_done_.notify_one();
         }
     }
 }
@@ -48,29 +69,28 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
         fn(0, 1);
         return;
     }
-    // Exceptions must not escape a worker: capture the first and rethrow on the caller.
-    std::exception_ptr error;
-    std::mutex error_mu;
-    std::function<void(int, int)> guarded = [&](int i, int n) {
-        try {
-            fn(i, n);
-        } catch (...) {
-            std::lock_guard<std::mutex> lock(error_mu);
-            if (!error) error = std::current_exception();
-        }
-    };
+    job_.store(&fn, std::memory_order_release);
+    pending_.store(n_threads_ - 1, std::memory_order_release);
     {
         std::lock_guard<std::mutex> lock(mu_);
-        job_ = &guarded;
-        pending_ = n_threads_ - 1;
-        ++generation_;
+        generation_.fetch_add(1, std::memory_order_acq_rel);
     }
-    cv_start_.notify_all();
-    guarded(0, n_threads_);
-    {
+    cv_start_.notify_all();  // no system call when every worker is still spinning
+    call(0);
+    bool done = false;
+    for (int i = 0; i < kSpinIters && !done; ++i) {
+        done = pending_.load(std::memory_order_acquire) == 0;
+        if (!done) MOE_CPU_RELAX();
+    }
+    if (!done) {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_done_.wait(lock, [&] { return pending_ == 0; });
-        job_ = nullptr;
+        cv_done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+    }
+    job_.store(nullptr, std::memory_order_relaxed);
+    std::exception_ptr error;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        std::swap(error, error_);
     }
     if (error) std::rethrow_exception(error);
 }
