@@ -64,7 +64,7 @@ void ThreadPool::worker_loop(int index) {
     }
 }
 
-void ThreadPool::run(const std::function<void(int, int)>& fn) {
+void ThreadPool::run(FnRef<void(int, int)> fn) {
     if (n_threads_ == 1) {
         fn(0, 1);
         return;
@@ -95,7 +95,7 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
     if (error) std::rethrow_exception(error);
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn) {
+void ThreadPool::parallel_for(int64_t n, int64_t grain, FnRef<void(int64_t, int64_t, int)> fn) {
     if (n <= 0) return;
     grain = std::max<int64_t>(1, grain);
     const int64_t n_chunks = (n + grain - 1) / grain;
@@ -104,14 +104,15 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
         return;
     }
     std::atomic<int64_t> next{0};
-    run([&](int tid, int) {
+    auto body = [&](int tid, int) {
         for (;;) {
             const int64_t c = next.fetch_add(1, std::memory_order_relaxed);
             if (c >= n_chunks) break;
             const int64_t b = c * grain;
             fn(b, std::min(n, b + grain), tid);
         }
-    });
+    };
+    run(body);
 }
 
 }  // namespace moe

@@ -6,15 +6,17 @@
 // the kernel (tens of microseconds on a VM) for each would cost several percent of a token. Idle
 // workers and the waiting caller therefore spin on an atomic for a short while (kSpinIters pause
 // loops, ~50-100 us) before they block on a condition variable; a region that follows within that
-// window starts without a system call, and an idle pool still sleeps.
+// window starts without a system call, and an idle pool still sleeps. Jobs are FnRefs (no
+// allocation per region).
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "core/fn_ref.h"
 
 namespace moe {
 
@@ -29,12 +31,12 @@ public:
 
     // Runs fn(thread_index, n_threads) once on every thread and waits for all. The first exception
     // thrown on any thread is rethrown here after all threads finished. Not reentrant.
-    void run(const std::function<void(int, int)>& fn);
+    void run(FnRef<void(int, int)> fn);
 
     // Splits [0, n) into contiguous chunks of at least `grain` items, handed out dynamically, and
     // calls fn(begin, end, thread_index). Chunk boundaries are fixed by n and grain (not by timing),
     // so results written per item are independent of scheduling.
-    void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn);
+    void parallel_for(int64_t n, int64_t grain, FnRef<void(int64_t, int64_t, int)> fn);
 
     static constexpr int kSpinIters = 20000;
 
@@ -47,7 +49,7 @@ private:
     std::mutex mu_;  // guards the sleeping side of both hand-offs and error_
     std::condition_variable cv_start_;
     std::condition_variable cv_done_;
-    std::atomic<const std::function<void(int, int)>*> job_{nullptr};
+    std::atomic<const FnRef<void(int, int)>*> job_{nullptr};
     std::atomic<uint64_t> generation_{0};
     std::atomic<int> pending_{0};
     std::atomic<bool> stop_{false};
