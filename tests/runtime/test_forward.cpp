@@ -25,6 +25,7 @@
 #include "kernels/ref/quantize_q8_0.h"
 #include "model/gen.h"
 #include "model/model.h"
+#include "runtime/gen_model_util.h"
 #include "runtime/reference_forward_util.h"
 #include "runtime/session.h"
 
@@ -50,34 +51,16 @@ struct RemoveTempDir : ::testing::Environment {
 
 // One generated model per preset, shared by the tests of this binary.
 std::string model_path(const std::string& preset) {
-    const fs::path p = temp_dir() / (preset + ".gguf");
-    if (!fs::exists(p)) {
-        model::GenSpec g;
-        g.preset = preset;
-        g.seed = 7;
-        g.output = p.string();
-        g.threads = 1;
-        model::generate(g);
-    }
-    return p.string();
+    return testutil::gen_model(temp_dir(), preset, DType::F32, 7, /*name_type=*/false);
 }
 
 // The preset with its weight matrices stored as `type`: f16/bf16/q8_0 straight from `moe gen`
 // (norms and routers stay f32); q4_0 by rewriting the f32 file with the reference quantizer
 // (every matrix with ne0 % 32 == 0 except the routers, as llama-quantize does).
 std::string typed_model_path(const std::string& preset, DType type) {
+    if (type != DType::Q4_0) return testutil::gen_model(temp_dir(), preset, type, 7);
     const fs::path p = temp_dir() / (preset + "-" + dtype_name(type) + ".gguf");
     if (fs::exists(p)) return p.string();
-    if (type != DType::Q4_0) {
-        model::GenSpec g;
-        g.preset = preset;
-        g.seed = 7;
-        g.type = type;
-        g.output = p.string();
-        g.threads = 1;
-        model::generate(g);
-        return p.string();
-    }
     const auto in = gguf::File::open(model_path(preset));
     gguf::Writer w(p.string(), in.alignment());
     for (const auto& kv : in.metadata()) w.set(kv.key, kv.value);

@@ -21,6 +21,7 @@
 #include "format/gguf_writer.h"
 #include "model/gen.h"
 #include "model/model.h"
+#include "runtime/gen_model_util.h"
 #include "runtime/session.h"
 
 using namespace moe;
@@ -42,17 +43,7 @@ struct RemoveTempDir : ::testing::Environment {
 [[maybe_unused]] auto* const g_env = ::testing::AddGlobalTestEnvironment(new RemoveTempDir);
 
 std::string gen_model(const std::string& preset, DType type = DType::F32) {
-    const fs::path p = temp_dir() / (preset + "-" + dtype_name(type) + ".gguf");
-    if (!fs::exists(p)) {
-        model::GenSpec g;
-        g.preset = preset;
-        g.seed = 11;
-        g.type = type;
-        g.output = p.string();
-        g.threads = 1;
-        model::generate(g);
-    }
-    return p.string();
+    return testutil::gen_model(temp_dir(), preset, type, 11);
 }
 
 struct Result {
