@@ -530,16 +530,26 @@ struct G8_0 {  // 4 blocks (128 values) per step; the engine is gemv16_q80
 
 
 
+// The 16 weight rows n.. of a decode GEMV: their pointers and, for gathers, their byte offsets
+// from row n. Rows past nc re-read row n (their lanes are computed but never stored).
+struct Rows16 {
+    const uint8_t* w[16];
+    alignas(64) int32_t off[16];
+    Rows16(const MatmulArgs& a, int64_t n, int nc) {
+        for (int c = 0; c < 16; ++c) {
+            const int64_t cc = c < nc ? c : 0;
+            w[c] = static_cast<const uint8_t*>(a.w) + (n + cc) * static_cast<int64_t>(a.w_row_stride);
+            off[c] = static_cast<int32_t>(cc * static_cast<int64_t>(a.w_row_stride));  // callers check 15 * stride fits
+        }
+    }
+    __m512i offsets() const { return _mm512_load_si512(off); }
+};
+
 template <class G>
 void gemv16(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
-    const uint8_t* w[16];
-    alignas(64) int32_t roff[16];
-    for (int c = 0; c < 16; ++c) {
-        const int64_t cc = c < nc ? c : 0;  // missing rows re-read row 0; their lanes are not stored
-        w[c] = static_cast<const uint8_t*>(a.w) + (n + cc) * static_cast<int64_t>(a.w_row_stride);
-        roff[c] = static_cast<int32_t>(cc * static_cast<int64_t>(a.w_row_stride));
-    }
-    const __m512i rows = _mm512_load_si512(roff);
+    const Rows16 rw(a, n, nc);
+    const uint8_t* const* w = rw.w;
+    const __m512i rows = rw.offsets();
     const int64_t nsb = a.K / G::kSbElems;
     constexpr int kGran = G::kSbElems / 32;
     __m512 acc = _mm512_setzero_ps();
@@ -605,9 +615,8 @@ struct G4_K1 {
 
 void gemv16_q4k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
     using G = G4_K1;
-    const uint8_t* w[16];
-    for (int c = 0; c < 16; ++c)  // missing rows re-read row 0; their lanes are not stored
-        w[c] = static_cast<const uint8_t*>(a.w) + (n + (c < nc ? c : 0)) * static_cast<int64_t>(a.w_row_stride);
+    const Rows16 rw(a, n, nc);
+    const uint8_t* const* w = rw.w;
     const int64_t nsb = a.K / 256;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
@@ -636,14 +645,9 @@ void gemv16_q4k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
 // are regrouped into first / second 16 values of each block, one vpdpbusd chain per row, then
 // granule_sums: R[h] = block h of the step (lane c = row c).
 void gemv16_q80(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
-    const uint8_t* w[16];
-    alignas(64) int32_t roff[16];
-    for (int c = 0; c < 16; ++c) {
-        const int64_t cc = c < nc ? c : 0;  // missing rows re-read row 0; their lanes are not stored
-        w[c] = static_cast<const uint8_t*>(a.w) + (n + cc) * static_cast<int64_t>(a.w_row_stride);
-        roff[c] = static_cast<int32_t>(cc * static_cast<int64_t>(a.w_row_stride));
-    }
-    const __m512i rows = _mm512_load_si512(roff);
+    const Rows16 rw(a, n, nc);
+    const uint8_t* const* w = rw.w;
+    const __m512i rows = rw.offsets();
     const int64_t nsb = a.K / 128;
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
     __m512 acc = _mm512_setzero_ps();
@@ -677,14 +681,9 @@ void gemv16_q80(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
 // folded into the accumulator's start (ActQ8's nsum of the unit, lane 4i = -sum of granule i, x32),
 // the 16 rows' scales from a 4 x 4 transposition of their int8 scale bytes and one gather of d.
 void gemv16_q6k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
-    const uint8_t* w[16];
-    alignas(64) int32_t roff[16];
-    for (int c = 0; c < 16; ++c) {
-        const int64_t cc = c < nc ? c : 0;  // missing rows re-read row 0; their lanes are not stored
-        w[c] = static_cast<const uint8_t*>(a.w) + (n + cc) * static_cast<int64_t>(a.w_row_stride);
-        roff[c] = static_cast<int32_t>(cc * static_cast<int64_t>(a.w_row_stride));
-    }
-    const __m512i rows = _mm512_load_si512(roff);
+    const Rows16 rw(a, n, nc);
+    const uint8_t* const* w = rw.w;
+    const __m512i rows = rw.offsets();
     const int64_t nsb = a.K / 256;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
