@@ -19,7 +19,9 @@
 namespace moe::model {
 
 void ForwardStats::reset(int64_t n_layer, int n_expert) {
+    RoutingTrace* const keep = trace;
     *this = ForwardStats{};
+    trace = keep;
     routing.resize(static_cast<size_t>(n_layer));
     for (auto& r : routing) r.reset(n_expert);
 }
@@ -325,6 +327,8 @@ int64_t Forward::run(ThreadPool& pool, const BatchRow* rows, int64_t n, KvStore&
             if (stats) {
                 obs.times = &stats->moe_stages;
                 obs.stats = &stats->routing[static_cast<size_t>(il)];
+                obs.trace = stats->trace;
+                obs.trace_token_base = rows[0].pos;
             }
             moe->forward(pool, b_.xn, n, b_.y, obs);
             mark(&ForwardStats::moe);

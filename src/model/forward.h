@@ -56,6 +56,9 @@ struct ForwardStats {
     StageTimes moe_stages;              // route / dispatch / experts / combine / shared (MoE blocks)
     std::vector<RoutingStats> routing;  // per layer (n_expert 0 for dense layers)
     int64_t rows = 0, calls = 0;
+    // When set (not owned), every MoE layer appends its routing per row: layer, token = the batch's
+    // first position + row index (exact for one sequence), experts, weights. Kept by reset().
+    RoutingTrace* trace = nullptr;
 
     void reset(int64_t n_layer, int n_expert);
 };

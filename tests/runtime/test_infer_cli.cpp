@@ -13,6 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -181,6 +184,56 @@ TEST(InferCli, RunStreamsTextAndStats) {
     // Same seed -> same text; greedy is deterministic too.
     const Result r2 = run_moe("run -m " + path + " -p 'Once upon a time' -n 12 --seed 3 -t 1");
     EXPECT_EQ(r.out, r2.out);
+}
+
+TEST(InferCli, RunWritesRoutingTrace) {
+    const std::string path = gen_model("tiny-olmoe");
+    const std::string trace = (temp_dir() / "trace.tsv").string();
+    const Result r = run_moe("run -m " + path + " -p 'Once upon a time' -n 6 --temp 0 -t 2 --routing-trace " + trace);
+    ASSERT_EQ(0, r.code) << r.err;
+    EXPECT_NE(r.err.find("routing trace: "), std::string::npos) << r.err;
+    auto m = model::Model::load(path, {1, 4, 64});
+    const int64_t L = m->config().n_layer, E = m->config().n_expert, k = m->config().n_expert_used;
+    std::ifstream f(trace);
+    std::string line;
+    ASSERT_TRUE(std::getline(f, line));
+    EXPECT_EQ(line, "layer\ttoken\texperts\tweights");
+    std::map<std::pair<int64_t, int64_t>, int> seen;  // (layer, token) -> records
+    int64_t max_token = -1;
+    while (std::getline(f, line)) {
+        std::istringstream ls(line);
+        int64_t layer = -1, token = -1;
+        std::string experts, weights;
+        ASSERT_TRUE(ls >> layer >> token >> experts >> weights) << line;
+        ASSERT_GE(layer, 0);
+        ASSERT_LT(layer, L);
+        ++seen[{layer, token}];
+        max_token = std::max(max_token, token);
+        std::set<int64_t> ids;
+        std::istringstream es(experts), ws(weights);
+        for (std::string v; std::getline(es, v, ',');) {
+            const int64_t e = std::stoll(v);
+            EXPECT_GE(e, 0);
+            EXPECT_LT(e, E);
+            ids.insert(e);
+        }
+        EXPECT_EQ(static_cast<int64_t>(ids.size()), k) << line;  // k distinct experts
+        int64_t nw = 0;
+        for (std::string v; std::getline(ws, v, ',');) {
+            const double w = std::stod(v);
+            EXPECT_TRUE(w >= 0 && w <= 1) << line;
+            ++nw;
+        }
+        EXPECT_EQ(nw, k) << line;
+    }
+    // Every layer routed every position once: the prompt's tokens, then each generated token that
+    // was fed back (6 generated -> at least 5 decode steps unless EOS came first).
+    ASSERT_GE(max_token, 5);
+    EXPECT_EQ(static_cast<int64_t>(seen.size()), L * (max_token + 1));
+    for (const auto& [key, n] : seen) EXPECT_EQ(n, 1) << "layer " << key.first << " token " << key.second;
+    // An unwritable path fails before any work.
+    expect_error(run_moe("run -m " + path + " -p hi --routing-trace /nonexistent-dir/t.tsv"),
+                 {"routing trace file", "/nonexistent-dir/t.tsv"});
 }
 
 TEST(InferCli, RunWithoutModelUsesBuiltInDefault) {

@@ -16,7 +16,7 @@ namespace {
 void run_usage(std::FILE* out) {
     std::fprintf(out,
                  "usage: moe run [-m MODEL] -p TEXT [-n N] [--temp T] [--top-p P] [--top-k K] [--seed S]\n"
-                 "               [-t THREADS] [--ctx N] [--kv-type f32|f16]\n"
+                 "               [-t THREADS] [--ctx N] [--kv-type f32|f16] [--routing-trace FILE]\n"
                  "  Generates text after TEXT, streaming it to stdout; statistics go to stderr.\n"
                  "  -m MODEL         GGUF model (default: the built-in %s model, random weights,\n"
                  "                   generated into ~/.cache/moe-engine/ on first use)\n"
@@ -28,7 +28,9 @@ void run_usage(std::FILE* out) {
                  "  --seed S         sampler seed (default 0)\n"
                  "  -t THREADS       threads (default: all cores)\n"
                  "  --ctx N          context length (default: min(training context, 4096))\n"
-                 "  --kv-type T      KV cache type f32 (default) or f16\n",
+                 "  --kv-type T      KV cache type f32 (default) or f16\n"
+                 "  --routing-trace FILE  write every MoE layer's routing of every token (prompt\n"
+                 "                   and generated) as TSV: layer, token position, experts, weights\n",
                  kDefaultPreset);
 }
 
@@ -36,7 +38,7 @@ void run_usage(std::FILE* out) {
 
 int cmd_run(int argc, char** argv) {
     const char* cmd = "run";
-    std::string model, prompt;
+    std::string model, prompt, trace_path;
     bool have_prompt = false;
     runtime::GenerateOptions gen;
     model::ModelOptions mo;
@@ -59,6 +61,8 @@ int cmd_run(int argc, char** argv) {
             gen.sampler.top_p = static_cast<float>(parse_double(arg_value(argc, argv, i, cmd), "--top-p", cmd));
         } else if (a == "--top-k") {
             gen.sampler.top_k = static_cast<int32_t>(parse_int(arg_value(argc, argv, i, cmd), "--top-k", cmd, 0, INT32_MAX));
+        } else if (a == "--routing-trace") {
+            trace_path = arg_value(argc, argv, i, cmd);
         } else if (a == "--seed") {
             gen.sampler.seed = static_cast<uint64_t>(parse_int(arg_value(argc, argv, i, cmd), "--seed", cmd, 0, INT64_MAX));
         } else if (a == "-t" || a == "--threads") {
@@ -84,10 +88,17 @@ int cmd_run(int argc, char** argv) {
         std::fprintf(stderr, "moe run: no -m given: using the built-in default model (%s preset, random weights) %s %s\n",
                      kDefaultPreset, generated ? "generated now at" : "cached at", model.c_str());
     }
+    if (!trace_path.empty()) {  // fail before loading and generating, not after
+        std::FILE* f = std::fopen(trace_path.c_str(), "wb");
+        if (!f) throw_error("run", "cannot open routing trace file ", trace_path, " for writing (check the path)");
+        std::fclose(f);
+    }
     auto m = model::Model::load(model, mo);
     std::fprintf(stderr, "moe run: %s\n", m->describe().c_str());
     ThreadPool pool(m->options().n_threads);
     runtime::Session session(*m, pool, so);
+    RoutingTrace trace;
+    if (!trace_path.empty()) session.stats().trace = &trace;
     std::fputs(prompt.c_str(), stdout);
     std::fflush(stdout);
     const runtime::GenerateResult r = session.generate(prompt, gen, [](const std::string& piece) {
@@ -98,6 +109,10 @@ int cmd_run(int argc, char** argv) {
     std::fflush(stdout);
     std::fprintf(stderr, "%s%s\n", r.stats_line().c_str(),
                  r.hit_eos ? " (stopped at EOS)" : r.context_full ? " (context full)" : "");
+    if (!trace_path.empty()) {
+        trace.write_tsv(trace_path);
+        std::fprintf(stderr, "routing trace: %zu records (layer x token) written to %s\n", trace.size(), trace_path.c_str());
+    }
     return 0;
 }
 
