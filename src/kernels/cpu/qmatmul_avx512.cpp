@@ -354,20 +354,29 @@ inline void granule_sums(const __m512i dp[16], __m512i R[4]) {
 // Decode GEMVs read 16 rows of one weight matrix at a time, at the same offset in each. The rows of
 // a GGUF tensor are contiguous, so the next 16-row panel is the next 16 * row_stride bytes: per
 // super-block step, prefetch that step's share of the next panel -- one linear stream, stopped at
-// the call's last row (past it lie rows another thread or another expert reads). Measured on the
-// OLMoE-1B-7B Q4_K_M decode (moe bench tg64, 2 threads): per-row prefetches 1 KB ahead 14.3 t/s,
-// this stream with PREFETCHT0 18.0, with PREFETCHT2 21.1 (a prefetch to L1 holds one of the
-// core's few L1 fill buffers until the line arrives, and the core stalled on them; T2 requests
-// return at once and the L2 streamer follows the linear stream), 2 or more panels ahead slower.
-inline void prefetch_panel_share(const MatmulArgs& a, int64_t n, int64_t sb, int64_t nsb) {
+// the call's last row (past it lie rows another thread or another expert reads) -- spread over the
+// step's row work (work item i of n issues lines i, i + n, ...) rather than issued as one burst.
+// Measured on the OLMoE-1B-7B decode (moe bench tg64/tg128, 2 threads, docs/PERFORMANCE.md
+// "Decode memory path"): per-row prefetches 1 KB ahead 14.3 t/s (Q4_K_M), this stream as a burst
+// with PREFETCHT0 18.0, with PREFETCHT2 21.1 (a prefetch to L1 holds one of the core's few L1 fill
+// buffers until the line arrives, and the core stalled on them; T2 requests leave L1 alone and the
+// L2 streamer follows the stream); spreading it: +13 % Q8_0, +4 % Q4_K_M over the burst (mean of 4
+// alternated runs each); 2 or more panels ahead was slower.
+struct PanelShare {
+    const char* base;
+    int64_t start, stop;  // byte range of the step's share, clamped to the call's rows
+};
+inline PanelShare panel_share(const MatmulArgs& a, int64_t n, int64_t sb, int64_t nsb) {
     const int64_t stride = static_cast<int64_t>(a.w_row_stride);
     const int64_t panel = 16 * stride, share = (panel + nsb - 1) / nsb;
-    const char* base = static_cast<const char*>(a.w);
     const int64_t start = (n + 16) * stride + sb * share;
-    const int64_t stop = std::min(start + share, a.n1 * stride);
-    // Inline asm, not _mm_prefetch: GCC 12 deletes a loop whose only statements are prefetch
-    // builtins (they count as side-effect free and C++ loops may be assumed to terminate).
-    for (int64_t o = start; o < stop; o += 64) asm volatile("prefetcht2 %0" : : "m"(base[o]));
+    return {static_cast<const char*>(a.w), start, std::min(start + share, a.n1 * stride)};
+}
+// Work item i of n (per step) prefetches lines i, i + n, ... of the share. Inline asm, not
+// _mm_prefetch: GCC 12 deletes a loop whose only statements are prefetch builtins (they count as
+// side-effect free and C++ loops may be assumed to terminate).
+inline void prefetch_share(const PanelShare& p, int i, int n) {
+    for (int64_t o = p.start + 64 * i; o < p.stop; o += 64 * n) asm volatile("prefetcht2 %0" : : "m"(p.base[o]));
 }
 
 template <class D>
@@ -381,15 +390,17 @@ void direct_row(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
         typename D::State st[16];
-        prefetch_panel_share(a, n, sb, nsb);
+        const PanelShare ps = panel_share(a, n, sb, nsb);
         pack_scales<D>(w, nc, sb, nblocks, st, ws, wm);
         for (int u = 0; u < D::kUnits; ++u) {
             const int64_t U = sb * D::kUnits + u;
             const __m512i xq = _mm512_loadu_si512(x.qs + 64 * U);
             __m512i dp[16], R[4];
-            for (int c = 0; c < 16; ++c)
+            for (int c = 0; c < 16; ++c) {
+                prefetch_share(ps, 16 * u + c, 16 * D::kUnits);
                 dp[c] = c < nc ? _mm512_dpbusd_epi32(_mm512_setzero_si512(), D::levels(st[c], w[c], sb, u, nblocks), xq)
                                : _mm512_setzero_si512();
+            }
             granule_sums(dp, R);
             for (int h = 0; h < 4 / kSub; ++h) {
                 const int64_t g = U * (4 / kSub) + h;  // granule index in the row
@@ -554,7 +565,7 @@ void gemv16(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, i
     constexpr int kGran = G::kSbElems / 32;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
-        prefetch_panel_share(a, n, sb, nsb);
+        const PanelShare ps = panel_share(a, n, sb, nsb);
         __m512 ws[kGran], wm[kGran];
         if constexpr (G::kMin) G::scales(w, sb, ws, wm);
         else G::scales(w, sb, ws, wm, rows, w[0]);
@@ -562,6 +573,7 @@ void gemv16(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, i
             __m512i xL, xH, u[8], Gs[4];
             G::act(x.qs, sb, s, xL, xH);
             for (int p = 0; p < 8; ++p) {
+                prefetch_share(ps, 8 * s + p, 8 * G::kSteps);
                 __m512i L0, H0, L1, H1;
                 G::levels(w[2 * p], sb, s, L0, H0);
                 G::levels(w[2 * p + 1], sb, s, L1, H1);
@@ -620,13 +632,16 @@ void gemv16_q4k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
     const int64_t nsb = a.K / 256;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
-        prefetch_panel_share(a, n, sb, nsb);
+        const PanelShare ps = panel_share(a, n, sb, nsb);
         __m512 ws[8], wm[8];
         G45_K<false>::scales(w, sb, ws, wm);
         for (int s = 0; s < G::kSteps; ++s) {
             __m512i xA, xB, dp[16], R[4];
             G::act(x.qs, sb, s, xA, xB);
-            for (int c = 0; c < 16; ++c) dp[c] = G::dot(w[c], sb, s, xA, xB);
+            for (int c = 0; c < 16; ++c) {
+                prefetch_share(ps, 16 * s + c, 16 * G::kSteps);
+                dp[c] = G::dot(w[c], sb, s, xA, xB);
+            }
             granule_sums(dp, R);
             // R[0] = g 4s, R[1] = g 4s+2, R[2] = g 4s+1 (x16), R[3] = g 4s+3 (x16)
             const __m512i I4[4] = {R[0], _mm512_srai_epi32(R[2], 4), R[1], _mm512_srai_epi32(R[3], 4)};
@@ -652,13 +667,14 @@ void gemv16_q80(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
-        prefetch_panel_share(a, n, sb, nsb);
+        const PanelShare ps = panel_share(a, n, sb, nsb);
         __m512 ws[4];
         G8_0::scales(w, sb, ws, nullptr, rows, w[0]);
         const __m512i x0 = _mm512_loadu_si512(x.qs + 128 * sb), x1 = _mm512_loadu_si512(x.qs + 128 * sb + 64);
         const __m512i xA = _mm512_shuffle_i64x2(x0, x1, 0x88), xB = _mm512_shuffle_i64x2(x0, x1, 0xDD);
         __m512i dp[16], R[4];
         for (int c = 0; c < 16; ++c) {
+            prefetch_share(ps, c, 16);
             const uint8_t* b = w[c] + sb * G8_0::kBytes;
             const __m512i L = _mm512_xor_si512(cat256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)),
                                                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 36))), flip);
@@ -687,7 +703,7 @@ void gemv16_q6k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
     const int64_t nsb = a.K / 256;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
-        prefetch_panel_share(a, n, sb, nsb);
+        const PanelShare ps = panel_share(a, n, sb, nsb);
         __m512i T[4];
         headers16(w, sb * 210 + 192, T);  // T[k] lane c: scales 4k..4k+3 of row c
         // d: bytes 208-209, read as the high half of the dword at 206 (stays inside the block)
@@ -698,7 +714,10 @@ void gemv16_q6k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
             const __m512i xq = _mm512_loadu_si512(x.qs + 64 * U);
             __m512i dp[16], R[4];
             DQ6_K::State st;
-            for (int c = 0; c < 16; ++c) dp[c] = _mm512_dpbusd_epi32(init, DQ6_K::levels(st, w[c], sb, u, 0), xq);
+            for (int c = 0; c < 16; ++c) {
+                prefetch_share(ps, 16 * u + c, 64);
+                dp[c] = _mm512_dpbusd_epi32(init, DQ6_K::levels(st, w[c], sb, u, 0), xq);
+            }
             granule_sums(dp, R);
             for (int h = 0; h < 4; ++h) {
                 const int j = 4 * u + h;  // granule within the super-block
