@@ -20,8 +20,6 @@
 namespace moe::kernels {
 namespace {
 
-inline const uint16_t* hrow(const MatmulArgs& a, int64_t n) { return fma_tile::wrow<uint16_t>(a, n); }
-
 template <DType T>
 inline float h2f_scalar(uint16_t h) {
     if constexpr (T == DType::F16) return fp16_to_fp32(h);
@@ -37,7 +35,7 @@ void half_scalar(const MatmulArgs& a) {
     thread_local std::vector<float> buf;
     if (buf.size() < static_cast<size_t>(a.K)) buf.resize(static_cast<size_t>(a.K));
     for (int64_t n = a.n0; n < a.n1; ++n) {
-        const uint16_t* w = hrow(a, n);
+        const uint16_t* w = fma_tile::wrow<uint16_t>(a, n);
         for (int64_t i = 0; i < a.K; ++i) buf[static_cast<size_t>(i)] = h2f_scalar<T>(w[i]);
         MatmulArgs b = a;
         b.w = buf.data();

@@ -351,6 +351,11 @@ inline void granule_sums(const __m512i dp[16], __m512i R[4]) {
     R[3] = _mm512_shuffle_i32x4(c1, c3, 0xDD);
 }
 
+// Lanes [0, nc) of acc are outputs y[r][n .. n + nc) of a decode GEMV.
+inline void store_row16(const MatmulArgs& a, int64_t r, int64_t n, int nc, __m512 acc) {
+    _mm512_mask_storeu_ps(a.y + r * a.ldy + (n - a.n0), static_cast<__mmask16>((1u << nc) - 1u), acc);
+}
+
 // Decode GEMVs read 16 rows of one weight matrix at a time, at the same offset in each. The rows of
 // a GGUF tensor are contiguous, so the next 16-row panel is the next 16 * row_stride bytes: per
 // super-block step, prefetch that step's share of the next panel -- one linear stream, stopped at
@@ -418,7 +423,7 @@ void direct_row(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
             }
         }
     }
-    _mm512_mask_storeu_ps(a.y + r * a.ldy + (n - a.n0), static_cast<__mmask16>((1u << nc) - 1u), acc);
+    store_row16(a, r, n, nc, acc);
 }
 
 // ---------------------------------------------------------------- decode GEMV, 16 rows x 128 values
@@ -596,7 +601,7 @@ void gemv16(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, i
             }
         }
     }
-    _mm512_mask_storeu_ps(a.y + r * a.ldy + (n - a.n0), static_cast<__mmask16>((1u << nc) - 1u), acc);
+    store_row16(a, r, n, nc, acc);
 }
 
 // Q4_K without the pair tree: per row and step, the low nibbles (v & 0x0F) and the high nibbles
@@ -653,7 +658,7 @@ void gemv16_q4k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
             }
         }
     }
-    _mm512_mask_storeu_ps(a.y + r * a.ldy + (n - a.n0), static_cast<__mmask16>((1u << nc) - 1u), acc);
+    store_row16(a, r, n, nc, acc);
 }
 
 // Q8_0 likewise: per 128-value step (4 blocks) the two 64-byte level vectors [b0 b1] and [b2 b3]
@@ -690,7 +695,7 @@ void gemv16_q80(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
             acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(ws[k], _mm512_set1_ps(x.dxv[8 * g])), acc);
         }
     }
-    _mm512_mask_storeu_ps(a.y + r * a.ldy + (n - a.n0), static_cast<__mmask16>((1u << nc) - 1u), acc);
+    store_row16(a, r, n, nc, acc);
 }
 
 // Q6_K: 64-value units (16-value granules = the 4 128-bit lanes of one vpdpbusd), the -32 offset
@@ -728,7 +733,7 @@ void gemv16_q6k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
             }
         }
     }
-    _mm512_mask_storeu_ps(a.y + r * a.ldy + (n - a.n0), static_cast<__mmask16>((1u << nc) - 1u), acc);
+    store_row16(a, r, n, nc, acc);
 }
 
 template <class D>
