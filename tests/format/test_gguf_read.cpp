@@ -13,9 +13,9 @@ namespace {
 using moe::gguf::File;
 using moe::gguf::ValueType;
 
-const std::string kTiny = MOE_SHARED_DIR "/data/models/llama-2-tiny-random.gguf";
-const std::string kGpt2Vocab = MOE_SHARED_DIR "/data/vocab/ggml-vocab-gpt-2.gguf";
-const std::string kSpmVocab = MOE_SHARED_DIR "/data/vocab/ggml-vocab-llama-spm.gguf";
+const std::string kTiny = MOE_TEST_DATA_DIR "/models/llama-2-tiny-random.gguf";
+const std::string kGpt2Vocab = MOE_TEST_DATA_DIR "/vocab/ggml-vocab-gpt-2.gguf";
+const std::string kSpmVocab = MOE_TEST_DATA_DIR "/vocab/ggml-vocab-llama-spm.gguf";
 
 TEST(GgufRead, TinyLlamaHeaderAndMetadata) {
     const File f = File::open(kTiny);

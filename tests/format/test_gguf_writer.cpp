@@ -233,7 +233,7 @@ TEST(GgufWriter, UnfinishedFileIsRemoved) {
 
 // Rewrites the llama.cpp-written tiny model with our writer and compares everything.
 TEST(GgufWriter, RewriteTinyLlama) {
-    const File src = File::open(MOE_SHARED_DIR "/data/models/llama-2-tiny-random.gguf");
+    const File src = File::open(MOE_TEST_DATA_DIR "/models/llama-2-tiny-random.gguf");
     const auto path = (temp_dir() / "tiny.gguf").string();
     {
         Writer w(path, src.alignment());

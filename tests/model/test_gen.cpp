@@ -255,7 +255,7 @@ TEST(Gen, LayersOverride) {
 }
 
 TEST(Gen, VocabFromGpt2File) {
-    const std::string vocab = std::string(MOE_SHARED_DIR) + "/data/vocab/ggml-vocab-gpt-2.gguf";
+    const std::string vocab = std::string(MOE_TEST_DATA_DIR) + "/vocab/ggml-vocab-gpt-2.gguf";
     const gguf::File vf = gguf::File::open(vocab);
     const auto src_tokens = vf.get_string_array("tokenizer.ggml.tokens");
     ASSERT_TRUE(src_tokens);
@@ -284,13 +284,13 @@ TEST(Gen, BadSpecs) {
     s.type = DType::Q4_K;
     EXPECT_THROW(generate(s), moe::Error);
     s.type = DType::F32;
-    s.vocab_file = std::string(MOE_SHARED_DIR) + "/reference/configs/mixtral-8x7b-v0.1_config.json";
+    s.vocab_file = std::string(MOE_TEST_DATA_DIR) + "/configs/mixtral-8x7b-v0.1_config.json";
     EXPECT_THROW(generate(s), moe::Error);  // not a GGUF
 }
 
 // The catalog of a real llama.cpp-written file's config lists exactly that file's tensors.
 TEST(Catalog, MatchesRealLlamaFile) {
-    const gguf::File f = gguf::File::open(std::string(MOE_SHARED_DIR) + "/data/models/llama-2-tiny-random.gguf");
+    const gguf::File f = gguf::File::open(std::string(MOE_TEST_DATA_DIR) + "/models/llama-2-tiny-random.gguf");
     const ModelConfig c = config_from_gguf(f);
     EXPECT_EQ(c.arch, "llama");
     EXPECT_EQ(c.n_expert, 0);

@@ -21,7 +21,7 @@ using namespace moe::model;
 
 namespace {
 
-const std::string kConfigs = std::string(MOE_SHARED_DIR) + "/reference/configs/";
+const std::string kConfigs = std::string(MOE_TEST_DATA_DIR) + "/configs/";
 
 ParamCounts counts_of(const ModelConfig& c, DType t = DType::BF16) {
     return count_params(describe_catalog(tensor_catalog(c), t), c);

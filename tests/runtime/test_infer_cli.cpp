@@ -253,8 +253,8 @@ TEST(InferCli, PerplexityIsFiniteAndAboveOne) {
     // A short slice of the text: 4 chunks of 64 tokens with the byte-level vocab.
     const std::string text = (temp_dir() / "text.txt").string();
     {
-        std::ifstream in(MOE_SHARED_DIR "/data/text/tinyshakespeare.txt", std::ios::binary);
-        ASSERT_TRUE(in) << "missing " MOE_SHARED_DIR "/data/text/tinyshakespeare.txt";
+        std::ifstream in(MOE_TEST_DATA_DIR "/text/tinyshakespeare.txt", std::ios::binary);
+        ASSERT_TRUE(in) << "missing " MOE_TEST_DATA_DIR "/text/tinyshakespeare.txt";
         std::string s(4000, '\0');
         in.read(s.data(), static_cast<std::streamsize>(s.size()));
         s.resize(static_cast<size_t>(in.gcount()));

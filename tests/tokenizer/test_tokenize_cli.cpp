@@ -13,7 +13,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kVocabDir = MOE_SHARED_DIR "/data/vocab/";
+const std::string kVocabDir = MOE_TEST_DATA_DIR "/vocab/";
 
 struct CliResult {
     int rc = -1;

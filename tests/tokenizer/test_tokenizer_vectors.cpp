@@ -1,4 +1,4 @@
-// Exact-match tests against llama.cpp's tokenizer vectors (../shared/data/vocab/*.inp/.out).
+// Exact-match tests against llama.cpp's tokenizer vectors (tests/data/vocab/*.inp/.out).
 // As in llama.cpp's test-tokenizer-0, the vectors are encoded without BOS/EOS (add_special false)
 // and without parsing special tokens.
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@ using namespace moe::tokenizer;
 
 namespace {
 
-const std::string kVocabDir = MOE_SHARED_DIR "/data/vocab/";
+const std::string kVocabDir = MOE_TEST_DATA_DIR "/vocab/";
 
 std::string ids_str(const std::vector<int32_t>& ids) {
     std::string s;

@@ -55,7 +55,7 @@ void expect_one_line_error(const CliRun& r, const std::string& what) {
     EXPECT_NE(r.err.find(what), std::string::npos) << r.err;
 }
 
-const std::string kConfigs = std::string(MOE_SHARED_DIR) + "/reference/configs/";
+const std::string kConfigs = std::string(MOE_TEST_DATA_DIR) + "/configs/";
 
 }  // namespace
 
