@@ -36,37 +36,6 @@ std::string shown(const std::string& s) {
     return r;
 }
 
-std::string lower(std::string s) {
-    for (char& c : s)
-        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    return s;
-}
-
-bool is_special(TokenType t) { return t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown; }
-
-// llama.cpp's per-model token attributes (GGUF has no key for them): Phi-3 strips whitespace to
-// the right of its special tokens.
-void set_strip_flags(const gguf::File& f, Vocab& v) {
-    std::optional<std::string> name;
-    try {
-        name = f.get_string("general.name");
-    } catch (const moe::Error&) {
-        return;  // not a string: no name-based rules
-    }
-    if (!name) return;
-    const std::string n = lower(*name);
-    if (n.find("phi-3") == std::string::npos && n.find("phi3") == std::string::npos) return;
-    v.strip.assign(v.tokens.size(), 0);
-    for (size_t i = 0; i < v.tokens.size(); ++i)
-        if (is_special(v.type_of(static_cast<int32_t>(i)))) v.strip[i] = kStripRight;
-    auto set = [&](const char* tok, bool on) {
-        for (size_t i = 0; i < v.tokens.size(); ++i)
-            if (v.tokens[i] == tok) v.strip[i] = on ? kStripRight : 0;
-    };
-    set("</s>", true);
-    for (const char* t : {"<unk>", "<s>", "<|endoftext|>"}) set(t, false);
-}
-
 // Reads an optional token id key; present but out of range is an error naming the key.
 void read_id(const gguf::File& f, const char* key, size_t n_tokens, int32_t& id) {
     std::optional<int64_t> v;
@@ -275,9 +244,9 @@ Vocab load_vocab(const gguf::File& f) {
     get_flag("tokenizer.ggml.add_bos_token", v.add_bos);
     get_flag("tokenizer.ggml.add_eos_token", v.add_eos);
     get_flag("tokenizer.ggml.add_space_prefix", v.add_space_prefix);
-    set_strip_flags(f, v);
 
     v.finalize();
+    apply_attribute_rules(f, v);
     return v;
 }
 

@@ -90,9 +90,15 @@ struct Vocab {
 //            add_space_prefix true; tokenizer.ggml.scores required.
 //   "gpt2":  no default bos/eos/unk; add_bos true only where the pre-tokenizer's PreInfo says so
 //            (llama3 family, tekken), add_eos false, add_space_prefix false; merges required.
-// Strip flags: a model whose general.name contains "phi-3"/"phi3" gets rstrip on its special
-// tokens and "</s>", except "<unk>", "<s>", "<|endoftext|>" (llama.cpp's rule for Phi-3).
+// Then apply_attribute_rules.
 Vocab load_vocab(const gguf::File& file);
+
+// llama.cpp's token attributes that GGUF does not store (vocab_attrs.cpp): tokens whose text marks
+// end of turn / fill-in-the-middle (when the id key is absent) or end of generation become control
+// tokens; gpt-oss's <|channel|> <|message|> <|start|> <|constrain|> (and <|end|> next to
+// <|return|>/<|call|>) become user-defined; a model whose general.name contains "phi-3"/"phi3"
+// gets rstrip on its special tokens except <unk>, <s>, <|endoftext|>. Needs a finalized vocab.
+void apply_attribute_rules(const gguf::File& file, Vocab& vocab);
 
 // The model names and (for gpt2) pre-tokenizer names this layer supports.
 const std::vector<std::string>& supported_models();

@@ -1,0 +1,156 @@
+// Parity with llama.cpp on every supported pre-tokenizer and both vocabulary models.
+// tests/data/tokenizer/strings.inp holds the strings (llama.cpp's 46 tokenizer test strings plus
+// ones that hit each regex branch: CJK, Arabic, Hebrew, emoji with ZWJ, combining marks, digit runs
+// of 1..12, contractions in both cases, runs of spaces/tabs/newlines, special-looking text, mixed
+// scripts). Each <config>.out holds llama.cpp's ids for them (scripts/tokenizer/gen-vectors.sh,
+// provenance in tests/data/README.md). Configs:
+//   <vocab>          a real vocab file, special tokens not parsed (as test-tokenizer-0)
+//   <vocab>.special  the same with parse_special (control tokens matched in the text)
+//   gpt-2@<pre>      the gpt-2 vocabulary with tokenizer.ggml.pre = <pre> (every name we support)
+//   gpt-neox@olmo    the GPT-NeoX vocabulary (178 user-defined tokens) as OLMoE declares it
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "format/gguf.h"
+#include "tokenizer/pretokenize.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/vectors_util.h"
+
+using namespace moe::tokenizer;
+
+namespace {
+
+const std::string kData = MOE_TEST_DATA_DIR;
+
+std::string ids_str(const std::vector<int32_t>& ids) {
+    std::string s;
+    for (int32_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
+    return s;
+}
+
+const std::vector<std::string>& strings() {
+    static const std::vector<std::string> s = [] {
+        std::vector<std::string> out;
+        const std::string inp = test::read_file(kData + "/tokenizer/strings.inp");
+        const std::string sep = "\n__ggml_vocab_test__\n";
+        for (size_t pos = 0; pos < inp.size();) {
+            const size_t next = inp.find(sep, pos);
+            out.push_back(inp.substr(pos, next - pos));
+            pos = next + sep.size();
+        }
+        return out;
+    }();
+    return s;
+}
+
+std::vector<std::vector<int32_t>> expected(const std::string& config) {
+    std::ifstream f(kData + "/tokenizer/" + config + ".out");
+    EXPECT_TRUE(f) << "missing " << config << ".out";
+    std::vector<std::vector<int32_t>> rows;
+    for (std::string line; std::getline(f, line);) {
+        std::istringstream ls(line);
+        std::vector<int32_t> row;
+        for (long v; ls >> v;) row.push_back(static_cast<int32_t>(v));
+        rows.push_back(row);
+    }
+    return rows;
+}
+
+Vocab vocab(const std::string& name) {
+    return load_vocab(moe::gguf::File::open(kData + "/vocab/ggml-vocab-" + name + ".gguf"));
+}
+
+struct Tally {
+    size_t total = 0, same = 0, roundtrip = 0;
+};
+
+// Encodes every string and compares with the config's expected ids; checks decode(encode(s)) == s
+// when `roundtrip` (every string is representable in these vocabs when special tokens are not parsed).
+Tally check(const Tokenizer& tok, const std::string& config, bool parse_special, bool roundtrip) {
+    const auto want = expected(config);
+    const auto& in = strings();
+    EXPECT_EQ(want.size(), in.size()) << config;
+    EncodeOptions o;
+    o.add_bos = o.add_eos = false;
+    o.parse_special = parse_special;
+    Tally t;
+    for (size_t i = 0; i < in.size() && i < want.size(); ++i) {
+        ++t.total;
+        const auto got = tok.encode(in[i], o);
+        EXPECT_EQ(ids_str(got), ids_str(want[i])) << config << ": string " << i << " '" << test::escaped(in[i]) << "'";
+        t.same += got == want[i];
+        if (roundtrip) {
+            const std::string back = tok.decode(got);
+            EXPECT_EQ(back, in[i]) << config << ": round trip of string " << i;
+            t.roundtrip += back == in[i];
+        }
+    }
+    std::printf("%-24s %zu/%zu ids equal to llama.cpp%s\n", config.c_str(), t.same, t.total,
+                roundtrip ? (", " + std::to_string(t.roundtrip) + " round-trip").c_str() : "");
+    return t;
+}
+
+}  // namespace
+
+TEST(TokenizerParity, RealVocabularies) {
+    for (const char* name : {"gpt-2", "llama-spm", "gpt-neox", "deepseek-coder", "phi-3"}) {
+        const Tokenizer tok(vocab(name));
+        const Tally plain = check(tok, name, false, true);
+        EXPECT_EQ(plain.same, plain.total) << name;
+        const Tally special = check(tok, std::string(name) + ".special", true, false);
+        EXPECT_EQ(special.same, special.total) << name;
+    }
+}
+
+TEST(TokenizerParity, EveryPreTokenizerOnGpt2Vocab) {
+    const Vocab base = vocab("gpt-2");
+    std::ifstream names(kData + "/tokenizer/pre-names.txt");
+    size_t n = 0;
+    for (std::string pre; std::getline(names, pre);) {
+        if (pre.empty()) continue;
+        ++n;
+        Vocab v = base;
+        v.pre = pre;
+        const Tokenizer tok(std::move(v));
+        const Tally t = check(tok, "gpt-2@" + pre, false, true);
+        EXPECT_EQ(t.same, t.total) << pre;
+    }
+    // The list covers every name the engine accepts.
+    EXPECT_EQ(n, PreTokenizer::supported().size());
+}
+
+TEST(TokenizerParity, GptNeoxAsOlmo) {
+    // OLMoE ships the GPT-NeoX vocabulary with pre "olmo": its user-defined tokens (runs of
+    // spaces) must be matched before BPE even though special tokens are not parsed.
+    Vocab v = vocab("gpt-neox");
+    v.pre = "olmo";
+    const Tokenizer tok(std::move(v));
+    const Tally t = check(tok, "gpt-neox@olmo", false, true);
+    EXPECT_EQ(t.same, t.total);
+}
+
+TEST(TokenizerParity, SplitsEqualLlamaCppForEveryRegexSet) {
+    // Ids alone can hide a wrong split (different pieces, same merges); splits/<set>.out holds the
+    // byte lengths of the pieces llama.cpp's own splitter cuts each string into.
+    std::set<std::string> done;
+    for (const auto& row : detail::pre_table()) {
+        if (!done.insert(row.set->id).second) continue;
+        const PreTokenizer pre(row.name);
+        std::ifstream f(kData + "/tokenizer/splits/" + row.set->id + ".out");
+        ASSERT_TRUE(f) << "missing splits/" << row.set->id << ".out";
+        size_t i = 0, same = 0;
+        for (std::string line; std::getline(f, line); ++i) {
+            ASSERT_LT(i, strings().size());
+            std::string got;
+            for (std::string_view p : pre.split(strings()[i])) got += (got.empty() ? "" : " ") + std::to_string(p.size());
+            EXPECT_EQ(got, line) << row.set->id << ": string " << i << " '" << test::escaped(strings()[i]) << "'";
+            same += got == line;
+        }
+        EXPECT_EQ(i, strings().size());
+        std::printf("split %-16s %zu/%zu equal to llama.cpp\n", row.set->id, same, i);
+    }
+    EXPECT_GE(done.size(), 16u);
+}
