@@ -26,6 +26,13 @@ for p in $(cat "$DATA/tokenizer/pre-names.txt"); do
   "$WORK/set_pre" "$DATA/vocab/ggml-vocab-gpt-2.gguf" "$p" "$WORK/gpt-2@$p.gguf"
   "$WORK/ref_tokenize" "$WORK/gpt-2@$p.gguf" "$STR" > "$DATA/tokenizer/gpt-2@$p.out"
 done
+# Token-attribute rules: gpt-2 with gpt-oss / Qwen / FIM style special tokens appended (3 control,
+# 4 user-defined); llama.cpp retypes some of them by their text.
+"$WORK/set_pre" "$DATA/vocab/ggml-vocab-gpt-2.gguf" gpt-4o "$WORK/gpt-2+attrs.gguf" "<|channel|>:3" "<|message|>:3" \
+    "<|start|>:3" "<|constrain|>:3" "<|end|>:3" "<|return|>:3" "<|call|>:3" "<|im_end|>:4" "<|fim_prefix|>:4" \
+    "<|user_tok|>:4" "<unused_1>:3"
+"$WORK/ref_tokenize" "$WORK/gpt-2+attrs.gguf" "$STR" > "$DATA/tokenizer/gpt-2+attrs.out"
+"$WORK/ref_tokenize" "$WORK/gpt-2+attrs.gguf" "$STR" 1 > "$DATA/tokenizer/gpt-2+attrs.special.out"
 "$WORK/set_pre" "$DATA/vocab/ggml-vocab-gpt-neox.gguf" olmo "$WORK/gpt-neox@olmo.gguf"
 "$WORK/ref_tokenize" "$WORK/gpt-neox@olmo.gguf" "$STR" > "$DATA/tokenizer/gpt-neox@olmo.out"
 # Piece boundaries of every regex set, from llama.cpp's own splitter (unicode_regex_split).

@@ -10,11 +10,15 @@
 //   gpt-neox@olmo    the GPT-NeoX vocabulary (178 user-defined tokens) as OLMoE declares it
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 
 #include "format/gguf.h"
+#include "format/gguf_writer.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/vectors_util.h"
@@ -120,6 +124,57 @@ TEST(TokenizerParity, EveryPreTokenizerOnGpt2Vocab) {
     }
     // The list covers every name the engine accepts.
     EXPECT_EQ(n, PreTokenizer::supported().size());
+}
+
+TEST(TokenizerParity, TokenAttributeRules) {
+    // gpt-2 + appended gpt-oss / Qwen / FIM style tokens (scripts/tokenizer/gen-vectors.sh):
+    // llama.cpp makes <|im_end|> and <|fim_prefix|> (user-defined in the file) control, and
+    // <|channel|> <|message|> <|start|> <|constrain|> <|end|> (control in the file) user-defined.
+    // The GGUF is rebuilt here with the same appended tokens.
+    Vocab v = vocab("gpt-2");
+    const std::vector<std::pair<const char*, TokenType>> added = {
+        {"<|channel|>", TokenType::Control},    {"<|message|>", TokenType::Control},
+        {"<|start|>", TokenType::Control},      {"<|constrain|>", TokenType::Control},
+        {"<|end|>", TokenType::Control},        {"<|return|>", TokenType::Control},
+        {"<|call|>", TokenType::Control},       {"<|im_end|>", TokenType::UserDefined},
+        {"<|fim_prefix|>", TokenType::UserDefined}, {"<|user_tok|>", TokenType::UserDefined},
+        {"<unused_1>", TokenType::Control}};
+    const auto dir = std::filesystem::temp_directory_path() / ("moe_tok_attrs_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string path = (dir / "attrs.gguf").string();
+    {
+        moe::gguf::Writer w(path);
+        w.set_string("general.architecture", "gpt2");
+        w.set_string("general.name", "gpt-2");
+        w.set_string("tokenizer.ggml.model", "gpt2");
+        w.set_string("tokenizer.ggml.pre", "gpt-4o");
+        std::vector<std::string> toks = v.tokens;
+        std::vector<int32_t> types(v.tokens.size());
+        for (size_t i = 0; i < types.size(); ++i) types[i] = static_cast<int32_t>(v.type_of(static_cast<int32_t>(i)));
+        for (const auto& [t, ty] : added) toks.push_back(t), types.push_back(static_cast<int32_t>(ty));
+        w.set_string_array("tokenizer.ggml.tokens", toks);
+        w.set_i32_array("tokenizer.ggml.token_type", types);
+        std::vector<std::string> merges;
+        for (const auto& [l, r] : v.merges) merges.push_back(l + " " + r);
+        w.set_string_array("tokenizer.ggml.merges", merges);
+        w.set_u32("tokenizer.ggml.bos_token_id", 50256);
+        w.set_u32("tokenizer.ggml.eos_token_id", 50256);
+        w.write_header();
+        w.finish();
+    }
+    const Tokenizer tok(load_vocab(moe::gguf::File::open(path)));
+    std::filesystem::remove_all(dir);
+    const int32_t base = 50257;
+    EXPECT_EQ(tok.vocab().type_of(base + 0), TokenType::UserDefined);  // <|channel|>
+    EXPECT_EQ(tok.vocab().type_of(base + 4), TokenType::UserDefined);  // <|end|>
+    EXPECT_EQ(tok.vocab().type_of(base + 5), TokenType::Control);      // <|return|>
+    EXPECT_EQ(tok.vocab().type_of(base + 7), TokenType::Control);      // <|im_end|>
+    EXPECT_EQ(tok.vocab().type_of(base + 8), TokenType::Control);      // <|fim_prefix|>
+    EXPECT_EQ(tok.vocab().type_of(base + 9), TokenType::UserDefined);  // <|user_tok|>
+    const Tally plain = check(tok, "gpt-2+attrs", false, true);
+    EXPECT_EQ(plain.same, plain.total);
+    const Tally special = check(tok, "gpt-2+attrs.special", true, false);
+    EXPECT_EQ(special.same, special.total);
 }
 
 TEST(TokenizerParity, GptNeoxAsOlmo) {
