@@ -19,6 +19,7 @@ STR=$DATA/tokenizer/strings.inp
 for v in gpt-2 llama-spm gpt-neox deepseek-coder phi-3; do
   "$WORK/ref_tokenize" "$DATA/vocab/ggml-vocab-$v.gguf" "$STR" > "$DATA/tokenizer/$v.out"
   "$WORK/ref_tokenize" "$DATA/vocab/ggml-vocab-$v.gguf" "$STR" 1 > "$DATA/tokenizer/$v.special.out"
+  "$WORK/ref_tokenize" "$DATA/vocab/ggml-vocab-$v.gguf" "$STR" d > "$DATA/tokenizer/$v.detok"
 done
 # Pre-tokenizers without a small real vocab: the gpt-2 vocabulary with tokenizer.ggml.pre replaced
 # (named gpt-2@PRE), and the GPT-NeoX vocabulary (user-defined tokens) as OLMoE's "olmo".
@@ -26,6 +27,7 @@ for p in $(cat "$DATA/tokenizer/pre-names.txt"); do
   "$WORK/set_pre" "$DATA/vocab/ggml-vocab-gpt-2.gguf" "$p" "$WORK/gpt-2@$p.gguf"
   "$WORK/ref_tokenize" "$WORK/gpt-2@$p.gguf" "$STR" > "$DATA/tokenizer/gpt-2@$p.out"
 done
+"$WORK/ref_tokenize" "$WORK/gpt-2@qwen2.gguf" "$STR" d > "$DATA/tokenizer/gpt-2@qwen2.detok"
 # Token-attribute rules: gpt-2 with gpt-oss / Qwen / FIM style special tokens appended (3 control,
 # 4 user-defined); llama.cpp retypes some of them by their text.
 "$WORK/set_pre" "$DATA/vocab/ggml-vocab-gpt-2.gguf" gpt-4o "$WORK/gpt-2+attrs.gguf" "<|channel|>:3" "<|message|>:3" \

@@ -26,6 +26,50 @@ bool is_special_type(TokenType t) {
     return t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown;
 }
 
+// llama.cpp's three clean-up passes (detokenize with clean_spaces), each over the previous result.
+std::string clean_up_spaces(std::string t) {
+    auto pass = [](const std::string& in, auto&& keep_prev_space) {
+        std::string out;
+        out.reserve(in.size());
+        for (size_t i = 0; i < in.size(); ++i) {
+            if (i > 0 && in[i - 1] == ' ' && !keep_prev_space(in, i) && !out.empty()) out.pop_back();
+            out.push_back(in[i]);
+        }
+        return out;
+    };
+    // 1: " ?" " !" " ." " ," lose the space.
+    t = pass(t, [](const std::string& in, size_t i) {
+        const char x = in[i];
+        return !(x == '?' || x == '!' || x == '.' || x == ',');
+    });
+    // 2: " ' " becomes "'" (the space after it is skipped, and then no longer counts as a space
+    // before the next character).
+    {
+        std::string in = t, out;
+        for (size_t i = 0; i < in.size(); ++i) {
+            if (i > 0 && in[i] == '\'' && i + 1 < in.size() && in[i - 1] == ' ' && in[i + 1] == ' ') {
+                out.pop_back();
+                out.push_back('\'');
+                in[++i] = '\0';
+                continue;
+            }
+            out.push_back(in[i]);
+        }
+        t = out;
+    }
+    // 3: " 's" " 'm" " 're" " 've" lose the space (" 't" " 'd" " 'll" keep it).
+    return pass(t, [](const std::string& in, size_t i) {
+        if (in[i] != '\'' || i + 1 >= in.size()) return true;
+        const char x1 = in[i + 1];
+        if (x1 == 's' || x1 == 'm') return false;
+        if (i + 2 < in.size()) {
+            const char x2 = in[i + 2];
+            if ((x1 == 'r' || x1 == 'v') && x2 == 'e') return false;
+        }
+        return true;
+    });
+}
+
 bool is_c_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
 }  // namespace
@@ -107,6 +151,7 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 
 const Vocab& Tokenizer::vocab() const { return impl_->vocab; }
+bool Tokenizer::cleans_spaces() const { return impl_->pre && impl_->pre->info().clean_spaces; }
 const std::vector<int32_t>& Tokenizer::special_tokens() const { return impl_->specials; }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOptions& opts) const {
@@ -195,6 +240,7 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, const DecodeOptio
     std::string out;
     for (int32_t id : ids) out += d.push(id);
     out += d.flush();
+    if (opts.clean_spaces && cleans_spaces()) out = clean_up_spaces(std::move(out));
     return out;
 }
 

@@ -32,6 +32,10 @@ struct EncodeOptions {
 struct DecodeOptions {
     bool render_special = false;       // print the text of control/unknown tokens (else nothing)
     bool strip_leading_space = true;   // SPM with add_space_prefix: drop the space encode() added
+    // llama.cpp's clean-up for the families that use it (Tokenizer::cleans_spaces(): BPE vocabs
+    // whose pre-tokenizer has clean_spaces): drop a space before ? ! . , and before 's 'm 're 've,
+    // and the spaces around a lone '. Changes the text (not lossless), so opt-in; decode() only.
+    bool clean_spaces = false;
 };
 
 class Tokenizer {
@@ -44,6 +48,8 @@ public:
     Tokenizer& operator=(Tokenizer&&) noexcept;
 
     const Vocab& vocab() const;
+    // Whether the vocab's family uses llama.cpp's clean_spaces (see DecodeOptions::clean_spaces).
+    bool cleans_spaces() const;
     size_t size() const { return vocab().size(); }
 
     std::vector<int32_t> encode(std::string_view text, const EncodeOptions& opts = {}) const;

@@ -209,3 +209,41 @@ TEST(TokenizerParity, SplitsEqualLlamaCppForEveryRegexSet) {
     }
     EXPECT_GE(done.size(), 16u);
 }
+
+TEST(TokenizerParity, DecodeWithCleanSpacesEqualsLlamaDetokenize) {
+    // <config>.detok: llama_detokenize of llama.cpp's ids (hex per string). Our decode with the
+    // opt-in clean_spaces must give the same text (clean-up applies where the family uses it:
+    // gpt-2 and GPT-NeoX yes, qwen2 / deepseek / SPM no).
+    auto hex = [](const std::string& s) {
+        static const char* d = "0123456789abcdef";
+        std::string h;
+        for (unsigned char c : s) h += d[c >> 4], h += d[c & 15];
+        return h;
+    };
+    const Vocab gpt2 = vocab("gpt-2");
+    Vocab qwen = gpt2;
+    qwen.pre = "qwen2";
+    std::vector<std::pair<std::string, Tokenizer>> toks;
+    for (const char* name : {"gpt-2", "llama-spm", "gpt-neox", "deepseek-coder", "phi-3"}) toks.emplace_back(name, Tokenizer(vocab(name)));
+    toks.emplace_back("gpt-2@qwen2", Tokenizer(std::move(qwen)));
+    EncodeOptions o;
+    o.add_bos = o.add_eos = false;
+    DecodeOptions d;
+    d.clean_spaces = true;
+    size_t cleaned = 0;
+    for (const auto& [config, tok] : toks) {
+        std::ifstream f(kData + "/tokenizer/" + config + ".detok");
+        ASSERT_TRUE(f) << config;
+        size_t i = 0, same = 0;
+        for (std::string line; std::getline(f, line); ++i) {
+            const auto ids = tok.encode(strings()[i], o);
+            const std::string got = tok.decode(ids, d);
+            EXPECT_EQ(hex(got), line) << config << ": string " << i << " '" << test::escaped(strings()[i]) << "' -> '"
+                                      << test::escaped(got) << "'";
+            same += hex(got) == line;
+            cleaned += tok.cleans_spaces() && got != tok.decode(ids);
+        }
+        std::printf("%-16s decode %zu/%zu equal to llama_detokenize\n", config.c_str(), same, i);
+    }
+    EXPECT_GT(cleaned, 0u);  // the clean-up did change some texts
+}
