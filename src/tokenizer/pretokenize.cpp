@@ -130,9 +130,12 @@ void cut(const Regex& re, const Subjects& s, uint32_t a, uint32_t b, std::vector
             if (rc == PCRE2_ERROR_JIT_STACKLIMIT) rc = pcre2_match_8(re.c8, subj, len, pos, PCRE2_NO_JIT, md8, nullptr);
             ov = pcre2_get_ovector_pointer_8(md8);
         } else {
+            // The subject is valid UTF-32 by construction; PCRE2 would otherwise re-check the whole
+            // segment on every call (quadratic in its length).
             const auto* subj = reinterpret_cast<PCRE2_SPTR32>(s.cps.data() + a);
-            rc = pcre2_match_32(re.c32, subj, len, pos, 0, md32, nullptr);
-            if (rc == PCRE2_ERROR_JIT_STACKLIMIT) rc = pcre2_match_32(re.c32, subj, len, pos, PCRE2_NO_JIT, md32, nullptr);
+            rc = pcre2_match_32(re.c32, subj, len, pos, PCRE2_NO_UTF_CHECK, md32, nullptr);
+            if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+                rc = pcre2_match_32(re.c32, subj, len, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md32, nullptr);
             ov = pcre2_get_ovector_pointer_32(md32);
         }
         if (rc == PCRE2_ERROR_NOMATCH) break;
