@@ -58,13 +58,11 @@ void SpmModel::encode(std::string_view raw, bool space_prefix, std::vector<int32
         s.next = pos == text.size() ? -1 : static_cast<int32_t>(sym.size()) + 1;
         sym.push_back(s);
     }
-    std::string buf;
-    auto prio = [&](std::string_view l, std::string_view r) -> std::optional<double> {
-        buf.assign(l);
-        buf.append(r);
-        const int32_t id = vocab_.find(buf);
+    // Adjacent symbols are adjacent in `text`, so their concatenation is a view (no copy).
+    auto prio = [&](std::string_view l, std::string_view r) -> std::optional<float> {
+        const int32_t id = vocab_.find(std::string_view(l.data(), l.size() + r.size()));
         if (id == kNoToken) return std::nullopt;
-        return -static_cast<double>(vocab_.score(id));  // higher score merges first
+        return -vocab_.score(id);  // higher score merges first
     };
     for (const auto& s : detail::merge_symbols(text, std::move(sym), prio)) {
         const std::string_view piece(text.data() + s.start, s.len);
