@@ -4,6 +4,7 @@
 #include <pcre2.h>
 
 #include <algorithm>
+#include <new>
 
 #include "core/error.h"
 #include "tokenizer/unicode_class.h"
@@ -107,6 +108,23 @@ Regex compile(const char* pattern, bool han) {
     return r;
 }
 
+// Match data for one regex (per split call, so split() is thread-safe).
+struct MatchData {
+    pcre2_match_data_8* m8 = nullptr;
+    pcre2_match_data_32* m32 = nullptr;
+    explicit MatchData(const Regex& re) {
+        if (re.collapsed) m8 = pcre2_match_data_create_from_pattern_8(re.c8, nullptr);
+        else m32 = pcre2_match_data_create_from_pattern_32(re.c32, nullptr);
+        if (!m8 && !m32) throw std::bad_alloc();
+    }
+    MatchData(const MatchData&) = delete;
+    MatchData& operator=(const MatchData&) = delete;
+    ~MatchData() {
+        if (m8) pcre2_match_data_free_8(m8);
+        if (m32) pcre2_match_data_free_32(m32);
+    }
+};
+
 // Subjects of one split: the collapsed bytes and/or the code points, as the set needs them.
 struct Subjects {
     std::string collapsed;
@@ -207,24 +225,14 @@ std::vector<std::string_view> PreTokenizer::split(std::string_view text) const {
     }
     std::vector<uint32_t> ends{n}, next;
     for (const Regex& re : impl_->regexes) {
-        pcre2_match_data_8* md8 = re.collapsed ? pcre2_match_data_create_from_pattern_8(re.c8, nullptr) : nullptr;
-        pcre2_match_data_32* md32 = re.collapsed ? nullptr : pcre2_match_data_create_from_pattern_32(re.c32, nullptr);
-        if (!md8 && !md32) throw std::bad_alloc();
+        const MatchData md(re);
         next.clear();
         next.reserve(ends.size() * 2);
         uint32_t a = 0;
-        try {
-            for (uint32_t b : ends) {
-                cut(re, s, a, b, next, md8, md32);
-                a = b;
-            }
-        } catch (...) {
-            if (md8) pcre2_match_data_free_8(md8);
-            if (md32) pcre2_match_data_free_32(md32);
-            throw;
+        for (uint32_t b : ends) {
+            cut(re, s, a, b, next, md.m8, md.m32);
+            a = b;
         }
-        if (md8) pcre2_match_data_free_8(md8);
-        if (md32) pcre2_match_data_free_32(md32);
         ends.swap(next);
     }
     pieces.reserve(ends.size());
