@@ -1,25 +1,34 @@
 #!/usr/bin/env bash
 # Tokenization speed and parity against llama.cpp's llama-tokenize, side by side on the same
-# vocab files and text (whole commands: load + tokenize + print ids; best of N alternating runs).
+# vocab files and text: whole commands (load vocab + tokenize + print ids), N alternating runs,
+# best wall time and best CPU time (user + sys; the fairer number on a loaded machine), and
+# whether the ids are equal. Single-threaded in both engines.
 #   bench/tokenize_vs_llamacpp.sh LLAMA_BIN_DIR TEXT VOCAB.gguf [VOCAB.gguf ...]
 # Env: N (runs per engine, default 3), MOE (moe binary, default build/moe).
 set -euo pipefail
 LB=${1:?llama.cpp bin dir}; TEXT=${2:?text file}; shift 2
 MOE=${MOE:-build/moe}; N=${N:-3}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-now() { date +%s.%N; }
-printf '%-28s %9s %9s %7s %9s  %s\n' vocab "moe_s" "llama_s" ratio tokens ids
+min() { awk -v a="$1" -v b="$2" 'BEGIN { print (a < b) ? a : b }'; }
+# run NAME CMD...: appends "wall cpu" of the command to $tmp/NAME.t
+run() {
+  local name=$1; shift
+  /usr/bin/time -f '%e %U %S' -o "$tmp/t" "$@"
+  awk '{ print $1, $2 + $3 }' "$tmp/t" >> "$tmp/$name.t"
+}
+printf '%-26s %8s %8s %8s %8s %7s %7s %8s  %s\n' vocab moe_wall llm_wall moe_cpu llm_cpu x_wall x_cpu tokens ids
 for v in "$@"; do
-  best_m=1e9; best_l=1e9
+  rm -f "$tmp"/*.t
   for ((i = 0; i < N; i++)); do
-    t0=$(now); "$MOE" tokenize -m "$v" -f "$TEXT" --no-bos > "$tmp/m.out"; t1=$(now)
-    "$LB/llama-tokenize" -m "$v" -f "$TEXT" --ids --log-disable --no-bos --no-escape > "$tmp/l.out" 2> /dev/null; t2=$(now)
-    best_m=$(echo "$t1 - $t0" | bc -l | awk -v b="$best_m" '{print ($1 < b) ? $1 : b}')
-    best_l=$(echo "$t2 - $t1" | bc -l | awk -v b="$best_l" '{print ($1 < b) ? $1 : b}')
+    run moe "$MOE" tokenize -m "$v" -f "$TEXT" --no-bos > "$tmp/m.out"
+    run llm "$LB/llama-tokenize" -m "$v" -f "$TEXT" --ids --log-disable --no-bos --no-escape > "$tmp/l.out" 2> /dev/null
   done
+  read -r mw mc < <(awk 'NR == 1 || $1 < w { w = $1 } NR == 1 || $2 < c { c = $2 } END { print w, c }' "$tmp/moe.t")
+  read -r lw lc < <(awk 'NR == 1 || $1 < w { w = $1 } NR == 1 || $2 < c { c = $2 } END { print w, c }' "$tmp/llm.t")
   tr -d '[] \n' < "$tmp/l.out" > "$tmp/l.ids"; tr -d '\n' < "$tmp/m.out" > "$tmp/m.ids"
   same=$(cmp -s "$tmp/l.ids" "$tmp/m.ids" && echo equal || echo DIFFER)
   ntok=$(tr ',' '\n' < "$tmp/m.ids" | wc -l)
-  printf '%-28s %9.3f %9.3f %7.2f %9d  %s\n' "$(basename "$v" .gguf)" "$best_m" "$best_l" \
-    "$(echo "$best_l / $best_m" | bc -l)" "$ntok" "$same"
+  printf '%-26s %8.2f %8.2f %8.2f %8.2f %7.2f %7.2f %8d  %s\n' "$(basename "$v" .gguf)" "$mw" "$lw" "$mc" "$lc" \
+    "$(awk -v a="$lw" -v b="$mw" 'BEGIN { print a / b }')" "$(awk -v a="$lc" -v b="$mc" 'BEGIN { print a / (b > 0 ? b : 0.01) }')" \
+    "$ntok" "$same"
 done
