@@ -20,6 +20,8 @@ for v in gpt-2 llama-spm gpt-neox deepseek-coder phi-3; do
   "$WORK/ref_tokenize" "$DATA/vocab/ggml-vocab-$v.gguf" "$STR" > "$DATA/tokenizer/$v.out"
   "$WORK/ref_tokenize" "$DATA/vocab/ggml-vocab-$v.gguf" "$STR" 1 > "$DATA/tokenizer/$v.special.out"
   "$WORK/ref_tokenize" "$DATA/vocab/ggml-vocab-$v.gguf" "$STR" d > "$DATA/tokenizer/$v.detok"
+  # two long texts (64 KB of Shakespeare; all strings joined, three times): the word-cache paths
+  "$WORK/ref_tokenize" "$DATA/vocab/ggml-vocab-$v.gguf" "$DATA/tokenizer/long.inp" > "$DATA/tokenizer/$v.long.out"
 done
 # Pre-tokenizers without a small real vocab: the gpt-2 vocabulary with tokenizer.ggml.pre replaced
 # (named gpt-2@PRE), and the GPT-NeoX vocabulary (user-defined tokens) as OLMoE's "olmo".

@@ -109,6 +109,33 @@ TEST(TokenizerParity, RealVocabularies) {
     }
 }
 
+TEST(TokenizerParity, LongTextsTakeTheWordCachePaths) {
+    // long.inp: 16 KB of Shakespeare and all strings joined (x3): long enough for the per-call
+    // piece cache (BPE) and the word-by-word path (SPM); ids must not change.
+    const std::string inp = test::read_file(kData + "/tokenizer/long.inp");
+    const std::string sep = "\n__ggml_vocab_test__\n";
+    std::vector<std::string> texts;
+    for (size_t pos = 0; pos < inp.size();) {
+        const size_t next = inp.find(sep, pos);
+        texts.push_back(inp.substr(pos, next - pos));
+        pos = next + sep.size();
+    }
+    ASSERT_EQ(texts.size(), 2u);
+    EncodeOptions o;
+    o.add_bos = o.add_eos = false;
+    for (const char* name : {"gpt-2", "llama-spm", "gpt-neox", "deepseek-coder", "phi-3"}) {
+        const Tokenizer tok(vocab(name));
+        const auto want = expected(std::string(name) + ".long");
+        ASSERT_EQ(want.size(), texts.size()) << name;
+        for (size_t i = 0; i < texts.size(); ++i) {
+            const auto got = tok.encode(texts[i], o);
+            EXPECT_TRUE(got == want[i]) << name << ": long text " << i << " differs (" << got.size() << " vs "
+                                        << want[i].size() << " ids)";
+            EXPECT_EQ(tok.decode(got), texts[i]) << name;
+        }
+    }
+}
+
 TEST(TokenizerParity, EveryPreTokenizerOnGpt2Vocab) {
     const Vocab base = vocab("gpt-2");
     std::ifstream names(kData + "/tokenizer/pre-names.txt");

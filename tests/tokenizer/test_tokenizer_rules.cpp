@@ -164,3 +164,26 @@ TEST(TokenizerRules, LongestSpecialFirstAndStripFlags) {
     EXPECT_EQ(t.encode("x \t<c>\n y", sp), (std::vector<int32_t>{byte('x'), ctl, byte('y')}));
     EXPECT_EQ(t.encode("<c>", plain()).size(), 3u);
 }
+
+TEST(TokenizerRules, SpmWordByWordOnlyWhenNoTokenSpansASpace) {
+    // A vocab with "a▁b" (a token with the space marker after another character): merges cross
+    // spaces, so long texts must not be cut into words (they are for vocabs without such tokens).
+    const std::string sp = "\xE2\x96\x81";
+    Vocab v;
+    v.model = "llama";
+    v.type = ModelType::Spm;
+    v.add_space_prefix = true;
+    for (const auto& [t, score] : std::vector<std::pair<std::string, float>>{
+             {"<unk>", 0}, {sp, -1}, {"x", -1}, {"a", -1}, {"b", -1}, {"a" + sp, 1}, {"a" + sp + "b", 2}}) {
+        v.tokens.push_back(t);
+        v.scores.push_back(score);
+    }
+    v.unk_id = 0;
+    const Tokenizer t(std::move(v));
+    std::string text;
+    std::vector<int32_t> want;
+    for (int i = 0; i < 60; ++i) text += "xa b ", want.insert(want.end(), {1, 2, 6});
+    want.push_back(1);  // the final space
+    ASSERT_GT(text.size(), 256u);  // long enough for the word-by-word path
+    EXPECT_EQ(t.encode(text, plain()), want);
+}
