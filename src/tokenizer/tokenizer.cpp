@@ -1,7 +1,6 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
-#include <array>
 #include <optional>
 
 #include "core/checked.h"
