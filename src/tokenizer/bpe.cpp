@@ -1,21 +1,14 @@
 #include "tokenizer/bpe.h"
 
+#include <algorithm>
+
 #include "core/checked.h"
 #include "core/error.h"
-#include "tokenizer/merge.h"
 #include "tokenizer/utf8.h"
 
 namespace moe::tokenizer {
 
 namespace {
-
-std::string merge_key(std::string_view l, std::string_view r) {
-    std::string k = std::to_string(l.size());
-    k.push_back(':');
-    k.append(l);
-    k.append(r);
-    return k;
-}
 
 // Code point of the byte-mapping character for byte b (GPT-2 encoder.py bytes_to_unicode).
 std::array<uint32_t, 256> byte_map_cps() {
@@ -50,68 +43,137 @@ const std::array<std::string, 256>& BpeModel::byte_to_char() {
     return m;
 }
 
-BpeModel::BpeModel(const Vocab& vocab, bool ignore_merges) : vocab_(vocab), ignore_merges_(ignore_merges) {
-    ranks_.reserve(vocab.merges.size());
-    for (size_t i = 0; i < vocab.merges.size(); ++i)  // a repeated merge keeps its first (best) rank
-        ranks_.emplace(merge_key(vocab.merges[i].first, vocab.merges[i].second), static_cast<int32_t>(i));
+BpeModel::BpeModel(const Vocab& vocab, bool ignore_merges)
+    : vocab_(vocab), ignore_merges_(ignore_merges), n_vocab_(static_cast<int32_t>(vocab.size())) {
+    const auto& map = byte_to_char();
+    for (int b = 0; b < 256; ++b) byte_sym_[b] = intern(map[b]);
+    merges_.reserve(vocab.merges.size());
+    std::string joined;
+    for (size_t i = 0; i < vocab.merges.size(); ++i) {
+        const auto& [l, r] = vocab.merges[i];
+        const int32_t lid = intern(l), rid = intern(r);
+        joined.assign(l).append(r);
+        const int32_t res = intern(joined);
+        // A repeated merge keeps its first (best) rank.
+        merges_.emplace((static_cast<uint64_t>(lid) << 32) | static_cast<uint32_t>(rid),
+                        Merge{static_cast<int32_t>(i), res});
+    }
 }
 
-int32_t BpeModel::rank(std::string_view left, std::string_view right) const {
-    auto it = ranks_.find(merge_key(left, right));
-    return it == ranks_.end() ? -1 : it->second;
+int32_t BpeModel::intern(const std::string& s) {
+    const int32_t id = vocab_.find(s);
+    if (id != kNoToken) return id;
+    auto [it, inserted] = extra_ids_.emplace(s, n_vocab_ + static_cast<int32_t>(extra_text_.size()));
+    if (inserted) extra_text_.push_back(s);
+    return it->second;
+}
+
+std::string_view BpeModel::text_of(int32_t id) const {
+    return id < n_vocab_ ? std::string_view(vocab_.tokens[static_cast<size_t>(id)])
+                         : std::string_view(extra_text_[static_cast<size_t>(id - n_vocab_)]);
+}
+
+// A final symbol: its token, or (a string that is not a token: broken vocab) its characters one
+// by one, then the unknown token.
+void BpeModel::emit(int32_t id, std::vector<int32_t>& out) const {
+    if (id < n_vocab_) {
+        out.push_back(id);
+        return;
+    }
+    const std::string_view sv = text_of(id);
+    for (size_t pos = 0; pos < sv.size();) {
+        const size_t n = utf8::char_len(sv, pos);
+        int32_t t = vocab_.find(sv.substr(pos, n));
+        if (t == kNoToken) t = vocab_.unk_id;
+        if (t == kNoToken)
+            throw_error("tokenizer", vocab_.source, ": cannot encode '", std::string(sv.substr(pos, n)),
+                        "': the BPE vocab has no token for this byte and no unknown token "
+                        "(tokenizer.ggml.unknown_token_id)");
+        out.push_back(t);
+        pos += n;
+    }
 }
 
 void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
     if (piece.empty()) return;
-    const auto& map = byte_to_char();
-    std::string text;
-    text.reserve(piece.size() * 2);
-    for (unsigned char b : piece) text += map[b];
-    checked_cast<uint32_t>(text.size(), "tokenizer", "pre-tokenizer piece length");
-
+    checked_cast<uint32_t>(piece.size(), "tokenizer", "pre-tokenizer piece length");
     if (ignore_merges_) {
+        const auto& map = byte_to_char();
+        std::string text;
+        text.reserve(piece.size() * 2);
+        for (unsigned char b : piece) text += map[b];
         const int32_t id = vocab_.find(text);
         if (id != kNoToken) {
             out.push_back(id);
             return;
         }
     }
-
-    std::vector<detail::Symbol> sym;
-    sym.reserve(piece.size());
-    for (size_t pos = 0; pos < text.size();) {
-        const size_t n = utf8::char_len(text, pos);  // 1 or 2 bytes: mapped chars are < U+0180
-        detail::Symbol s;
-        s.start = static_cast<uint32_t>(pos);
-        s.len = static_cast<uint32_t>(n);
-        s.prev = static_cast<int32_t>(sym.size()) - 1;
-        pos += n;
-        s.next = pos == text.size() ? -1 : static_cast<int32_t>(sym.size()) + 1;
-        sym.push_back(s);
-    }
-    auto prio = [&](std::string_view l, std::string_view r) -> std::optional<double> {
-        const int32_t rk = rank(l, r);
-        if (rk < 0) return std::nullopt;
-        return static_cast<double>(rk);
+    // Symbols: one per byte (each byte's character), linked; candidates in a min-heap by
+    // (rank, left position); a candidate is stale when either side changed since it was queued.
+    struct Sym {
+        int32_t id, prev, next;
     };
-    for (const auto& s : detail::merge_symbols(text, std::move(sym), prio)) {
-        const std::string_view sv(text.data() + s.start, s.len);
-        int32_t id = vocab_.find(sv);
-        if (id != kNoToken) {
-            out.push_back(id);
+    struct Cand {
+        int32_t rank, left, right, lid, rid, result;
+    };
+    struct Worse {
+        bool operator()(const Cand& a, const Cand& b) const {
+            return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
+        }
+    };
+    const auto n = static_cast<int32_t>(piece.size());
+    std::vector<Sym> sym(static_cast<size_t>(n));
+    for (int32_t i = 0; i < n; ++i)
+        sym[i] = Sym{byte_sym_[static_cast<unsigned char>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1};
+    std::vector<Cand> heap;
+    heap.reserve(static_cast<size_t>(n));
+    auto try_add = [&](int32_t l, int32_t r) {
+        if (l < 0 || r < 0) return;
+        const auto it = merges_.find((static_cast<uint64_t>(sym[l].id) << 32) | static_cast<uint32_t>(sym[r].id));
+        if (it == merges_.end()) return;
+        heap.push_back(Cand{it->second.rank, l, r, sym[l].id, sym[r].id, it->second.result});
+        std::push_heap(heap.begin(), heap.end(), Worse{});
+    };
+    for (int32_t i = 1; i < n; ++i) try_add(i - 1, i);
+    while (!heap.empty()) {
+        std::pop_heap(heap.begin(), heap.end(), Worse{});
+        const Cand c = heap.back();
+        heap.pop_back();
+        Sym& l = sym[c.left];
+        if (l.id != c.lid || l.next != c.right || sym[c.right].id != c.rid) continue;  // stale
+        Sym& r = sym[c.right];
+        l.id = c.result;
+        l.next = r.next;
+        r.id = -1;  // merged away
+        if (r.next >= 0) sym[r.next].prev = c.left;
+        try_add(l.prev, c.left);
+        try_add(c.left, l.next);
+    }
+    for (int32_t i = 0; i >= 0; i = sym[i].next) emit(sym[i].id, out);
+}
+
+void BpeModel::encode_pieces(const std::vector<std::string_view>& pieces, std::vector<int32_t>& out) const {
+    if (pieces.size() < 64) {  // short prompts: no cache
+        for (std::string_view p : pieces) encode_piece(p, out);
+        return;
+    }
+    // Long texts repeat most words: remember each short piece's ids (a range of `out`).
+    std::unordered_map<std::string_view, std::pair<size_t, size_t>> cache;
+    cache.reserve(pieces.size() / 4);
+    for (std::string_view p : pieces) {
+        if (p.size() > 32) {
+            encode_piece(p, out);
             continue;
         }
-        for (size_t pos = 0; pos < sv.size();) {
-            const size_t n = utf8::char_len(sv, pos);
-            id = vocab_.find(sv.substr(pos, n));
-            if (id == kNoToken) id = vocab_.unk_id;
-            if (id == kNoToken)
-                throw_error("tokenizer", vocab_.source, ": cannot encode '", std::string(sv.substr(pos, n)),
-                            "': the BPE vocab has no token for this byte and no unknown token "
-                            "(tokenizer.ggml.unknown_token_id)");
-            out.push_back(id);
-            pos += n;
+        const auto it = cache.find(p);
+        if (it != cache.end()) {
+            const auto [begin, len] = it->second;
+            for (size_t k = 0; k < len; ++k) out.push_back(out[begin + k]);
+            continue;
         }
+        const size_t begin = out.size();
+        encode_piece(p, out);
+        cache.emplace(p, std::make_pair(begin, out.size() - begin));
     }
 }
 

@@ -1,9 +1,9 @@
 #pragma once
-// Shared merge loop of the SPM and BPE tokenizers (internal to src/tokenizer).
+// Merge loop of the SPM tokenizer (internal to src/tokenizer; BPE has an id-based loop in bpe.cpp).
 //
 // The text is first cut into symbols (byte ranges, in order). Every adjacent pair that the model
 // can merge becomes a candidate with a priority (lower is better: BPE merge rank, or minus the SPM
-// token score). The best candidate is merged (ties: the leftmost pair), the two new neighbour pairs
+// token score; a float, as scores are). The best candidate is merged (ties: the leftmost pair), the two new neighbour pairs
 // become candidates, and this repeats until no candidate is left. Candidates made stale by an
 // earlier merge are recognised and skipped when they come up. O(n log n) in the number of symbols,
 // so long inputs without spaces stay fast.
@@ -24,11 +24,13 @@ struct Symbol {
 
 // Merges symbols of `text` in place. `priority(left, right)` returns the pair's priority, or
 // nullopt when the pair cannot merge. Returns the surviving symbols in text order.
+// The candidate heap holds up to one entry per character of a long text, so entries are kept
+// at 16 bytes: the loop is bound by cache misses of the heap's sift operations.
 template <typename PriorityFn>
 std::vector<Symbol> merge_symbols(std::string_view text, std::vector<Symbol> sym, PriorityFn&& priority) {
     struct Cand {
+        float prio;
         int32_t left, right;
-        double prio;
         uint32_t len;  // combined length when queued; a mismatch later means the pair is stale
     };
     struct Worse {
@@ -40,8 +42,8 @@ std::vector<Symbol> merge_symbols(std::string_view text, std::vector<Symbol> sym
     auto view = [&](int32_t i) { return text.substr(sym[i].start, sym[i].len); };
     auto try_add = [&](int32_t l, int32_t r) {
         if (l < 0 || r < 0) return;
-        std::optional<double> p = priority(view(l), view(r));
-        if (p) queue.push(Cand{l, r, *p, sym[l].len + sym[r].len});
+        std::optional<float> p = priority(view(l), view(r));
+        if (p) queue.push(Cand{*p, l, r, sym[l].len + sym[r].len});
     };
     for (int32_t i = 1; i < static_cast<int32_t>(sym.size()); ++i) try_add(i - 1, i);
     while (!queue.empty()) {

@@ -1,6 +1,7 @@
 #include "tokenizer/spm.h"
 
 #include <string>
+#include <unordered_map>
 
 #include "core/checked.h"
 #include "core/error.h"
@@ -17,6 +18,13 @@ SpmModel::SpmModel(const Vocab& vocab) : vocab_(vocab) {
         if (id == kNoToken) id = vocab_.find(std::string(1, static_cast<char>(b)));
         byte_ids_[b] = id;
     }
+    // Can a token contain "▁" right after another character (other than "▁")? If not, merges
+    // never cross such a "▁" and encode() may work word by word.
+    space_cuts_ = true;
+    for (const std::string& t : vocab.tokens)
+        for (size_t pos = t.find(kSpaceMarker, 1); pos != std::string::npos && space_cuts_;
+             pos = t.find(kSpaceMarker, pos + 1))
+            if (!is_marker_end(t, pos)) space_cuts_ = false;
 }
 
 void SpmModel::emit_bytes(std::string_view s, std::vector<int32_t>& out) const {
@@ -46,6 +54,40 @@ void SpmModel::encode(std::string_view raw, bool space_prefix, std::vector<int32
     if (text.empty()) return;
     checked_cast<uint32_t>(text.size(), "tokenizer", "text length");
 
+    if (!space_cuts_ || text.size() < 256) {
+        encode_chunk(text, out);
+        return;
+    }
+    // Merges never cross a "▁" that follows another character (no token contains one, checked at
+    // construction), so the text is encoded word by word with the same result, and repeated words
+    // are encoded once (a cache local to this call).
+    std::unordered_map<std::string_view, std::pair<size_t, size_t>> cache;
+    const std::string_view all(text);
+    size_t start = 0;
+    auto flush = [&](size_t end) {
+        const std::string_view w = all.substr(start, end - start);
+        start = end;
+        if (w.size() > 64) return encode_chunk(w, out);
+        const auto it = cache.find(w);
+        if (it != cache.end()) {
+            for (size_t k = 0; k < it->second.second; ++k) out.push_back(out[it->second.first + k]);
+            return;
+        }
+        const size_t begin = out.size();
+        encode_chunk(w, out);
+        cache.emplace(w, std::make_pair(begin, out.size() - begin));
+    };
+    for (size_t pos = 1; pos + kSpaceMarker.size() <= all.size(); ++pos)
+        if (all.compare(pos, kSpaceMarker.size(), kSpaceMarker) == 0 && !is_marker_end(all, pos)) flush(pos);
+    flush(all.size());
+}
+
+// True when the bytes just before `pos` are a "▁" (then a "▁" at pos may continue a token).
+bool SpmModel::is_marker_end(std::string_view text, size_t pos) {
+    return pos >= kSpaceMarker.size() && text.compare(pos - kSpaceMarker.size(), kSpaceMarker.size(), kSpaceMarker) == 0;
+}
+
+void SpmModel::encode_chunk(std::string_view text, std::vector<int32_t>& out) const {
     std::vector<detail::Symbol> sym;
     sym.reserve(text.size());
     for (size_t pos = 0; pos < text.size();) {
@@ -58,13 +100,11 @@ void SpmModel::encode(std::string_view raw, bool space_prefix, std::vector<int32
         s.next = pos == text.size() ? -1 : static_cast<int32_t>(sym.size()) + 1;
         sym.push_back(s);
     }
-    std::string buf;
-    auto prio = [&](std::string_view l, std::string_view r) -> std::optional<double> {
-        buf.assign(l);
-        buf.append(r);
-        const int32_t id = vocab_.find(buf);
+    // Adjacent symbols are adjacent in `text`, so their concatenation is a view (no copy).
+    auto prio = [&](std::string_view l, std::string_view r) -> std::optional<float> {
+        const int32_t id = vocab_.find(std::string_view(l.data(), l.size() + r.size()));
         if (id == kNoToken) return std::nullopt;
-        return -static_cast<double>(vocab_.score(id));  // higher score merges first
+        return -vocab_.score(id);  // higher score merges first
     };
     for (const auto& s : detail::merge_symbols(text, std::move(sym), prio)) {
         const std::string_view piece(text.data() + s.start, s.len);

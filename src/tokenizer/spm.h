@@ -25,8 +25,11 @@ public:
 
 private:
     void emit_bytes(std::string_view s, std::vector<int32_t>& out) const;
+    void encode_chunk(std::string_view escaped, std::vector<int32_t>& out) const;
+    static bool is_marker_end(std::string_view text, size_t pos);
     const Vocab& vocab_;
     std::array<int32_t, 256> byte_ids_{};
+    bool space_cuts_ = false;  // no token has "▁" after another character: encode word by word
 };
 
 // "▁" (U+2581), the SentencePiece space marker.

@@ -1,14 +1,15 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
-#include <array>
 #include <optional>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "format/gguf.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/spm.h"
+#include "tokenizer/unicode_class.h"
 #include "tokenizer/utf8.h"
 
 namespace moe::tokenizer {
@@ -16,13 +17,59 @@ namespace moe::tokenizer {
 namespace {
 
 struct Fragment {
-    std::string_view text;     // raw text when id == kNoToken
-    int32_t id = kNoToken;     // a matched special token
+    uint32_t off = 0, len = 0;  // raw text [off, off + len) when id == kNoToken
+    int32_t id = kNoToken;      // a matched special token
 };
 
 bool is_special_type(TokenType t) {
     return t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown;
 }
+
+// llama.cpp's three clean-up passes (detokenize with clean_spaces), each over the previous result.
+std::string clean_up_spaces(std::string t) {
+    auto pass = [](const std::string& in, auto&& keep_prev_space) {
+        std::string out;
+        out.reserve(in.size());
+        for (size_t i = 0; i < in.size(); ++i) {
+            if (i > 0 && in[i - 1] == ' ' && !keep_prev_space(in, i) && !out.empty()) out.pop_back();
+            out.push_back(in[i]);
+        }
+        return out;
+    };
+    // 1: " ?" " !" " ." " ," lose the space.
+    t = pass(t, [](const std::string& in, size_t i) {
+        const char x = in[i];
+        return !(x == '?' || x == '!' || x == '.' || x == ',');
+    });
+    // 2: " ' " becomes "'" (the space after it is skipped, and then no longer counts as a space
+    // before the next character).
+    {
+        std::string in = t, out;
+        for (size_t i = 0; i < in.size(); ++i) {
+            if (i > 0 && in[i] == '\'' && i + 1 < in.size() && in[i - 1] == ' ' && in[i + 1] == ' ') {
+                out.pop_back();
+                out.push_back('\'');
+                in[++i] = '\0';
+                continue;
+            }
+            out.push_back(in[i]);
+        }
+        t = out;
+    }
+    // 3: " 's" " 'm" " 're" " 've" lose the space (" 't" " 'd" " 'll" keep it).
+    return pass(t, [](const std::string& in, size_t i) {
+        if (in[i] != '\'' || i + 1 >= in.size()) return true;
+        const char x1 = in[i + 1];
+        if (x1 == 's' || x1 == 'm') return false;
+        if (i + 2 < in.size()) {
+            const char x2 = in[i + 2];
+            if ((x1 == 'r' || x1 == 'v') && x2 == 'e') return false;
+        }
+        return true;
+    });
+}
+
+bool is_c_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
 }  // namespace
 
@@ -31,33 +78,49 @@ struct Tokenizer::Impl {
     std::optional<SpmModel> spm;
     std::optional<BpeModel> bpe;
     std::optional<PreTokenizer> pre;
-    std::vector<int32_t> specials;                     // longest text first, then lowest id
-    std::array<std::vector<int32_t>, 256> by_first;    // specials indexed by their first byte
+    std::vector<int32_t> specials;  // longest text first, then lowest id
 
-    // Leftmost-longest split of `text` into raw-text fragments and special tokens.
-    std::vector<Fragment> partition(std::string_view text) const {
-        std::vector<Fragment> out;
-        size_t raw_start = 0;
-        for (size_t pos = 0; pos < text.size();) {
-            int32_t hit = kNoToken;
-            for (int32_t id : by_first[static_cast<unsigned char>(text[pos])]) {
-                const std::string& t = vocab.tokens[static_cast<size_t>(id)];
-                if (text.compare(pos, t.size(), t) == 0) {
-                    hit = id;  // by_first lists are longest first
-                    break;
+    // Splits `text` into raw fragments and special tokens as llama.cpp does: each special token in
+    // turn (longest first) is cut out of every raw fragment at all its occurrences, so a longer
+    // token wins over a shorter one wherever they overlap. User-defined tokens are always matched;
+    // control and unknown tokens only with parse_special. A token with strip flags also removes
+    // whitespace on that side from its neighbour fragment.
+    std::vector<Fragment> partition(std::string_view text, bool parse_special) const {
+        std::vector<Fragment> frags{{0, static_cast<uint32_t>(text.size()), kNoToken}}, next;
+        for (int32_t id : specials) {
+            const TokenType t = vocab.type_of(id);
+            if (!parse_special && t != TokenType::UserDefined) continue;
+            const std::string& tok = vocab.tokens[static_cast<size_t>(id)];
+            const uint8_t strip = vocab.strip_of(id);
+            next.clear();
+            bool any = false;
+            for (const Fragment& f : frags) {
+                if (f.id != kNoToken) {
+                    next.push_back(f);
+                    continue;
                 }
+                uint32_t off = f.off, len = f.len;
+                while (len > 0) {
+                    const size_t m = text.substr(0, off + len).find(tok, off);
+                    if (m == std::string_view::npos) break;
+                    any = true;
+                    uint32_t left_len = static_cast<uint32_t>(m) - off;
+                    if (strip & kStripLeft)
+                        while (left_len > 0 && is_c_space(text[off + left_len - 1])) --left_len;
+                    if (left_len > 0) next.push_back({off, left_len, kNoToken});
+                    next.push_back({0, 0, id});
+                    uint32_t r_off = static_cast<uint32_t>(m + tok.size());
+                    uint32_t r_len = off + len - r_off;
+                    if (strip & kStripRight)
+                        while (r_len > 0 && is_c_space(text[r_off])) ++r_off, --r_len;
+                    off = r_off;
+                    len = r_len;
+                }
+                if (len > 0) next.push_back({off, len, kNoToken});
             }
-            if (hit == kNoToken) {
-                ++pos;
-                continue;
-            }
-            if (pos > raw_start) out.push_back({text.substr(raw_start, pos - raw_start), kNoToken});
-            out.push_back({{}, hit});
-            pos += vocab.tokens[static_cast<size_t>(hit)].size();
-            raw_start = pos;
+            if (any) frags.swap(next);
         }
-        if (raw_start < text.size()) out.push_back({text.substr(raw_start), kNoToken});
-        return out;
+        return frags;
     }
 };
 
@@ -70,8 +133,7 @@ Tokenizer::Tokenizer(Vocab vocab) : impl_(std::make_unique<Impl>()) {
     } else {
         if (v.pre.empty()) v.pre = "default";
         impl_->pre.emplace(v.pre);
-        const bool llama3 = v.pre == "llama3" || v.pre == "llama-bpe" || v.pre == "llama-v3";
-        impl_->bpe.emplace(v, llama3);
+        impl_->bpe.emplace(v, impl_->pre->info().ignore_merges);
     }
     for (size_t i = 0; i < v.size(); ++i)
         if (is_special_type(v.type_of(static_cast<int32_t>(i))) && !v.tokens[i].empty())
@@ -79,8 +141,6 @@ Tokenizer::Tokenizer(Vocab vocab) : impl_(std::make_unique<Impl>()) {
     std::stable_sort(impl_->specials.begin(), impl_->specials.end(), [&](int32_t a, int32_t b) {
         return v.tokens[static_cast<size_t>(a)].size() > v.tokens[static_cast<size_t>(b)].size();
     });
-    for (int32_t id : impl_->specials)
-        impl_->by_first[static_cast<unsigned char>(v.tokens[static_cast<size_t>(id)][0])].push_back(id);
 }
 
 Tokenizer Tokenizer::from_gguf(const gguf::File& file) { return Tokenizer(load_vocab(file)); }
@@ -90,30 +150,36 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 
 const Vocab& Tokenizer::vocab() const { return impl_->vocab; }
+bool Tokenizer::cleans_spaces() const { return impl_->pre && impl_->pre->info().clean_spaces; }
 const std::vector<int32_t>& Tokenizer::special_tokens() const { return impl_->specials; }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOptions& opts) const {
     const Vocab& v = impl_->vocab;
+    checked_cast<uint32_t>(text.size(), "tokenizer", "text length");
     std::vector<Fragment> frags;
-    if (!text.empty()) {
-        if (opts.parse_special) frags = impl_->partition(text);
-        else frags.push_back({text, kNoToken});
-    }
+    if (!text.empty()) frags = impl_->partition(text, opts.parse_special);
     std::vector<int32_t> out;
     out.reserve(text.size() / 3 + 2);
     if (opts.add_bos && v.add_bos) out.push_back(v.bos_id);
     // SPM: a space is prefixed to the text at the start and after every special token.
     bool after_special = true;
+    std::string fixed;
     for (const Fragment& f : frags) {
         if (f.id != kNoToken) {
             out.push_back(f.id);
             after_special = true;
             continue;
         }
+        std::string_view raw = text.substr(f.off, f.len);
         if (impl_->spm) {
-            impl_->spm->encode(f.text, v.add_space_prefix && after_special, out);
+            impl_->spm->encode(raw, v.add_space_prefix && after_special, out);
         } else {
-            for (std::string_view piece : impl_->pre->split(f.text)) impl_->bpe->encode_piece(piece, out);
+            // Byte-level BPE sees code points: bytes that are not UTF-8 become U+FFFD (as in llama.cpp).
+            if (!utf8::is_valid(raw)) {
+                fixed = ucls::normalize_invalid(raw);
+                raw = fixed;
+            }
+            impl_->bpe->encode_pieces(impl_->pre->split(raw), out);
         }
         after_special = false;
     }
@@ -173,6 +239,7 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, const DecodeOptio
     std::string out;
     for (int32_t id : ids) out += d.push(id);
     out += d.flush();
+    if (opts.clean_spaces && cleans_spaces()) out = clean_up_spaces(std::move(out));
     return out;
 }
 

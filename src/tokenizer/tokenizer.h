@@ -6,8 +6,9 @@
 //   std::string text = tok.decode(ids);                           // valid UTF-8
 //   Detokenizer stream(tok); for (id : ids) out += stream.push(id); out += stream.flush();
 //
-// Special tokens (control, user-defined, unknown) are recognised in the input text only with
-// EncodeOptions::parse_special; otherwise text such as "<|endoftext|>" is ordinary text.
+// User-defined tokens are always recognised in the input text (as llama.cpp and HF tokenizers
+// do); control and unknown tokens only with EncodeOptions::parse_special, otherwise text such as
+// "<|endoftext|>" is ordinary text.
 // All methods are const and safe to call from several threads at once.
 #include <cstdint>
 #include <memory>
@@ -26,12 +27,16 @@ namespace moe::tokenizer {
 struct EncodeOptions {
     bool add_bos = true;         // prepend BOS when the vocab's add_bos_token says so
     bool add_eos = true;         // append EOS when the vocab's add_eos_token says so
-    bool parse_special = false;  // match special-token texts in the input as those tokens
+    bool parse_special = false;  // also match control/unknown token texts (user-defined: always)
 };
 
 struct DecodeOptions {
     bool render_special = false;       // print the text of control/unknown tokens (else nothing)
     bool strip_leading_space = true;   // SPM with add_space_prefix: drop the space encode() added
+    // llama.cpp's clean-up for the families that use it (Tokenizer::cleans_spaces(): BPE vocabs
+    // whose pre-tokenizer has clean_spaces): drop a space before ? ! . , and before 's 'm 're 've,
+    // and the spaces around a lone '. Changes the text (not lossless), so opt-in; decode() only.
+    bool clean_spaces = false;
 };
 
 class Tokenizer {
@@ -44,6 +49,8 @@ public:
     Tokenizer& operator=(Tokenizer&&) noexcept;
 
     const Vocab& vocab() const;
+    // Whether the vocab's family uses llama.cpp's clean_spaces (see DecodeOptions::clean_spaces).
+    bool cleans_spaces() const;
     size_t size() const { return vocab().size(); }
 
     std::vector<int32_t> encode(std::string_view text, const EncodeOptions& opts = {}) const;
@@ -54,7 +61,8 @@ public:
     // unknown tokens give "" unless render_special. Throws moe::Error for an id out of range.
     std::string token_to_piece(int32_t id, bool render_special = false) const;
 
-    // Ids of the tokens encode() can match when parse_special is set (longest text first).
+    // Ids of the special tokens encode() can match (user-defined always, control and unknown with
+    // parse_special), longest text first.
     const std::vector<int32_t>& special_tokens() const;
 
 private:

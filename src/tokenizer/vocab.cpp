@@ -36,8 +36,6 @@ std::string shown(const std::string& s) {
     return r;
 }
 
-bool is_llama3_pre(const std::string& pre) { return pre == "llama3" || pre == "llama-bpe" || pre == "llama-v3"; }
-
 // Reads an optional token id key; present but out of range is an error naming the key.
 void read_id(const gguf::File& f, const char* key, size_t n_tokens, int32_t& id) {
     std::optional<int64_t> v;
@@ -100,6 +98,8 @@ void Vocab::finalize() {
     if (!scores.empty() && scores.size() != n)
         throw_error(kC, source, ": tokenizer.ggml.scores has ", scores.size(), " entries but tokenizer.ggml.tokens has ",
                     n, "; the arrays must have the same length (re-convert the vocabulary)");
+    if (!strip.empty() && strip.size() != n)
+        throw_error(kC, source, ": strip flags have ", strip.size(), " entries for ", n, " tokens");
     if (!types.empty() && types.size() != n)
         throw_error(kC, source, ": tokenizer.ggml.token_type has ", types.size(),
                     " entries but tokenizer.ggml.tokens has ", n,
@@ -229,7 +229,7 @@ Vocab load_vocab(const gguf::File& f) {
         v.add_bos = true;
         v.add_space_prefix = true;
     } else {
-        v.add_bos = is_llama3_pre(v.pre);
+        v.add_bos = PreTokenizer::find_info(v.pre)->add_bos;
         v.add_space_prefix = false;
     }
     v.add_eos = false;
@@ -246,6 +246,7 @@ Vocab load_vocab(const gguf::File& f) {
     get_flag("tokenizer.ggml.add_space_prefix", v.add_space_prefix);
 
     v.finalize();
+    apply_attribute_rules(f, v);
     return v;
 }
 

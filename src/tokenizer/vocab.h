@@ -35,6 +35,9 @@ enum class ModelType {
 };
 
 inline constexpr int32_t kNoToken = -1;
+// Vocab::strip bits: when the token is matched in text, whitespace before (left) / after (right)
+// it is dropped from the neighbouring text.
+inline constexpr uint8_t kStripLeft = 1, kStripRight = 2;
 
 struct Vocab {
     std::string source = "<memory>";  // file the vocab came from (for error messages)
@@ -54,6 +57,9 @@ struct Vocab {
     bool add_bos = false;           // tokenizer.ggml.add_bos_token (default per model, see load_vocab)
     bool add_eos = false;           // tokenizer.ggml.add_eos_token (default false)
     bool add_space_prefix = false;  // tokenizer.ggml.add_space_prefix (default true for SPM)
+    // Per-token strip flags of special tokens (kStripLeft/kStripRight bits; empty = none). GGUF
+    // does not store them: load_vocab sets them by model name as llama.cpp does (Phi-3: rstrip).
+    std::vector<uint8_t> strip;
 
     // Heterogeneous lookup: find(string_view) without building a std::string.
     struct TextHash {
@@ -66,6 +72,7 @@ struct Vocab {
     size_t size() const { return tokens.size(); }
     int32_t find(std::string_view text) const;  // kNoToken when absent
     float score(int32_t id) const { return scores.empty() ? 0.0f : scores[static_cast<size_t>(id)]; }
+    uint8_t strip_of(int32_t id) const { return strip.empty() ? 0 : strip[static_cast<size_t>(id)]; }
     TokenType type_of(int32_t id) const {
         return types.empty() ? TokenType::Normal : types[static_cast<size_t>(id)];
     }
@@ -81,9 +88,17 @@ struct Vocab {
 // Defaults when keys are absent (as llama.cpp applies them):
 //   "llama": bos 1, eos 2, unk 0 (each only if in range); add_bos true, add_eos false,
 //            add_space_prefix true; tokenizer.ggml.scores required.
-//   "gpt2":  no default bos/eos/unk; add_bos true only for pre "llama3"/"llama-bpe"/"llama-v3",
-//            add_eos false, add_space_prefix false; tokenizer.ggml.merges required.
+//   "gpt2":  no default bos/eos/unk; add_bos true only where the pre-tokenizer's PreInfo says so
+//            (llama3 family, tekken), add_eos false, add_space_prefix false; merges required.
+// Then apply_attribute_rules.
 Vocab load_vocab(const gguf::File& file);
+
+// llama.cpp's token attributes that GGUF does not store (vocab_attrs.cpp): tokens whose text marks
+// end of turn / fill-in-the-middle (when the id key is absent) or end of generation become control
+// tokens; gpt-oss's <|channel|> <|message|> <|start|> <|constrain|> (and <|end|> next to
+// <|return|>/<|call|>) become user-defined; a model whose general.name contains "phi-3"/"phi3"
+// gets rstrip on its special tokens except <unk>, <s>, <|endoftext|>. Needs a finalized vocab.
+void apply_attribute_rules(const gguf::File& file, Vocab& vocab);
 
 // The model names and (for gpt2) pre-tokenizer names this layer supports.
 const std::vector<std::string>& supported_models();

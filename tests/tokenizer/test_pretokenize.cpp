@@ -104,12 +104,12 @@ TEST(PreTokenize, InvalidUtf8AndLongInputs) {
 
 TEST(PreTokenize, UnknownNameListsSupported) {
     try {
-        PreTokenizer p("tekken");
+        PreTokenizer p("no-such-pre");
         FAIL() << "expected moe::Error";
     } catch (const moe::Error& e) {
         const std::string m = e.what();
         EXPECT_EQ(e.component(), "tokenizer");
-        for (const char* n : {"tekken", "gpt-2", "llama3", "qwen2", "default"})
+        for (const char* n : {"no-such-pre", "tekken", "gpt-2", "llama3", "qwen2", "default", "kimi-k2", "deepseek-v3"})
             EXPECT_NE(m.find(n), std::string::npos) << m;
     }
 }

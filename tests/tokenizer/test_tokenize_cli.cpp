@@ -99,6 +99,15 @@ TEST_F(Cli, Detokenize) {
     EXPECT_EQ(r.out, "Hello world");
 }
 
+TEST_F(Cli, DetokenizeCleanSpacesIsOptIn) {
+    const std::string g = kVocabDir + "ggml-vocab-gpt-2.gguf";
+    const CliResult t = run("tokenize -m '" + g + "' -p \"Hello , world . It 's\"");
+    ASSERT_EQ(t.rc, 0);
+    const std::string ids = file_with("clean.txt", t.out);
+    EXPECT_EQ(run("detokenize -m '" + g + "' < '" + ids + "'").out, "Hello , world . It 's");  // lossless
+    EXPECT_EQ(run("detokenize -m '" + g + "' --clean-spaces < '" + ids + "'").out, "Hello, world. It's");
+}
+
 TEST_F(Cli, Errors) {
     const std::string g = kVocabDir + "ggml-vocab-gpt-2.gguf";
     EXPECT_EQ(run("detokenize -m '" + g + "' --ids 50257").rc, 1);  // out of range

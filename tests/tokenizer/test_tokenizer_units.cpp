@@ -148,7 +148,8 @@ TEST(Special, TextThatLooksSpecialIsTextUnlessAsked) {
     for (char c : std::string("<>s/|uerab")) b.add(std::string(1, c), -2);
     const int32_t user = b.add("<|user|>", 0, TokenType::UserDefined);
     Tokenizer tok(b.v);
-    for (const char* t : {"<s>", "</s>", "<|user|>", "<unk>"}) {
+    // Control and unknown tokens are text unless parse_special ...
+    for (const char* t : {"<s>", "</s>", "<unk>"}) {
         const Ids ids = tok.encode(t, plain());
         for (int32_t id : ids) {
             EXPECT_NE(tok.vocab().type_of(id), TokenType::Control) << t;
@@ -157,12 +158,17 @@ TEST(Special, TextThatLooksSpecialIsTextUnlessAsked) {
         }
         EXPECT_EQ(tok.decode(ids), t);
     }
+    // ... but user-defined tokens are always matched (as llama.cpp and HF tokenizers do), and the
+    // SPM space prefix comes back after them.
+    const int32_t sp_ = b.id(kSp), a_ = b.id("a");
+    EXPECT_EQ(tok.encode("<|user|>", plain()), (Ids{user}));
+    EXPECT_EQ(tok.encode("a<|user|>a", plain()), (Ids{sp_, a_, user, sp_, a_}));
     const int32_t sa = b.id("a"), sb = b.id("b"), sp = b.id(kSp);
     EXPECT_EQ(tok.encode("<s>", special()), (Ids{1}));
     // After a special token the SPM space prefix is added again.
     EXPECT_EQ(tok.encode("a</s>b", special()), (Ids{sp, sa, 2, sp, sb}));
     EXPECT_EQ(tok.encode("<|user|>a", special()), (Ids{user, sp, sa}));
-    // Leftmost-longest: "</s>" wins over a shorter match starting later.
+    // Longest token first: "</s>" wins over a shorter match anywhere.
     EXPECT_EQ(tok.encode("</s><s>", special()), (Ids{2, 1}));
     // Control tokens decode to nothing unless asked; user-defined tokens are always text.
     EXPECT_EQ(tok.decode({2, user}), "<|user|>");

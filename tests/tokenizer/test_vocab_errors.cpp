@@ -134,8 +134,8 @@ TEST_F(VocabErrors, UnknownModelType) {
 
 TEST_F(VocabErrors, UnknownPreTokenizer) {
     Keys k = bpe_keys();
-    k.pre = "tekken";
-    expect_error("pre.gguf", k, {"tokenizer.ggml.pre", "tekken", "gpt-2", "llama3", "qwen2"});
+    k.pre = "gpt-5-imaginary";
+    expect_error("pre.gguf", k, {"tokenizer.ggml.pre", "gpt-5-imaginary", "olmo", "deepseek-v3", "gpt-2", "llama3", "qwen2"});
 }
 
 TEST_F(VocabErrors, MergesMalformed) {

@@ -35,12 +35,13 @@ void tokenize_usage(std::FILE* out) {
 
 void detokenize_usage(std::FILE* out) {
     std::fprintf(out,
-                 "usage: moe detokenize -m MODEL [--ids 1,2,3] [--special]\n"
+                 "usage: moe detokenize -m MODEL [--ids 1,2,3] [--special] [--clean-spaces]\n"
                  "  Prints the text of the token ids (from --ids, else from stdin; separated by commas or\n"
                  "  whitespace), exactly, with no newline added.\n"
                  "  -m MODEL    GGUF model or vocab-only GGUF file\n"
                  "  --ids LIST  the ids\n"
-                 "  --special   print the text of control tokens (e.g. <s>) instead of nothing\n");
+                 "  --special   print the text of control tokens (e.g. <s>) instead of nothing\n"
+                 "  --clean-spaces  llama.cpp's space clean-up (\" ,\" -> \",\") where the vocab's family uses it\n");
 }
 
 // Value of option argv[i] (advances i); a missing value is a usage error.
@@ -143,6 +144,8 @@ int cmd_detokenize(int argc, char** argv) {
             have_ids = true;
         } else if (a == "--special") {
             opts.render_special = true;
+        } else if (a == "--clean-spaces") {
+            opts.clean_spaces = true;
         } else {
             std::fprintf(stderr, "moe detokenize: unknown option '%s'\n", a.c_str());
             detokenize_usage(stderr);
