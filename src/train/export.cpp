@@ -1,7 +1,9 @@
 // GGUF output of trained models and checkpoints (see export.h).
 #include "train/export.h"
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -77,7 +79,8 @@ struct Extra {
 
 void write_gguf(const std::string& path, const NetConfig& c, const std::vector<float>& params,
                 const tokenizer::Vocab& vocab, DType type, const std::string& name,
-                const std::vector<std::pair<std::string, uint64_t>>& train_keys, const std::vector<Extra>& extra) {
+                const std::vector<std::pair<std::string, uint64_t>>& train_keys,
+                const std::vector<std::pair<std::string, double>>& train_reals, const std::vector<Extra>& extra) {
     if (c.n_expert < 2)
         throw_error(kC, "a dense model (--experts 1) has no qwen3moe GGUF form; train it without --out");
     const std::vector<ParamInfo> layout = param_layout(c);
@@ -91,6 +94,11 @@ void write_gguf(const std::string& path, const NetConfig& c, const std::vector<f
         write_hparams(w, c);
         write_vocab(w, vocab);
         for (const auto& [k, v] : train_keys) w.set_u64(k, v);
+        for (const auto& [k, v] : train_reals) {
+            char buf[64];
+            std::snprintf(buf, sizeof(buf), "%.17g", v);
+            w.set_string(k, buf);
+        }
         std::vector<DType> types;
         for (const auto& p : layout) {
             types.push_back(model::storage_type(p.name, p.shape, type));
@@ -123,7 +131,7 @@ void write_gguf(const std::string& path, const NetConfig& c, const std::vector<f
 
 void write_model(const std::string& path, const Net<float>& net, const tokenizer::Vocab& vocab, DType type,
                  const std::string& name) {
-    write_gguf(path, net.config(), net.params, vocab, type, name, {}, {});
+    write_gguf(path, net.config(), net.params, vocab, type, name, {}, {}, {});
 }
 
 void write_checkpoint(const std::string& path, const Checkpoint& ck) {
@@ -140,7 +148,19 @@ void write_checkpoint(const std::string& path, const Checkpoint& ck) {
                {{"train.step", static_cast<uint64_t>(ck.step)},
                 {"train.steps", static_cast<uint64_t>(ck.steps)},
                 {"train.adam_t", static_cast<uint64_t>(ck.opt.t)},
-                {"train.seed", ck.seed}},
+                {"train.seed", ck.seed},
+                {"train.batch", static_cast<uint64_t>(ck.batch)},
+                {"train.warmup", static_cast<uint64_t>(ck.adam.warmup)}},
+               {{"train.lr", ck.adam.lr},
+                {"train.min_lr_frac", ck.adam.min_lr_frac},
+                {"train.beta1", ck.adam.beta1},
+                {"train.beta2", ck.adam.beta2},
+                {"train.eps", ck.adam.eps},
+                {"train.weight_decay", ck.adam.weight_decay},
+                {"train.clip", ck.adam.clip},
+                {"train.aux_loss", ck.loss.aux},
+                {"train.z_loss", ck.loss.z},
+                {"train.bias_balance", ck.bias_rate}},
                extra);
 }
 
@@ -171,6 +191,26 @@ Checkpoint read_checkpoint(const std::string& path) {
     ck.step = static_cast<int64_t>(need("train.step"));
     ck.steps = static_cast<int64_t>(need("train.steps"));
     ck.seed = need("train.seed");
+    ck.batch = static_cast<int64_t>(need("train.batch"));
+    ck.adam.warmup = static_cast<int64_t>(need("train.warmup"));
+    auto real = [&](const char* key) {
+        const auto v = f.get_string(key);
+        char* end = nullptr;
+        const double d = v ? std::strtod(v->c_str(), &end) : 0.0;
+        if (!v || v->empty() || *end != '\0' || !std::isfinite(d))
+            throw_error(kC, path, ": key ", key, " is missing or not a number (not a moe train checkpoint)");
+        return d;
+    };
+    ck.adam.lr = real("train.lr");
+    ck.adam.min_lr_frac = real("train.min_lr_frac");
+    ck.adam.beta1 = real("train.beta1");
+    ck.adam.beta2 = real("train.beta2");
+    ck.adam.eps = real("train.eps");
+    ck.adam.weight_decay = real("train.weight_decay");
+    ck.adam.clip = real("train.clip");
+    ck.loss.aux = real("train.aux_loss");
+    ck.loss.z = real("train.z_loss");
+    ck.bias_rate = real("train.bias_balance");
     ck.vocab = tokenizer::load_vocab(f);
     const std::vector<ParamInfo> layout = param_layout(c);
     const size_t n = param_count(layout);

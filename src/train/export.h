@@ -31,6 +31,11 @@ struct Checkpoint {
     int64_t step = 0;                          // steps done
     int64_t steps = 0;                         // planned steps of the run
     uint64_t seed = 0;
+    // Run settings a resume must reuse to continue the same run (stored as exact decimal strings).
+    AdamSpec adam;
+    MoeLossSpec loss;
+    double bias_rate = 0;
+    int64_t batch = 0;
 };
 
 void write_checkpoint(const std::string& path, const Checkpoint& c);

@@ -138,6 +138,11 @@ TrainResult run_training(const TrainSpec& spec) {
     tokenizer::Vocab vocab;
     int64_t step0 = 0, steps = spec.steps;
     uint64_t seed = spec.init.seed;
+    // Settings a resumed run takes from its checkpoint (the command line's are ignored).
+    AdamSpec adam = spec.adam;
+    MoeLossSpec loss = spec.loss;
+    double bias_rate = spec.bias_rate;
+    int64_t B = spec.batch;
     if (!spec.resume.empty()) {
         ck = read_checkpoint(spec.resume);
         cfg = ck.config;
@@ -145,6 +150,10 @@ TrainResult run_training(const TrainSpec& spec) {
         step0 = ck.step;
         steps = ck.steps;
         seed = ck.seed;
+        adam = ck.adam;
+        loss = ck.loss;
+        bias_rate = ck.bias_rate;
+        B = ck.batch;
         std::fprintf(lg, "train: resuming %s at step %lld of %lld\n", spec.resume.c_str(),
                      static_cast<long long>(step0), static_cast<long long>(steps));
     } else {
@@ -162,7 +171,7 @@ TrainResult run_training(const TrainSpec& spec) {
     d.val = tok.encode(val_text, eo);
     for (size_t i = 0; i < vocab.size(); ++i)
         d.piece_bytes.push_back(static_cast<int32_t>(tok.token_to_piece(static_cast<int32_t>(i)).size()));
-    const int64_t T = cfg.n_ctx, B = spec.batch;
+    const int64_t T = cfg.n_ctx;
     if (static_cast<int64_t>(d.train.size()) < T + 2 || static_cast<int64_t>(d.val.size()) < T + 1)
         throw_error(kC, "--data ", spec.data, " gives ", d.train.size(), " training and ", d.val.size(),
                     " validation tokens; need more than --ctx ", T, " of each (use a longer text or a smaller --ctx)");
@@ -178,7 +187,7 @@ TrainResult run_training(const TrainSpec& spec) {
         opt = ck.opt;
         bias = ck.sel_bias;
     }
-    const bool use_bias = spec.bias_rate > 0 || std::any_of(bias.begin(), bias.end(), [](auto& b) { return !b.empty(); });
+    const bool use_bias = bias_rate > 0 || std::any_of(bias.begin(), bias.end(), [](auto& b) { return !b.empty(); });
     if (use_bias)
         for (auto& b : bias) b.resize(static_cast<size_t>(cfg.n_expert), 0.0f);
     TrainResult res;
@@ -207,6 +216,10 @@ TrainResult run_training(const TrainSpec& spec) {
         c.step = done;
         c.steps = steps;
         c.seed = seed;
+        c.adam = adam;
+        c.loss = loss;
+        c.bias_rate = bias_rate;
+        c.batch = B;
         write_checkpoint(ckpt_path, c);
         std::fprintf(lg, "train: checkpoint at step %lld -> %s\n", static_cast<long long>(done), ckpt_path.c_str());
     };
@@ -241,7 +254,7 @@ TrainResult run_training(const TrainSpec& spec) {
             int64_t b0, b1;
             Replicas::share(B, r, nrep, b0, b1);
             parts[static_cast<size_t>(r)] = rn.step(nullptr, tok_b.data() + b0 * T, tgt_b.data() + b0 * T, b1 - b0, T,
-                                                    spec.loss, use_bias ? &bias : nullptr, true,
+                                                    loss, use_bias ? &bias : nullptr, true,
                                                     &rcounts[static_cast<size_t>(r)]);
         });
         // Mean over the batch: replica r's mean-loss gradient weighs (its rows) / B.
@@ -266,26 +279,27 @@ TrainResult run_training(const TrainSpec& spec) {
                         " (diverged: lower --lr or raise --warmup; resume from the last checkpoint)");
         const double progress = spec.time_limit > 0 ? std::max(static_cast<double>(step) / steps, train_s / spec.time_limit)
                                                     : static_cast<double>(step) / steps;
-        const double lr = lr_at(spec.adam, step, steps, progress);
-        const double gnorm = opt.update(&pool, spec.adam, lr, net.layout(), net.params, net.grads);
+        const double lr = lr_at(adam, step, steps, progress);
+        const double gnorm = opt.update(&pool, adam, lr, net.layout(), net.params, net.grads);
         for (int64_t il = 0; il < cfg.n_layer; ++il) {
             const auto& c = counts[static_cast<size_t>(il)];
             for (int e = 0; e < cfg.n_expert; ++e) window[static_cast<size_t>(il)][static_cast<size_t>(e)] += c[static_cast<size_t>(e)];
-            if (spec.bias_rate > 0) {  // DeepSeek-V3: b_i += u * sign(mean load - load_i)
+            if (bias_rate > 0) {  // DeepSeek-V3: b_i += u * sign(mean load - load_i)
                 double mean = 0;
                 for (int64_t v : c) mean += static_cast<double>(v);
                 mean /= cfg.n_expert;
                 for (int e = 0; e < cfg.n_expert; ++e) {
                     const double diff = mean - static_cast<double>(c[static_cast<size_t>(e)]);
                     bias[static_cast<size_t>(il)][static_cast<size_t>(e)] +=
-                        static_cast<float>(spec.bias_rate * (diff > 0 ? 1 : diff < 0 ? -1 : 0));
+                        static_cast<float>(bias_rate * (diff > 0 ? 1 : diff < 0 ? -1 : 0));
                 }
             }
         }
         train_s += st.seconds();
         win_ce += l.ce, win_aux += l.aux, win_z += l.z;
         ++win_n;
-        const bool last = step + 1 == steps || (spec.time_limit > 0 && train_s >= spec.time_limit);
+        const bool last = step + 1 == steps || step + 1 == spec.stop_at ||
+                          (spec.time_limit > 0 && train_s >= spec.time_limit);
         if ((step + 1) % spec.log_every == 0 || last) {
             res.train_loss = win_ce / win_n;
             std::fprintf(lg, "step %6lld/%lld  lr %.2e  loss %.4f (ce %.4f aux %.4f z %.4f)  |g| %.3f  %.0f tok/s  %.0f s\n",

@@ -32,6 +32,7 @@ struct TrainSpec {
     int64_t log_every = 50, eval_every = 500, save_every = 0;
     int64_t eval_windows = 0;   // validation windows per periodic eval (0 = all); the final eval uses all
     double time_limit = 0;      // seconds (0 = none): stop early, the schedule follows elapsed time
+    int64_t stop_at = 0;        // stop after this step (0 = run to steps); the schedule still plans `steps`
     double collapse_share = 0.1;  // warn when an expert gets < this fraction of a fair share in a log window
     std::FILE* log = stderr;
 };

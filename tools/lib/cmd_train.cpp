@@ -29,6 +29,7 @@ void train_usage(std::FILE* out) {
                  "  --steps N (1000) --batch B (16 sequences of --ctx tokens) --lr F (2e-3) --min-lr-frac F (0.1)\n"
                  "  --warmup N (100) --weight-decay F (0.1) --clip F (1.0) --init-std F (0.02) --seed S (1)\n"
                  "  --time-limit SEC     stop after SEC seconds of training; the cosine schedule follows time\n"
+                 "  --stop-at N          stop after step N (schedule still planned for --steps; continue with --resume)\n"
                  "load balancing and router:\n"
                  "  --aux-loss COEF      Switch/GShard loss COEF * E * sum f_i P_i (0 = off)\n"
                  "  --z-loss COEF        router z-loss COEF * mean logsumexp^2 (0 = off)\n"
@@ -96,6 +97,7 @@ int cmd_train(int argc, char** argv) {
         else if (a == "--bias-balance") s.bias_rate = num(i, o);
         else if (a == "--collapse-share") s.collapse_share = num(i, o);
         else if (a == "--time-limit") s.time_limit = num(i, o);
+        else if (a == "--stop-at") s.stop_at = integer(i, o, 1, int64_t(1) << 40);
         else if (a == "--threads" || a == "-t") s.threads = static_cast<int>(integer(i, o, 1, 1024));
         else if (a == "--log-every") s.log_every = integer(i, o, 1, int64_t(1) << 40);
         else if (a == "--eval-every") s.eval_every = integer(i, o, 0, int64_t(1) << 40);
