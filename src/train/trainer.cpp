@@ -33,6 +33,7 @@ struct Data {
 
 struct EvalOut {
     double loss = 0, bpb = 0;
+    std::vector<std::vector<int64_t>> counts;  // per layer, slots per expert over the validation text
 };
 
 // Data parallelism: each pool thread owns a replica of the net (its own activations) and runs a
@@ -59,6 +60,7 @@ EvalOut evaluate(ThreadPool& pool, Replicas& reps, const std::vector<float>& par
     const int n = static_cast<int>(reps.nets.size());
     std::vector<double> nats(static_cast<size_t>(n), 0.0), bytes(static_cast<size_t>(n), 0.0);
     std::vector<int64_t> count(static_cast<size_t>(n), 0);
+    std::vector<std::vector<std::vector<int64_t>>> loads(static_cast<size_t>(n));
     pool.run([&](int r, int) {
         if (r >= n) return;
         Net<float>& net = reps.nets[static_cast<size_t>(r)];
@@ -75,7 +77,13 @@ EvalOut evaluate(ThreadPool& pool, Replicas& reps, const std::vector<float>& par
                     tok[static_cast<size_t>(i * T + t)] = d.val[static_cast<size_t>((wa + i) * T + t)];
                     tgt[static_cast<size_t>(i * T + t)] = d.val[static_cast<size_t>((wa + i) * T + t + 1)];
                 }
-            const LossParts l = net.step(nullptr, tok.data(), tgt.data(), b, T, MoeLossSpec{}, bias, false);
+            std::vector<std::vector<int64_t>> c;
+            const LossParts l = net.step(nullptr, tok.data(), tgt.data(), b, T, MoeLossSpec{}, bias, false, &c);
+            auto& acc = loads[static_cast<size_t>(r)];
+            if (acc.empty()) acc = c;
+            else
+                for (size_t il = 0; il < c.size(); ++il)
+                    for (size_t e = 0; e < c[il].size(); ++e) acc[il][e] += c[il][e];
             nats[static_cast<size_t>(r)] += l.ce * static_cast<double>(b * T);
             count[static_cast<size_t>(r)] += b * T;
             for (int32_t t : tgt) bytes[static_cast<size_t>(r)] += d.piece_bytes[static_cast<size_t>(t)];
@@ -89,6 +97,12 @@ EvalOut evaluate(ThreadPool& pool, Replicas& reps, const std::vector<float>& par
         tc += count[static_cast<size_t>(r)];
     }
     EvalOut o;
+    for (const auto& acc : loads) {
+        if (o.counts.empty()) o.counts = acc;
+        else
+            for (size_t il = 0; il < acc.size(); ++il)
+                for (size_t e = 0; e < acc[il].size(); ++e) o.counts[il][e] += acc[il][e];
+    }
     if (tc == 0) return o;
     o.loss = tn / static_cast<double>(tc);
     o.bpb = tn / std::log(2.0) / tb;
@@ -349,6 +363,14 @@ TrainResult run_training(const TrainSpec& spec) {
     res.val_bpb = ev.bpb;
     std::fprintf(lg, "final: step %lld  val loss %.4f nats/token  val bpb %.4f  train %.1f s  %.0f tok/s\n",
                  static_cast<long long>(step), ev.loss, ev.bpb, train_s, res.tokens_per_s);
+    res.val_load.clear();
+    if (cfg.n_expert > 1)
+        for (size_t il = 0; il < ev.counts.size(); ++il) {
+            const LayerLoad ld = layer_load(ev.counts[il]);
+            res.val_load.push_back(ld);
+            std::fprintf(lg, "  val load L%zu: entropy %.3f/%.3f bits  max/mean %.2f  busiest %.1f%%  dead %d\n", il,
+                         ld.entropy_bits, std::log2(cfg.n_expert), ld.max_over_mean, 100 * ld.busiest_share, ld.dead);
+        }
     if (spec.save_every > 0 || !spec.resume.empty()) save(step);
     if (!spec.out.empty()) {
         write_model(spec.out, net, vocab, spec.out_type, spec.name);

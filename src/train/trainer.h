@@ -53,6 +53,7 @@ struct TrainResult {
     int64_t n_params = 0, n_active = 0, n_vocab = 0;
     double bytes_per_token = 0;  // validation text
     std::vector<LayerLoad> load; // over the last log window
+    std::vector<LayerLoad> val_load;  // over the validation text (final evaluation)
     int collapse_warnings = 0;
 };
 
