@@ -136,8 +136,9 @@ TrainResult run_training(const TrainSpec& spec) {
     if (spec.batch < 1) throw_error(kC, "--batch must be >= 1 (got ", spec.batch, ")");
     if (spec.steps < 1) throw_error(kC, "--steps must be >= 1 (got ", spec.steps, ")");
     const std::string ckpt_path = !spec.checkpoint.empty() ? spec.checkpoint
+                                  : !spec.resume.empty()   ? spec.resume
                                   : !spec.out.empty()      ? spec.out + ".ckpt"
-                                                           : spec.resume;
+                                                           : std::string();
     const std::string text = read_text(spec.data);
     // Validation = the last 10% of the bytes, starting at a line start.
     size_t cut = text.size() - text.size() / 10;
