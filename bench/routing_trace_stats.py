@@ -5,7 +5,7 @@ experts, weights): per layer, the load entropy (bits), max/mean load, an LRU exp
 them) and the rank balance of expert parallelism (E experts placed contiguously on RANKS ranks:
 busiest rank's slots / mean). Used for docs/TRAINING.md; not part of the test suite.
 
-usage: routing_trace_stats.py TRACE.tsv N_EXPERT [CAP] [RANKS]
+usage: routing_trace_stats.py TRACE.tsv N_EXPERT [CAP] [RANKS]   (several runs may be concatenated)
 """
 import math
 import sys
@@ -18,13 +18,14 @@ def main():
     ranks = int(sys.argv[4]) if len(sys.argv) > 4 else 4
     rows = defaultdict(list)
     with open(path) as f:
-        next(f)
         for line in f:
+            if line.startswith("layer"):  # header (one per concatenated run)
+                continue
             layer, tok, experts, _ = line.rstrip("\n").split("\t")
             rows[int(layer)].append((int(tok), [int(e) for e in experts.split(",")]))
     tot = defaultdict(float)
     for layer in sorted(rows):
-        seq = sorted(rows[layer])
+        seq = rows[layer]  # file order: token order within each traced run
         load = [0] * E
         lru, hits, refs = OrderedDict(), 0, 0
         for _, ex in seq:

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Training tokens/s of PyTorch on CPU for the model `moe train` trains (bench/train_vs_torch.sh runs
 both side by side). Same architecture (qwen3moe-style: RMSNorm, GQA attention with per-head q/k
 RMSNorm and NeoX RoPE, softmax top-k router with renormalised weights, SwiGLU experts gathered per
