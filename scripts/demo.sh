@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# `make run`: the main job on the built-in default model. For now: generate the demo model
-# (tiny qwen3moe preset, random weights), inspect it, then generate text with the built-in default model.
+# `make run`: the main job on the built-in default model, the Shakespeare MoE trained with
+# `moe train` (models/shakespeare-moe.gguf; how it was made: docs/TRAINING.md). Inspect it, then
+# generate text without -m: the text reads like the corpus, and the statistics end with the
+# expert-load summary of its trained router.
 set -euo pipefail
 BUILD=${1:-build}
-mkdir -p "$BUILD/models"
-MODEL="$BUILD/models/demo-tiny-qwen3moe.gguf"
+MODEL=models/shakespeare-moe.gguf
 "$BUILD/moe" version
-echo "== moe gen tiny-qwen3moe -> $MODEL"
-"$BUILD/moe" gen tiny-qwen3moe -o "$MODEL" --seed 1
 echo "== moe inspect $MODEL"
 "$BUILD/moe" inspect "$MODEL"
-echo "== moe run -p \"Once upon a time\" -n 32   (no -m: the built-in default model, generated on first use)"
-"$BUILD/moe" run -p "Once upon a time" -n 32
+echo "== moe run -p \"ROMEO:\" -n 160 --seed 1   (no -m: the built-in default model)"
+"$BUILD/moe" run -p "ROMEO:" -n 160 --seed 1

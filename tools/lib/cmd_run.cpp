@@ -18,8 +18,8 @@ void run_usage(std::FILE* out) {
                  "usage: moe run [-m MODEL] -p TEXT [-n N] [--temp T] [--top-p P] [--top-k K] [--seed S]\n"
                  "               [-t THREADS] [--ctx N] [--kv-type f32|f16] [--routing-trace FILE]\n"
                  "  Generates text after TEXT, streaming it to stdout; statistics go to stderr.\n"
-                 "  -m MODEL         GGUF model (default: the built-in %s model, random weights,\n"
-                 "                   generated into ~/.cache/moe-engine/ on first use)\n"
+                 "  -m MODEL         GGUF model (default: the built-in Shakespeare MoE, %s;\n"
+                 "                   without it the random-weight %s preset in ~/.cache/moe-engine/)\n"
                  "  -p TEXT          prompt\n"
                  "  -n N             tokens to generate (default 64; stops early at EOS)\n"
                  "  --temp T         temperature (default 0.8; 0 = greedy)\n"
@@ -31,7 +31,7 @@ void run_usage(std::FILE* out) {
                  "  --kv-type T      KV cache type f32 (default) or f16\n"
                  "  --routing-trace FILE  write every MoE layer's routing of every token (prompt\n"
                  "                   and generated) as TSV: layer, token position, experts, weights\n",
-                 kDefaultPreset);
+                 trained_default_model_path().c_str(), kDefaultPreset);
 }
 
 }  // namespace
@@ -84,9 +84,10 @@ int cmd_run(int argc, char** argv) {
     }
     if (model.empty()) {
         bool generated = false;
-        model = default_model(generated);
-        std::fprintf(stderr, "moe run: no -m given: using the built-in default model (%s preset, random weights) %s %s\n",
-                     kDefaultPreset, generated ? "generated now at" : "cached at", model.c_str());
+        std::string what;
+        model = default_model(generated, &what);
+        std::fprintf(stderr, "moe run: no -m given: using the built-in default model (%s) %s %s\n", what.c_str(),
+                     generated ? "generated now at" : "at", model.c_str());
     }
     if (!trace_path.empty()) {  // fail before loading and generating, not after
         std::FILE* f = std::fopen(trace_path.c_str(), "wb");

@@ -74,8 +74,22 @@ std::string read_file(const std::string& path, const char* cmd) {
     return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
-std::string default_model(bool& generated) {
+std::string trained_default_model_path() {
+#ifdef MOE_DEFAULT_MODEL
+    return MOE_DEFAULT_MODEL;
+#else
+    return "models/shakespeare-moe.gguf";
+#endif
+}
+
+std::string default_model(bool& generated, std::string* what) {
     namespace fs = std::filesystem;
+    if (const std::string trained = trained_default_model_path(); fs::exists(trained)) {
+        generated = false;
+        if (what) *what = "Shakespeare MoE trained with moe train, see docs/TRAINING.md";
+        return trained;
+    }
+    if (what) *what = std::string(kDefaultPreset) + " preset, random weights; the trained model is missing";
     fs::path dir;
     if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = fs::path(x) / "moe-engine";
     else if (const char* h = std::getenv("HOME"); h && *h) dir = fs::path(h) / ".cache" / "moe-engine";

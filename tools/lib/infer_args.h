@@ -20,10 +20,16 @@ std::vector<int32_t> parse_token_list(const std::string& s, const char* cmd);
 DType parse_kv_type(const std::string& s, const char* cmd);
 std::string read_file(const std::string& path, const char* cmd);
 
-// The built-in default model: preset kDefaultPreset generated (random weights, seed 1) on first use
-// into $XDG_CACHE_HOME/moe-engine/ (else ~/.cache/moe-engine/, else /tmp/moe-engine-cache/).
+// The built-in default model: the Shakespeare MoE trained by `moe train` and committed as
+// models/shakespeare-moe.gguf (docs/TRAINING.md; its path is compiled in as MOE_DEFAULT_MODEL).
+// Where that file is absent (a binary moved away from its source tree), preset kDefaultPreset
+// generated (random weights, seed 1) on first use into $XDG_CACHE_HOME/moe-engine/ (else
+// ~/.cache/moe-engine/, else /tmp/moe-engine-cache/).
 inline constexpr const char* kDefaultPreset = "tiny-qwen3moe";
-// Path of the default model, generating it if missing; `generated` tells whether it was made now.
-std::string default_model(bool& generated);
+// Path of the default model, generating the fallback if needed; `generated` tells whether it was
+// made now; `what` (optional) gets a short description for messages.
+std::string default_model(bool& generated, std::string* what = nullptr);
+// Path of the trained default model file (it may not exist).
+std::string trained_default_model_path();
 
 }  // namespace moe::tools
