@@ -25,6 +25,7 @@
 
 #include "core/fp16.h"
 #include "kernels/cpu/qmatmul.h"
+#include "kernels/ref/iq_tables.h"
 #include "kernels/ref/quant_formats.h"
 #include "kernels/ref/quantize_act.h"
 
@@ -183,6 +184,8 @@ struct DQ6_K {
         return _mm512_mul_ps(f, _mm512_set1_ps(h2f(b + 208)));
     }
 };
+
+#include "kernels/cpu/qmatmul_avx512_more.inc"
 
 // 16 x 16 transpose of 32-bit elements: out[j] lane c = in[c] lane j.
 inline void transpose16(const __m512i in[16], __m512i out[16]) {
@@ -861,6 +864,12 @@ MatmulFn qmm_avx512_kernel(DType t) {
         case DType::Q4_K: return qmm512<DQ45_K<false>>;
         case DType::Q5_K: return qmm512<DQ45_K<true>>;
         case DType::Q6_K: return qmm512<DQ6_K>;
+        case DType::Q4_1: return qmm512<DLegacy<DType::Q4_1>>;
+        case DType::Q5_0: return qmm512<DLegacy<DType::Q5_0>>;
+        case DType::Q5_1: return qmm512<DLegacy<DType::Q5_1>>;
+        case DType::IQ4_NL: return qmm512<DIQ4_NL>;
+        case DType::IQ4_XS: return qmm512<DIQ4_XS>;
+        case DType::Q3_K: return qmm512<DQ3_K>;
         default: return nullptr;
     }
 }
