@@ -37,7 +37,7 @@ bool qmm_avx512_usable() {
     static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                            __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") &&
-                           __builtin_cpu_supports("f16c");
+                           __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
     return ok;
 #else
     return false;
@@ -45,7 +45,7 @@ bool qmm_avx512_usable() {
 }
 
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2")
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2,bmi2")
 // GCC 12's AVX-512 headers trip -Wuninitialized on their own _mm*_undefined_* helpers (GCC bug 105593).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -900,6 +900,12 @@ MatmulFn qmm_avx512_kernel(DType t) {
         case DType::Q3_K: return qmm512<DQ3_K>;
         case DType::Q2_K: return qmm512<DQ2_K>;
         case DType::IQ2_XXS: return qmm512<DIQ2_XXS>;
+        case DType::IQ2_XS: return qmm512<DIQ2_XS>;
+        case DType::IQ2_S: return qmm512<DIQ2_S>;
+        case DType::IQ3_XXS: return qmm512<DIQ3_XXS>;
+        case DType::IQ3_S: return qmm512<DIQ3_S>;
+        case DType::IQ1_S: return qmm512<DIQ1_S>;
+        case DType::IQ1_M: return qmm512<DIQ1_M>;
         default: return nullptr;
     }
 }
