@@ -197,7 +197,8 @@ constexpr bool min16_of() {
 template <class D>
 constexpr int wm_per_sb() { return min16_of<D>() ? D::kSbElems / 16 : D::kSbElems / 32; }
 
-#include "kernels/cpu/qmatmul_avx512_more.inc"
+#include "kernels/cpu/qmatmul_avx512_legacy_k.inc"
+#include "kernels/cpu/qmatmul_avx512_iq.inc"
 
 // 16 x 16 transpose of 32-bit elements: out[j] lane c = in[c] lane j.
 inline void transpose16(const __m512i in[16], __m512i out[16]) {
