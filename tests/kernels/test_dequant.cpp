@@ -271,7 +271,7 @@ TEST(Dequant, GenericEntriesAndErrors) {
     for (const Fmt& f : formats()) EXPECT_TRUE(ref::dequant_row_supported(f.t)) << dtype_name(f.t);
     std::vector<uint8_t> q(300);
     std::vector<float> y(256);
-    EXPECT_THROW(ref::dequant_row(DType::IQ4_XS, q.data(), y.data(), 256), moe::Error);
+    EXPECT_THROW(ref::dequant_row(DType::Q8_K, q.data(), y.data(), 256), moe::Error);
     EXPECT_THROW(ref::dequant_row(DType::Q4_K, q.data(), y.data(), 128), moe::Error);  // not whole blocks
     EXPECT_FALSE(ref::quantize_row(DType::Q2_K, y.data(), q.data(), 256));
 }

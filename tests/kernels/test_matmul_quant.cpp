@@ -1,4 +1,4 @@
-// Matmul kernels for F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K weights on every ISA path this CPU
+// Matmul kernels for F16, BF16 and every int8-kernel weight type (kQmmTypes) on every ISA path this CPU
 // runs, against an fp64 dot product over the dequantized weights (reference dequantizer) and the
 // activations the kernel multiplies (the int8 kernels: the ActQ8-quantized activations), at awkward
 // sizes; plus the activation-quantization error against the f32 activations, determinism (same bits
@@ -17,6 +17,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/qmatmul.h"
 #include "kernels/ref/quant_formats.h"
+#include "kernels/ref/quant_random.h"
 #include "kernels/ref/quantize_act.h"
 
 namespace moe {
@@ -50,8 +51,21 @@ Weights make_weights(Rng& rng, DType t, int64_t N, int64_t K) {
         const float shift = (n % 3 == 0) ? 0.4f * scale : 0.0f;  // some rows not centred (mins matter)
         for (auto& v : x) v = rng.uniform(-1.0f, 1.0f) * scale + shift;
         uint8_t* row = w.bytes.data() + n * w.stride;
-        EXPECT_TRUE(ref::quantize_row(t, x.data(), row, K));
+        if (ref::can_quantize(t)) {
+            EXPECT_TRUE(ref::quantize_row(t, x.data(), row, K));
+        } else {  // no quantizer here: random valid blocks (every field pattern is a valid block)
+            EXPECT_TRUE(ref::fill_random_blocks(t, rng, row, K / dtype_info(t).block, scale));
+        }
         ref::dequantize_row(t, row, w.deq.data() + n * K, K);
+        // |min offset| per element for the types with a min term: Q4_1 / Q5_1 m, Q2_K dmin * m.
+        if (t == DType::Q4_1 || t == DType::Q5_1) {
+            for (int64_t i = 0; i < K; ++i) w.mn[n * K + i] = std::fabs(h16(row + (i / 32) * dtype_info(t).bytes + 2));
+        } else if (t == DType::Q2_K) {
+            for (int64_t i = 0; i < K; ++i) {
+                const uint8_t* b = row + (i / 256) * 84;
+                w.mn[n * K + i] = h16(b + 82) * (b[(i % 256) / 16] >> 4);
+            }
+        }
         if (t == DType::Q4_K || t == DType::Q5_K) {
             const size_t bb = t == DType::Q4_K ? 144 : 176;
             for (int64_t i = 0; i < K; ++i) {
@@ -98,10 +112,15 @@ double roundings(DType t, Isa isa, int64_t K) {
     return isa == Isa::Scalar ? static_cast<double>(K) + 2 : static_cast<double>(K) / 8 + 6;
 }
 
-const DType kTypes[] = {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+std::vector<DType> all_types() {
+    std::vector<DType> v = {DType::F16, DType::BF16};
+    for (DType t : kernels::kQmmTypes) v.push_back(t);
+    return v;
+}
+const std::vector<DType> kTypes = all_types();
 
 std::vector<int64_t> ks_for(DType t) {
-    if (t == DType::Q8_0 || t == DType::Q4_0) return {32, 96, 256, 4096 + 256};
+    if (dtype_info(t).block == 32) return {32, 96, 256, 4096 + 256};
     if (t == DType::F16 || t == DType::BF16) return {1, 17, 96, 256, 4096 + 256};
     return {256, 512, 4096 + 256};
 }
@@ -189,7 +208,7 @@ TEST(MatmulQuant, EveryTypeEveryPathAgainstFp64) {
 TEST(MatmulQuant, DeterministicAcrossBatchTileAndPreparedActivations) {
     Rng rng(0xde7e);
     for (DType t : kTypes) {
-        const int64_t K = (t == DType::Q8_0 || t == DType::Q4_0) ? 96 : 512, N = 37, m = 9;
+        const int64_t K = dtype_info(t).block == 32 ? 96 : 512, N = 37, m = 9;
         const Weights w = make_weights(rng, t, N, K);
         std::vector<float> x(m * K);
         for (auto& v : x) v = rng.uniform(-1.0f, 1.0f);
@@ -234,10 +253,9 @@ TEST(MatmulQuant, DeterministicAcrossBatchTileAndPreparedActivations) {
 // super-block and K = 4096 + 256, N not a multiple of 16 and column ranges not starting at 0.
 TEST(MatmulQuant, DecodeGemvEqualsBatchedAndScalar) {
     Rng rng(0x9e3f);
-    const DType int8_types[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
-    for (DType t : int8_types) {
+    for (DType t : kernels::kQmmTypes) {
         std::vector<int64_t> ks = {256, 4096 + 256};
-        if (t == DType::Q8_0 || t == DType::Q4_0) ks.insert(ks.end(), {128, 160});  // 160: not a multiple of 128
+        if (dtype_info(t).block == 32) ks.insert(ks.end(), {128, 160});  // 160: not a multiple of 128
         for (int64_t K : ks) {
             const int64_t N = 67, m = 33;
             const Weights w = make_weights(rng, t, N, K);
@@ -308,13 +326,19 @@ TEST(MatmulQuant, KernelLookup) {
         EXPECT_EQ(ks.matmul(t, "x").weight_type, t);
         EXPECT_EQ(ks.matmul(t, "x").act_q8, int8_type(t));
     }
-    EXPECT_FALSE(ks.has_matmul(DType::Q2_K));
+    // The types with an AVX-512 VNNI decoder run it where the CPU has VNNI (the others: AVX2).
+    if (ks.isa() == Isa::Avx512 && kernels::qmm_has_avx512(DType::Q8_0))
+        for (DType t : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS,
+                        DType::IQ3_S, DType::IQ3_XXS, DType::IQ2_S, DType::IQ2_XS, DType::IQ2_XXS, DType::IQ1_M, DType::IQ1_S})
+            EXPECT_NE(std::string(ks.matmul(t, "x").name).find("avx512vnni"), std::string::npos) << dtype_name(t);
+    EXPECT_FALSE(ks.has_matmul(DType::Q8_K));
     try {
-        ks.matmul(DType::IQ2_XS, "blk.3.ffn_down_exps.weight");
+        ks.matmul(DType::Q8_1, "blk.3.ffn_down_exps.weight");
         FAIL() << "no throw";
     } catch (const moe::Error& e) {
         EXPECT_NE(std::string(e.what()).find("blk.3.ffn_down_exps.weight"), std::string::npos);
-        EXPECT_NE(std::string(e.what()).find("iq2_xs"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("q8_1"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("iq2_xxs"), std::string::npos);  // the supported list
     }
 }
 

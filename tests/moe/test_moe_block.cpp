@@ -374,8 +374,8 @@ TEST(Errors, UnsupportedDtypeNamesTensorAndType) {
     const MoeSpec s = make_spec(Variant::SoftmaxNorm, 4, 2, 256, 32);
     TestModel m = make_model(s, 51);
     MoeWeights w = m.views(3);
-    // an IQ2_XS view of the same shape (its bytes fit in the f32 buffer): a type with no kernel
-    w.up_exps = make_view(w.up_exps.name, DType::IQ2_XS, {256, 32, 4}, m.up.data());
+    // a Q8_K view of the same shape (its bytes fit in the f32 buffer): a type with no kernel
+    w.up_exps = make_view(w.up_exps.name, DType::Q8_K, {256, 32, 4}, m.up.data());
     kernels::CpuKernels kern(kernels::best_isa());
     try {
         MoeBlock b(s, w, kern, 4, 1);
@@ -383,7 +383,7 @@ TEST(Errors, UnsupportedDtypeNamesTensorAndType) {
     } catch (const moe::Error& e) {
         const std::string msg = e.what();
         EXPECT_NE(msg.find("blk.3.ffn_up_exps.weight"), std::string::npos) << msg;
-        EXPECT_NE(msg.find("iq2_xs"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("q8_K"), std::string::npos) << msg;
     }
 }
 

@@ -325,13 +325,14 @@ TEST(InferCli, BadInputsAreOneLineErrors) {
                  {"exceeds the context of 8"});
     EXPECT_FALSE(fs::exists(out));
 
-    // A weight type without a matmul kernel (q4_1) names the tensor, the type and what is supported.
-    Edit q41;
-    q41.retype_tensor = "blk.0.attn_q.weight";
-    q41.new_type = DType::Q4_1;
-    const std::string bad_type = rewrite(good, "q4_1.gguf", q41);
+    // A weight type without a matmul kernel (q8_1, an activation format) names the tensor, the type
+    // and what is supported.
+    Edit q81;
+    q81.retype_tensor = "blk.0.attn_q.weight";
+    q81.new_type = DType::Q8_1;
+    const std::string bad_type = rewrite(good, "q8_1.gguf", q81);
     expect_error(run_moe("eval -m " + bad_type + eval),
-                 {"blk.0.attn_q.weight", "q4_1", "supported: f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K"});
+                 {"blk.0.attn_q.weight", "q8_1", "supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0"});
 }
 
 TEST(InferCli, Q8_0WeightsLoadAndRun) {

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -95,6 +96,35 @@ TEST(CliGenInspect, GeneratedFileJson) {
     EXPECT_EQ(m["total_bytes"].get<uint64_t>(),
               m["weights_bytes"].get<uint64_t>() + m["kv_bytes"].get<uint64_t>() + m["scratch_bytes"].get<uint64_t>());
 
+    // Per-type breakdown: recomputed here from the tensor list (bytes and params per type, the
+    // routed experts' bits per weight vs the rest).
+    std::map<std::string, std::pair<uint64_t, uint64_t>> by_type;  // type -> (bytes, params)
+    uint64_t eb = 0, ep = 0, rb = 0, rp = 0;
+    for (const auto& t : j["tensors"]) {
+        uint64_t n = 1;
+        for (const auto& d : t["shape"]) n *= d.get<uint64_t>();
+        const uint64_t b = t["bytes"].get<uint64_t>();
+        by_type[t["type"].get<std::string>()].first += b;
+        by_type[t["type"].get<std::string>()].second += n;
+        (t["role"] == "routed-expert" ? eb : rb) += b;
+        (t["role"] == "routed-expert" ? ep : rp) += n;
+    }
+    ASSERT_EQ(j["types"].size(), by_type.size());
+    double share = 0;
+    for (const auto& r : j["types"]) {
+        const auto& [b, n] = by_type.at(r["type"].get<std::string>());
+        EXPECT_EQ(r["bytes"].get<uint64_t>(), b);
+        EXPECT_EQ(r["params"].get<uint64_t>(), n);
+        EXPECT_DOUBLE_EQ(r["bits_per_weight"].get<double>(), 8.0 * b / n);
+        share += r["share"].get<double>();
+    }
+    EXPECT_NEAR(share, 1.0, 1e-12);
+    EXPECT_EQ(j["types"][0]["type"], "q8_0");  // largest first
+    EXPECT_DOUBLE_EQ(j["types"][0]["bits_per_weight"].get<double>(), 8.5);
+    ASSERT_GT(ep, 0u);
+    EXPECT_DOUBLE_EQ(j["bits_per_weight"]["routed_experts"].get<double>(), 8.0 * eb / ep);
+    EXPECT_DOUBLE_EQ(j["bits_per_weight"]["rest"].get<double>(), 8.0 * rb / rp);
+
     // --type recomputes bytes as if the weights were f16 (norms and router stay f32).
     const json j16 = json::parse(run("inspect " + path + " --json --type f16").out);
     EXPECT_EQ(j16["weight_type"], "f16");
@@ -105,7 +135,8 @@ TEST(CliGenInspect, GeneratedFileJson) {
     // Human output has every section.
     const CliRun h = run("inspect " + path);
     ASSERT_EQ(h.rc, 0) << h.err;
-    for (const char* s : {"Architecture", "Hyperparameters", "Tokenizer", "Tensors", "Parameters", "KV cache", "Memory plan"})
+    for (const char* s : {"Architecture", "Hyperparameters", "Tokenizer", "Tensors", "Weight types", "bits per weight: routed experts 8.500",
+                          "Parameters", "KV cache", "Memory plan"})
         EXPECT_NE(h.out.find(s), std::string::npos) << s;
     std::remove(path.c_str());
 }

@@ -1,6 +1,7 @@
 // `moe inspect FILE.gguf|config.json`: architecture, hyperparameters, tokenizer, tensor table,
 // parameter counts (total / active / resident bytes), KV cache per token and a memory plan.
 // Counting conventions: src/model/param_count.h and docs/MODELS.md.
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -218,6 +219,50 @@ std::map<int, std::string> block_signatures(const std::vector<model::TensorDesc>
     return sig;
 }
 
+// Per-type breakdown of the tensors (dynamic quants mix many types per file) and the bits per
+// weight of the routed experts vs everything else.
+struct TypeRow {
+    DType type;
+    uint64_t tensors = 0, params = 0, bytes = 0;
+};
+struct TypeBreakdown {
+    std::vector<TypeRow> rows;  // by bytes, largest first
+    uint64_t bytes = 0, exp_params = 0, exp_bytes = 0, rest_params = 0, rest_bytes = 0;
+    static double bpw(uint64_t bytes, uint64_t params) { return params ? 8.0 * static_cast<double>(bytes) / static_cast<double>(params) : 0.0; }
+};
+
+TypeBreakdown type_breakdown(const std::vector<model::TensorDesc>& ts) {
+    TypeBreakdown b;
+    std::map<uint32_t, TypeRow> by;
+    for (const auto& t : ts) {
+        TypeRow& r = by.try_emplace(static_cast<uint32_t>(t.type), TypeRow{t.type}).first->second;
+        const uint64_t n = t.nelements(), nb = t.nbytes();
+        ++r.tensors;
+        r.params += n;
+        r.bytes += nb;
+        b.bytes += nb;
+        (t.role == model::TensorRole::RoutedExpert ? b.exp_params : b.rest_params) += n;
+        (t.role == model::TensorRole::RoutedExpert ? b.exp_bytes : b.rest_bytes) += nb;
+    }
+    for (const auto& [id, r] : by) b.rows.push_back(r);
+    std::sort(b.rows.begin(), b.rows.end(), [](const TypeRow& x, const TypeRow& y) { return x.bytes > y.bytes; });
+    return b;
+}
+
+void print_types(const TypeBreakdown& b) {
+    std::printf("\nWeight types\n");
+    std::printf("  %-8s %8s %14s %12s %7s %6s\n", "type", "tensors", "params", "bytes", "share", "bpw");
+    for (const auto& r : b.rows)
+        std::printf("  %-8s %8llu %14s %12s %6.1f%% %6.3f\n", dtype_name(r.type), (unsigned long long)r.tensors,
+                    human_params(r.params).c_str(), human_bytes(r.bytes).c_str(),
+                    b.bytes ? 100.0 * static_cast<double>(r.bytes) / static_cast<double>(b.bytes) : 0.0,
+                    TypeBreakdown::bpw(r.bytes, r.params));
+    std::printf("  bits per weight: routed experts %.3f (%s), everything else %.3f (%s), all %.3f\n",
+                TypeBreakdown::bpw(b.exp_bytes, b.exp_params), human_bytes(b.exp_bytes).c_str(),
+                TypeBreakdown::bpw(b.rest_bytes, b.rest_params), human_bytes(b.rest_bytes).c_str(),
+                TypeBreakdown::bpw(b.bytes, b.exp_params + b.rest_params));
+}
+
 void print_human(const Options& o, Kind kind, const model::ModelConfig& c, const gguf::File* f,
                  const std::vector<model::TensorDesc>& ts, DType wtype, bool retyped, const model::ParamCounts& pc,
                  const model::MemoryPlan& plan, uint64_t kv_tok) {
@@ -295,6 +340,7 @@ void print_human(const Options& o, Kind kind, const model::ModelConfig& c, const
     }
     if (!o.all_tensors && sigs.size() > first_of_group.size())
         std::printf("  (%zu blocks collapsed into %zu layouts; --tensors lists every tensor)\n", sigs.size(), first_of_group.size());
+    print_types(type_breakdown(ts));
 
     std::printf("\nParameters\n");
     std::printf("  total                        %12s\n", human_params(pc.total).c_str());
@@ -381,6 +427,19 @@ int cmd_inspect(int argc, char** argv) {
         tl.push_back({{"name", t.name}, {"type", dtype_name(t.type)}, {"shape", t.shape}, {"bytes", t.nbytes()},
                       {"role", model::role_name(t.role)}});
     j["tensors"] = tl;
+    const TypeBreakdown tb = type_breakdown(tensors);
+    ordered_json types = ordered_json::array();
+    for (const auto& r : tb.rows)
+        types.push_back({{"type", dtype_name(r.type)},
+                         {"tensors", r.tensors},
+                         {"params", r.params},
+                         {"bytes", r.bytes},
+                         {"share", tb.bytes ? static_cast<double>(r.bytes) / static_cast<double>(tb.bytes) : 0.0},
+                         {"bits_per_weight", TypeBreakdown::bpw(r.bytes, r.params)}});
+    j["types"] = types;
+    j["bits_per_weight"] = {{"routed_experts", TypeBreakdown::bpw(tb.exp_bytes, tb.exp_params)},
+                            {"rest", TypeBreakdown::bpw(tb.rest_bytes, tb.rest_params)},
+                            {"all", TypeBreakdown::bpw(tb.bytes, tb.exp_params + tb.rest_params)}};
     ordered_json p;
     p["total"] = pc.total;
     p["active"] = pc.active;

@@ -1,6 +1,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <cstdlib>
+#include <string>
 
 #include "core/error.h"
 #include "kernels/cpu/qmatmul.h"
@@ -8,24 +9,40 @@
 namespace moe::kernels {
 
 namespace {
-// Kernel names: "<type>_<path>", e.g. "q4_k_avx512" (the path that actually runs: an AVX-512 CPU
-// without VNNI runs the int8 kernels' AVX2 path and says so).
-const char* kernel_name(DType t, Isa isa, bool int8_avx512) {
-    static constexpr const char* names[][3] = {
-        {"f32_scalar", "f32_avx2", "f32_avx512"},       {"f16_scalar", "f16_avx2", "f16_avx512"},
-        {"bf16_scalar", "bf16_avx2", "bf16_avx512"},    {"q8_0_scalar", "q8_0_avx2", "q8_0_avx512vnni"},
-        {"q4_0_scalar", "q4_0_avx2", "q4_0_avx512vnni"}, {"q4_k_scalar", "q4_k_avx2", "q4_k_avx512vnni"},
-        {"q5_k_scalar", "q5_k_avx2", "q5_k_avx512vnni"}, {"q6_k_scalar", "q6_k_avx2", "q6_k_avx512vnni"},
-    };
+// Kernel names: "<type>_<path>", e.g. "q4_k_avx512vnni" (the path that actually runs: an AVX-512
+// CPU without VNNI, or a type without an AVX-512 kernel, runs the int8 kernels' AVX2 path and says so).
+struct Names {
+    DType t;
+    const char* n[3];
+};
+#define MOE_KNAME(T, s) {DType::T, {s "_scalar", s "_avx2", s "_avx512vnni"}}
+constexpr Names kNames[] = {
+    {DType::F32, {"f32_scalar", "f32_avx2", "f32_avx512"}}, {DType::F16, {"f16_scalar", "f16_avx2", "f16_avx512"}},
+    {DType::BF16, {"bf16_scalar", "bf16_avx2", "bf16_avx512"}},
+    MOE_KNAME(Q8_0, "q8_0"),     MOE_KNAME(Q4_0, "q4_0"),     MOE_KNAME(Q4_1, "q4_1"),       MOE_KNAME(Q5_0, "q5_0"),
+    MOE_KNAME(Q5_1, "q5_1"),     MOE_KNAME(Q2_K, "q2_k"),     MOE_KNAME(Q3_K, "q3_k"),       MOE_KNAME(Q4_K, "q4_k"),
+    MOE_KNAME(Q5_K, "q5_k"),     MOE_KNAME(Q6_K, "q6_k"),     MOE_KNAME(IQ4_NL, "iq4_nl"),   MOE_KNAME(IQ4_XS, "iq4_xs"),
+    MOE_KNAME(IQ3_S, "iq3_s"),   MOE_KNAME(IQ3_XXS, "iq3_xxs"), MOE_KNAME(IQ2_S, "iq2_s"),   MOE_KNAME(IQ2_XS, "iq2_xs"),
+    MOE_KNAME(IQ2_XXS, "iq2_xxs"), MOE_KNAME(IQ1_M, "iq1_m"), MOE_KNAME(IQ1_S, "iq1_s"),     MOE_KNAME(TQ1_0, "tq1_0"),
+    MOE_KNAME(TQ2_0, "tq2_0"),   MOE_KNAME(MXFP4, "mxfp4"),
+};
+#undef MOE_KNAME
+static_assert(std::size(kNames) == std::size(CpuKernels::kMatmulTypes));
+
+const char* kernel_name(DType t, Isa isa) {
     size_t i = 0;
-    while (CpuKernels::kMatmulTypes[i] != t) ++i;
+    while (kNames[i].t != t) ++i;
     int p = static_cast<int>(isa);
-    if (p == 2 && qmm_supported(t) && !int8_avx512) p = 1;
-    return names[i][p];
+    if (p == 2 && qmm_supported(t) && !qmm_has_avx512(t)) p = 1;
+    return kNames[i].n[p];
+}
+
+std::string supported_list() {
+    std::string s;
+    for (DType t : CpuKernels::kMatmulTypes) s += (s.empty() ? "" : ", ") + std::string(dtype_name(t));
+    return s;
 }
 }  // namespace
-
-bool qmm_avx512_usable();
 
 CpuKernels::CpuKernels(Isa isa) : isa_(isa) {
     if (!isa_supported(isa))
@@ -36,7 +53,7 @@ CpuKernels::CpuKernels(Isa isa) : isa_(isa) {
         MatmulKernel k;
         k.weight_type = t;
         k.isa = isa;
-        k.name = kernel_name(t, isa, qmm_avx512_usable());
+        k.name = kernel_name(t, isa);
         if (t == DType::F32) {
             k.fn = isa == Isa::Scalar ? matmul_f32_ref : isa == Isa::Avx2 ? matmul_f32_avx2 : matmul_f32_avx512;
         } else if (t == DType::F16 || t == DType::BF16) {
@@ -68,8 +85,7 @@ const MatmulKernel& CpuKernels::matmul(DType t, const std::string& tensor) const
     for (size_t i = 0; i < std::size(kMatmulTypes); ++i)
         if (kMatmulTypes[i] == t) return kernels_[i];
     throw_error("kernels", "tensor ", tensor, " has type ", dtype_name(t),
-                ", which has no matmul kernel (supported: f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K); "
-                "convert the model to one of these types");
+                ", which has no matmul kernel (supported: ", supported_list(), "); convert the model to one of these types");
 }
 
 }  // namespace moe::kernels

@@ -2,8 +2,9 @@
 // Kernel dispatcher: an object chosen once (ISA from the CPU or MOE_FORCE_ISA) that hands out
 // matmul kernels keyed by the weight DType. Callers hold a `const CpuKernels&`; there is no global
 // kernel table. Weight types with kernels: F32 (matmul_f32.cpp), F16 and BF16 (matmul_half.cpp),
-// Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (int8 kernels, qmatmul.h). Every kernel receives f32 activations
-// and weight rows of its own format (w_row_stride bytes apart); the int8 ones quantize the
+// and every quantized type of qmatmul.h's kQmmTypes (int8 kernels: the legacy types, the K-quants,
+// the IQ family, TQ1_0/TQ2_0, MXFP4). A file mixing types binds each tensor to its own kernel.
+// Every kernel receives f32 activations and weight rows of its own format (w_row_stride bytes apart); the int8 ones quantize the
 // activations per row themselves, or read MatmulArgs::xq if the caller prepared them
 // (MatmulKernel::act_q8, kernels::quantize_act_rows).
 //
@@ -39,8 +40,13 @@ public:
     // Throws moe::Error if this CPU cannot run `isa`.
     explicit CpuKernels(Isa isa);
     // Weight types that have a matmul kernel (on every path).
-    static constexpr DType kMatmulTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
-                                             DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+    static constexpr DType kMatmulTypes[] = {
+        DType::F32,    DType::F16,    DType::BF16,    DType::Q8_0,  DType::Q4_0,    DType::Q4_1,
+        DType::Q5_0,   DType::Q5_1,   DType::Q2_K,    DType::Q3_K,  DType::Q4_K,    DType::Q5_K,
+        DType::Q6_K,   DType::IQ4_NL, DType::IQ4_XS,  DType::IQ3_S, DType::IQ3_XXS, DType::IQ2_S,
+        DType::IQ2_XS, DType::IQ2_XXS, DType::IQ1_M,  DType::IQ1_S, DType::TQ1_0,   DType::TQ2_0,
+        DType::MXFP4,
+    };
     // best_isa(), or the path named by MOE_FORCE_ISA (scalar|avx2|avx512; read here, once).
     static CpuKernels from_env();
 

@@ -1,13 +1,16 @@
 #pragma once
-// Int8 matmul kernels for quantized weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) and the f16/bf16 weight
-// kernels. Internal to src/kernels/cpu; callers get them through CpuKernels::matmul(DType, name).
+// Int8 matmul kernels for quantized weights (kQmmTypes below: the legacy types, the K-quants, the IQ
+// family, TQ1_0/TQ2_0, MXFP4) and the f16/bf16 weight kernels. Internal to src/kernels/cpu; callers
+// get them through CpuKernels::matmul(DType, name). How each further type maps onto the form below
+// (levels, offset, scales, min terms): qmatmul_decode_more.h.
 //
 // The math (every path): activations are quantized per row to ActQ8 (kernels/ref/quantize_act.h:
 // int8, one f32 scale per 32 values). A weight row is read as 64-element units of unsigned 8-bit
 // levels q (Q8_0: stored int8 + 128; Q4_0: nibble; Q4_K: nibble; Q5_K: 5 bits; Q6_K: 6 bits), an
 // f32 scale per 16 values ws (Q8_0/Q4_0: d; Q4_K/Q5_K: d*sc; Q6_K: d*sc, all exact in f32), an
 // integer offset 2^shift (Q8_0 128, Q4_0 8, Q6_K 32, none for Q4_K/Q5_K) and, for Q4_K/Q5_K, a
-// min dmin*m per 32 values. Then, exactly in integers per 16 values i:
+// min dmin*m per 32 values (Q4_1/Q5_1: -m per 32; Q2_K: dmin*m per 16, applied per granule as
+// acc = fma(float(nsum_16), dmin*m * dx, acc)). Then, exactly in integers per 16 values i:
 //     isum_i = sum_l q_l * xq_l - 2^shift * sum_l xq_l
 // and, per granule g of values sharing one weight scale (16 values for Q6_K, 32 otherwise), one
 // sequential f32 chain per output in K order:
@@ -28,8 +31,18 @@
 
 namespace moe::kernels {
 
+// Weight types with an int8 kernel (every path; the AVX-512 VNNI path for the subset
+// qmm_has_avx512 names, the AVX2 path otherwise).
+inline constexpr DType kQmmTypes[] = {
+    DType::Q8_0,   DType::Q4_0,   DType::Q4_1,  DType::Q5_0,    DType::Q5_1,  DType::Q2_K,
+    DType::Q3_K,   DType::Q4_K,   DType::Q5_K,  DType::Q6_K,    DType::IQ4_NL, DType::IQ4_XS,
+    DType::IQ3_S,  DType::IQ3_XXS, DType::IQ2_S, DType::IQ2_XS, DType::IQ2_XXS, DType::IQ1_M,
+    DType::IQ1_S,  DType::TQ1_0,  DType::TQ2_0, DType::MXFP4,
+};
 // True for the weight types with an int8 kernel.
 bool qmm_supported(DType t);
+// True if the AVX-512 VNNI kernel for t exists and this CPU runs it.
+bool qmm_has_avx512(DType t);
 // Kernel functions per (type, path); nullptr if the type has no int8 kernel.
 MatmulFn qmm_kernel(DType t, Isa isa);
 

@@ -25,6 +25,8 @@
 
 #include "core/fp16.h"
 #include "kernels/cpu/qmatmul.h"
+#include "kernels/cpu/qmatmul_decode.h"
+#include "kernels/ref/iq_tables.h"
 #include "kernels/ref/quant_formats.h"
 #include "kernels/ref/quantize_act.h"
 
@@ -35,7 +37,7 @@ bool qmm_avx512_usable() {
     static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                            __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") &&
-                           __builtin_cpu_supports("f16c");
+                           __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
     return ok;
 #else
     return false;
@@ -43,7 +45,7 @@ bool qmm_avx512_usable() {
 }
 
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2")
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2,bmi2")
 // GCC 12's AVX-512 headers trip -Wuninitialized on their own _mm*_undefined_* helpers (GCC bug 105593).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -184,6 +186,20 @@ struct DQ6_K {
     }
 };
 
+// Q2_K-style min per 16 values (D::kMin16, absent = false): D::min_vec gives the 16 mins dmin*m of a
+// super-block; the chain adds acc = fma(float(nsum_16), wm * dx, acc) after each granule.
+template <class D>
+constexpr bool min16_of() {
+    if constexpr (requires { D::kMin16; }) return D::kMin16;
+    else return false;
+}
+// wm floats per super-block and column: per-32 mins (Q4_K/Q5_K/Q4_1/Q5_1) or per-16 (Q2_K).
+template <class D>
+constexpr int wm_per_sb() { return min16_of<D>() ? D::kSbElems / 16 : D::kSbElems / 32; }
+
+#include "kernels/cpu/qmatmul_avx512_legacy_k.inc"
+#include "kernels/cpu/qmatmul_avx512_iq.inc"
+
 // 16 x 16 transpose of 32-bit elements: out[j] lane c = in[c] lane j.
 inline void transpose16(const __m512i in[16], __m512i out[16]) {
     __m512i a[16], b[16];
@@ -240,6 +256,12 @@ void pack_scales(const uint8_t* const* w, int nc, int64_t sb, int64_t nblocks, t
         for (int k = 0; k < kGran; ++k) _mm512_store_si512(ws_out + k * 16, tv[k]);
         if constexpr (D::kMin)
             for (int k = 0; k < 8; ++k) _mm512_store_si512(wm_out + k * 16, tv[8 + k]);
+        if constexpr (min16_of<D>()) {
+            for (int c = 0; c < 16; ++c)
+                sv[c] = c < nc ? _mm512_castps_si512(D::min_vec(st[c], w[c], sb, nblocks)) : _mm512_setzero_si512();
+            transpose16(sv, tv);
+            for (int k = 0; k < 16; ++k) _mm512_store_si512(wm_out + k * 16, tv[k]);
+        }
     } else {
         for (int c = 0; c < 16; ++c) {
             float* ws = ws_out + c;
@@ -262,7 +284,7 @@ void repack(const MatmulArgs& a, int64_t n, int nc, int64_t nblocks, int64_t nsb
     constexpr int kGran = D::kSbElems / D::kG;  // granules per super-block
     for (int64_t sb = 0; sb < nsb; ++sb) {
         typename D::State st[16];
-        pack_scales<D>(w, nc, sb, nblocks, st, p.ws + sb * kGran * 16, p.wm + sb * (D::kSbElems / 32) * 16);
+        pack_scales<D>(w, nc, sb, nblocks, st, p.ws + sb * kGran * 16, p.wm + sb * wm_per_sb<D>() * 16);
         for (int u = 0; u < D::kUnits; ++u) {
             __m512i lv[16];
             for (int c = 0; c < 16; ++c) lv[c] = c < nc ? D::levels(st[c], w[c], sb, u, nblocks) : _mm512_setzero_si512();
@@ -309,6 +331,12 @@ void rows_block(const MatmulArgs& a, const unsigned char* act, size_t act_stride
             if constexpr (D::kMin) {  // kG == 32: one group per granule
                 const __m512 wm = _mm512_load_ps(p[j].wm + g * 16);
                 for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_fnmadd_ps(wm, _mm512_set1_ps(x[i].dxs[g]), acc[i][j]);
+            }
+            if constexpr (min16_of<D>()) {  // kG == 16: one min per granule
+                const __m512 wm = _mm512_load_ps(p[j].wm + g * 16);
+                for (int i = 0; i < MR; ++i)
+                    acc[i][j] = _mm512_fmadd_ps(_mm512_set1_ps(static_cast<float>(x[i].nsum[4 * i16])),
+                                                _mm512_mul_ps(wm, _mm512_set1_ps(x[i].dxv[4 * i16])), acc[i][j]);
             }
         }
     }
@@ -390,7 +418,7 @@ void direct_row(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
     const uint8_t* w[16];
     for (int c = 0; c < nc; ++c) w[c] = static_cast<const uint8_t*>(a.w) + (n + c) * static_cast<int64_t>(a.w_row_stride);
     constexpr int kGran = D::kSbElems / D::kG, kSub = D::kG / 16;
-    alignas(64) float ws[kGran * 16], wm[8 * 16];
+    alignas(64) float ws[kGran * 16], wm[16 * 16];
     const int64_t ng = a.K / D::kG;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
@@ -420,6 +448,9 @@ void direct_row(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
                 const int k = static_cast<int>(g - sb * kGran);  // granule within the super-block
                 acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(_mm512_load_ps(ws + 16 * k), _mm512_set1_ps(x.dxv[4 * i16])), acc);
                 if constexpr (D::kMin) acc = _mm512_fnmadd_ps(_mm512_load_ps(wm + 16 * k), _mm512_set1_ps(x.dxs[g]), acc);
+                if constexpr (min16_of<D>())
+                    acc = _mm512_fmadd_ps(_mm512_set1_ps(static_cast<float>(x.nsum[4 * i16])),
+                                          _mm512_mul_ps(_mm512_load_ps(wm + 16 * k), _mm512_set1_ps(x.dxv[4 * i16])), acc);
             }
         }
     }
@@ -761,6 +792,7 @@ thread_local PanelScratch tls_panel;
 template <class D>
 void qmm512(const MatmulArgs& a) {
     static_assert(!D::kMin || D::kG == 32, "min term is applied per granule");
+    static_assert(!min16_of<D>() || D::kG == 16, "per-16 min term is applied per granule");
     size_t act_stride = 0;
     const unsigned char* act = qmm_activations(a, Isa::Avx512, &act_stride);
     const int64_t nblocks = D::kSbElems == 256 ? a.K / 256 : a.K / 32;
@@ -797,7 +829,7 @@ void qmm512(const MatmulArgs& a) {
     // and MR broadcasts feed 2 x MR vpdpbusd.
     const int64_t Kp = nsb * D::kSbElems;
     const size_t qb = static_cast<size_t>(Kp / 4) * 64, wsb = static_cast<size_t>(Kp / 16) * 64,
-                 wmb = static_cast<size_t>(Kp / 32) * 64, pb = qb + wsb + wmb;
+                 wmb = static_cast<size_t>(Kp / 16) * 64, pb = qb + wsb + wmb;
     if (tls_panel.buf.size() < 2 * pb + 64) tls_panel.buf.resize(2 * pb + 64);
     unsigned char* base = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(tls_panel.buf.data()) + 63) & ~uintptr_t{63});
     Panel p[2];
@@ -861,6 +893,20 @@ MatmulFn qmm_avx512_kernel(DType t) {
         case DType::Q4_K: return qmm512<DQ45_K<false>>;
         case DType::Q5_K: return qmm512<DQ45_K<true>>;
         case DType::Q6_K: return qmm512<DQ6_K>;
+        case DType::Q4_1: return qmm512<DLegacy<DType::Q4_1>>;
+        case DType::Q5_0: return qmm512<DLegacy<DType::Q5_0>>;
+        case DType::Q5_1: return qmm512<DLegacy<DType::Q5_1>>;
+        case DType::IQ4_NL: return qmm512<DIQ4_NL>;
+        case DType::IQ4_XS: return qmm512<DIQ4_XS>;
+        case DType::Q3_K: return qmm512<DQ3_K>;
+        case DType::Q2_K: return qmm512<DQ2_K>;
+        case DType::IQ2_XXS: return qmm512<DIQ2_XXS>;
+        case DType::IQ2_XS: return qmm512<DIQ2_XS>;
+        case DType::IQ2_S: return qmm512<DIQ2_S>;
+        case DType::IQ3_XXS: return qmm512<DIQ3_XXS>;
+        case DType::IQ3_S: return qmm512<DIQ3_S>;
+        case DType::IQ1_S: return qmm512<DIQ1_S>;
+        case DType::IQ1_M: return qmm512<DIQ1_M>;
         default: return nullptr;
     }
 }

@@ -1,7 +1,8 @@
 #pragma once
 // Scalar decoding of one quantized weight row into the common int8-kernel form (see qmatmul.h):
 // unsigned levels q[Kp] (Kp = K rounded up to 64, zero padded), an f32 scale per 16 values
-// ws[Kp/16] and, for types with mins, dmin*m per 32 values wm[Kp/32]. Used by the scalar and AVX2
+// ws[Kp/16] and, for types with mins, dmin*m per 32 values wm[Kp/32] (Q2_K: per 16, wm[Kp/16]).
+// The types beyond Q8_0, Q4_0, Q4_K, Q5_K, Q6_K are in qmatmul_decode_more.h. Used by the scalar and AVX2
 // paths (the AVX-512 path decodes in registers) and by the tests as a second reading of the layout.
 #include <cstdint>
 #include <cstring>
@@ -9,24 +10,52 @@
 
 #include "core/dtype.h"
 #include "core/fp16.h"
+#include "kernels/cpu/qmatmul_decode_more.h"
 #include "kernels/ref/quant_formats.h"
 
 namespace moe::kernels::qdec {
 
 struct Traits {
-    int shift;  // integer offset 2^shift subtracted from q (-1: none)
-    bool min;   // has a per-32 min term
+    int shift;   // integer offset 2^shift subtracted from q (-1: none)
+    bool min;    // has a per-32 min term
+    bool min16;  // has a per-16 min term (Q2_K)
 };
 
-inline Traits traits(DType t) {
+constexpr Traits traits(DType t) {
     switch (t) {
-        case DType::Q8_0: return {7, false};
-        case DType::Q4_0: return {3, false};
-        case DType::Q6_K: return {5, false};
+        case DType::Q8_0: return {7, false, false};
+        case DType::Q4_0: return {3, false, false};
+        case DType::Q6_K: return {5, false, false};
         case DType::Q4_K:
-        case DType::Q5_K: return {-1, true};
-        default: return {-1, false};
+        case DType::Q5_K:
+        case DType::Q4_1:
+        case DType::Q5_1: return {-1, true, false};
+        case DType::Q2_K: return {-1, false, true};
+        case DType::Q5_0:
+        case DType::MXFP4: return {4, false, false};
+        case DType::Q3_K: return {2, false, false};
+        case DType::TQ1_0:
+        case DType::TQ2_0: return {0, false, false};
+        case DType::IQ4_NL:
+        case DType::IQ4_XS:
+        case DType::IQ2_XXS:
+        case DType::IQ2_XS:
+        case DType::IQ2_S:
+        case DType::IQ3_XXS:
+        case DType::IQ3_S:
+        case DType::IQ1_S:
+        case DType::IQ1_M: return {7, false, false};
+        default: return {-1, false, false};
     }
+}
+
+// Values sharing one f32 weight scale (the chain's granule): 16 where the format has a scale per
+// 16 values, else 32.
+constexpr int granule(DType t) {
+    return t == DType::Q6_K || t == DType::Q2_K || t == DType::Q3_K || t == DType::IQ2_XS || t == DType::IQ2_S ||
+                   t == DType::IQ1_M
+               ? 16
+               : 32;
 }
 
 inline void decode_q8_0(const uint8_t* row, int64_t K, uint8_t* q, float* ws, float*) {
@@ -93,12 +122,12 @@ inline void decode_q6_k(const uint8_t* row, int64_t K, uint8_t* q, float* ws, fl
     }
 }
 
-// q: Kp bytes, ws: Kp/16 floats, wm: Kp/32 floats (all fully written, padding zero).
+// q: Kp bytes, ws: Kp/16 floats, wm: Kp/16 floats (all fully written, padding zero).
 inline void decode_row(DType t, const void* rowp, int64_t K, uint8_t* q, float* ws, float* wm) {
     const int64_t Kp = (K + 63) / 64 * 64;
     std::memset(q, 0, static_cast<size_t>(Kp));
     std::memset(ws, 0, sizeof(float) * static_cast<size_t>(Kp / 16));
-    std::memset(wm, 0, sizeof(float) * static_cast<size_t>(Kp / 32));
+    std::memset(wm, 0, sizeof(float) * static_cast<size_t>(Kp / 16));
     const auto* row = static_cast<const uint8_t*>(rowp);
     switch (t) {
         case DType::Q8_0: decode_q8_0(row, K, q, ws, wm); break;
@@ -106,7 +135,7 @@ inline void decode_row(DType t, const void* rowp, int64_t K, uint8_t* q, float* 
         case DType::Q4_K: decode_q45_k<false>(row, K, q, ws, wm); break;
         case DType::Q5_K: decode_q45_k<true>(row, K, q, ws, wm); break;
         case DType::Q6_K: decode_q6_k(row, K, q, ws, wm); break;
-        default: break;
+        default: decode_row_more(t, row, K, q, ws, wm); break;
     }
 }
 

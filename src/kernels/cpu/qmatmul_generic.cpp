@@ -56,7 +56,7 @@ struct DecodedRow {
 
 DecodedRow decoded_row_buffer(int64_t K) {
     const size_t Kp = static_cast<size_t>(ref::act_q8_padded(K));
-    auto* p = static_cast<unsigned char*>(Scratch::get(tls.wrow, Kp + Kp / 16 * 4 + Kp / 32 * 4 + 128));
+    auto* p = static_cast<unsigned char*>(Scratch::get(tls.wrow, Kp + Kp / 16 * 4 + Kp / 16 * 4 + 128));
     DecodedRow d;
     d.q = p;
     d.ws = reinterpret_cast<float*>(p + Kp);
@@ -68,16 +68,17 @@ inline const void* wrow(const MatmulArgs& a, int64_t n) {
     return static_cast<const char*>(a.w) + n * static_cast<int64_t>(a.w_row_stride);
 }
 
-// Granule of a type: the values sharing one f32 weight scale (16 for Q6_K, else 32).
-constexpr int granule(DType t) { return t == DType::Q6_K ? 16 : 32; }
+using qdec::granule;
 
 // The canonical per-output chain shared by every path (qmatmul.h): for granule g in K order,
-// acc = fma(float(I_g), ws_g * dx_g, acc), then for Q4_K/Q5_K acc = fma(-wm_g, dxs_g, acc).
+// acc = fma(float(I_g), ws_g * dx_g, acc), then for Q4_K/Q5_K/Q4_1/Q5_1 acc = fma(-wm_g, dxs_g, acc),
+// for Q2_K (min per 16) acc = fma(float(nsum_g), wm_g * dx_g, acc) (nsum_g = -sum of the 16 xq).
 // I_g (exact integer) comes from `isum`, which the paths compute differently.
 template <DType T, typename ISum>
 inline float chain(const DecodedRow& w, const ref::ActQ8Row& x, int64_t K, ISum&& isum) {
     constexpr int G = granule(T);
-    const qdec::Traits tr = qdec::traits(T);
+    constexpr qdec::Traits tr = qdec::traits(T);
+    static_assert(!tr.min16 || G == 16, "per-16 min needs 16-value granules");
     const int32_t off = tr.shift >= 0 ? (1 << tr.shift) : 0;
     float acc = 0.0f;
     for (int64_t g = 0; g < K / G; ++g) {
@@ -86,7 +87,9 @@ inline float chain(const DecodedRow& w, const ref::ActQ8Row& x, int64_t K, ISum&
         if (G == 32) ns += x.nsum[4 * i16 + 4];
         const int32_t I = isum(k0) + off * ns;
         acc = std::fma(static_cast<float>(I), w.ws[i16] * x.dxv[4 * i16], acc);
-        if (tr.min) acc = std::fma(-w.wm[g], x.dxs[g], acc);
+        if constexpr (tr.min) acc = std::fma(-w.wm[g], x.dxs[g], acc);
+        if constexpr (tr.min16)
+            acc = std::fma(static_cast<float>(x.nsum[4 * i16]), w.wm[g] * x.dxv[4 * i16], acc);
     }
     return acc;
 }
@@ -161,20 +164,28 @@ void quantize_act_rows(Isa isa, const float* x, int64_t ldx, int64_t m, int64_t 
 }
 
 bool qmm_supported(DType t) {
-    return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+    for (DType k : kQmmTypes)
+        if (k == t) return true;
+    return false;
 }
+
+bool qmm_has_avx512(DType t) { return qmm_avx512_usable() && qmm_avx512_kernel(t) != nullptr; }
 
 MatmulFn qmm_kernel(DType t, Isa isa) {
     if (!qmm_supported(t)) return nullptr;
-    // AVX-512 path needs VNNI + BW; on an AVX-512F-only CPU the AVX2 int path runs instead.
-    if (isa == Isa::Avx512 && qmm_avx512_usable()) return qmm_avx512_kernel(t);
+    // AVX-512 path needs VNNI + BW; on an AVX-512F-only CPU, and for the types without an AVX-512
+    // kernel, the AVX2 int path runs instead (same bits: qmatmul.h).
+    if (isa == Isa::Avx512 && qmm_has_avx512(t)) return qmm_avx512_kernel(t);
     const bool avx2 = isa != Isa::Scalar;
     switch (t) {
-        case DType::Q8_0: return avx2 ? qmm_avx2<DType::Q8_0> : qmm_scalar<DType::Q8_0>;
-        case DType::Q4_0: return avx2 ? qmm_avx2<DType::Q4_0> : qmm_scalar<DType::Q4_0>;
-        case DType::Q4_K: return avx2 ? qmm_avx2<DType::Q4_K> : qmm_scalar<DType::Q4_K>;
-        case DType::Q5_K: return avx2 ? qmm_avx2<DType::Q5_K> : qmm_scalar<DType::Q5_K>;
-        case DType::Q6_K: return avx2 ? qmm_avx2<DType::Q6_K> : qmm_scalar<DType::Q6_K>;
+#define MOE_QMM_CASE(T) \
+    case DType::T: return avx2 ? qmm_avx2<DType::T> : qmm_scalar<DType::T>;
+        MOE_QMM_CASE(Q8_0) MOE_QMM_CASE(Q4_0) MOE_QMM_CASE(Q4_1) MOE_QMM_CASE(Q5_0) MOE_QMM_CASE(Q5_1)
+        MOE_QMM_CASE(Q2_K) MOE_QMM_CASE(Q3_K) MOE_QMM_CASE(Q4_K) MOE_QMM_CASE(Q5_K) MOE_QMM_CASE(Q6_K)
+        MOE_QMM_CASE(IQ4_NL) MOE_QMM_CASE(IQ4_XS) MOE_QMM_CASE(IQ3_S) MOE_QMM_CASE(IQ3_XXS) MOE_QMM_CASE(IQ2_S)
+        MOE_QMM_CASE(IQ2_XS) MOE_QMM_CASE(IQ2_XXS) MOE_QMM_CASE(IQ1_M) MOE_QMM_CASE(IQ1_S) MOE_QMM_CASE(TQ1_0)
+        MOE_QMM_CASE(TQ2_0) MOE_QMM_CASE(MXFP4)
+#undef MOE_QMM_CASE
         default: return nullptr;
     }
 }

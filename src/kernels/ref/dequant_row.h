@@ -1,7 +1,7 @@
 #pragma once
 // Convert one row of a tensor to f32: the plain float types (F32, F16, BF16) and every quantized
-// type with a reference dequantizer (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K,
-// Q6_K; see quant_formats.h). The forward pass uses it for token-embedding lookup and the loader
+// type with a reference dequantizer (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, MXFP4, the K-quants Q2_K..Q6_K,
+// the IQ family IQ1_S..IQ4_XS and TQ1_0/TQ2_0; see quant_formats.h). The forward pass uses it for token-embedding lookup and the loader
 // for converting weights. Other types are a user-facing error (moe::Error naming the type).
 #include <cstdint>
 

@@ -24,6 +24,17 @@ DequantFn dequant_fn(DType t) {
         case DType::Q4_K: return dequantize_row_q4_k;
         case DType::Q5_K: return dequantize_row_q5_k;
         case DType::Q6_K: return dequantize_row_q6_k;
+        case DType::IQ4_NL: return dequantize_row_iq4_nl;
+        case DType::IQ4_XS: return dequantize_row_iq4_xs;
+        case DType::IQ2_XXS: return dequantize_row_iq2_xxs;
+        case DType::IQ2_XS: return dequantize_row_iq2_xs;
+        case DType::IQ2_S: return dequantize_row_iq2_s;
+        case DType::IQ3_XXS: return dequantize_row_iq3_xxs;
+        case DType::IQ3_S: return dequantize_row_iq3_s;
+        case DType::IQ1_S: return dequantize_row_iq1_s;
+        case DType::IQ1_M: return dequantize_row_iq1_m;
+        case DType::TQ1_0: return dequantize_row_tq1_0;
+        case DType::TQ2_0: return dequantize_row_tq2_0;
         default: return nullptr;
     }
 }

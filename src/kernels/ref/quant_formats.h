@@ -25,6 +25,18 @@ struct BlockQ3_K { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16
 struct BlockQ4_K { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; };
 struct BlockQ5_K { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; };
 struct BlockQ6_K { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; };
+// IQ family and ternary types (ggml-common.h layouts; FACTS.md section 3, docs/FORMATS.md).
+struct BlockIQ4_NL { uint16_t d; uint8_t qs[16]; };
+struct BlockIQ4_XS { uint16_t d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t qs[128]; };
+struct BlockIQ2_XXS { uint16_t d; uint16_t qs[32]; };
+struct BlockIQ2_XS { uint16_t d; uint16_t qs[32]; uint8_t scales[8]; };
+struct BlockIQ2_S { uint16_t d; uint8_t qs[32]; uint8_t signs[32]; uint8_t qh[8]; uint8_t scales[8]; };
+struct BlockIQ3_XXS { uint16_t d; uint8_t qs[64]; uint8_t sas[32]; };  // sas: 8 x u32 scale+signs
+struct BlockIQ3_S { uint16_t d; uint8_t qs[64]; uint8_t qh[8]; uint8_t signs[32]; uint8_t scales[4]; };
+struct BlockIQ1_S { uint16_t d; uint8_t qs[32]; uint16_t qh[8]; };
+struct BlockIQ1_M { uint8_t qs[32]; uint8_t qh[16]; uint8_t scales[8]; };
+struct BlockTQ1_0 { uint8_t qs[48]; uint8_t qh[4]; uint16_t d; };
+struct BlockTQ2_0 { uint8_t qs[64]; uint16_t d; };
 
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_1) == 20);
@@ -36,6 +48,11 @@ static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136);
+static_assert(sizeof(BlockIQ2_XXS) == 66 && sizeof(BlockIQ2_XS) == 74 && sizeof(BlockIQ2_S) == 82);
+static_assert(sizeof(BlockIQ3_XXS) == 98 && sizeof(BlockIQ3_S) == 110);
+static_assert(sizeof(BlockIQ1_S) == 50 && sizeof(BlockIQ1_M) == 56);
+static_assert(sizeof(BlockTQ1_0) == 54 && sizeof(BlockTQ2_0) == 66);
 
 // Q4_K / Q5_K: 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes
 // (ggml's get_scale_min_k4), and the inverse used by the quantizers.
@@ -72,6 +89,26 @@ void dequantize_row_q3_k(const void* x, float* y, int64_t n);
 void dequantize_row_q4_k(const void* x, float* y, int64_t n);
 void dequantize_row_q5_k(const void* x, float* y, int64_t n);
 void dequantize_row_q6_k(const void* x, float* y, int64_t n);
+void dequantize_row_iq4_nl(const void* x, float* y, int64_t n);
+void dequantize_row_iq4_xs(const void* x, float* y, int64_t n);
+void dequantize_row_iq2_xxs(const void* x, float* y, int64_t n);
+void dequantize_row_iq2_xs(const void* x, float* y, int64_t n);
+void dequantize_row_iq2_s(const void* x, float* y, int64_t n);
+void dequantize_row_iq3_xxs(const void* x, float* y, int64_t n);
+void dequantize_row_iq3_s(const void* x, float* y, int64_t n);
+void dequantize_row_iq1_s(const void* x, float* y, int64_t n);
+void dequantize_row_iq1_m(const void* x, float* y, int64_t n);
+void dequantize_row_tq1_0(const void* x, float* y, int64_t n);
+void dequantize_row_tq2_0(const void* x, float* y, int64_t n);
+// IQ1_M: the block's fp16 super-scale, spread over the top nibbles of the four u16 scale words.
+uint16_t iq1_m_scale_bits(const uint8_t scales[8]);
+// TQ1_0: trit n (0..4) of a base-3 packed byte q (q = ceil(v * 256 / 243) for v the 5-trit number,
+// most significant trit first): (uint8(q * 3^n) * 3) >> 8.
+inline int tq1_trit(uint8_t q, int n) {
+    static constexpr uint8_t pow3[5] = {1, 3, 9, 27, 81};
+    const auto r = static_cast<uint8_t>(q * pow3[n]);
+    return (static_cast<int>(r) * 3) >> 8;
+}
 
 // Round-to-nearest reference quantizers (x: n floats; y: n / block-size blocks).
 void quantize_row_q4_0(const float* x, void* y, int64_t n);
