@@ -1,0 +1,205 @@
+#include "moe/expert_cache.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/timer.h"
+
+namespace moe {
+
+namespace {
+constexpr uint64_t A = ExpertReader::kIoAlign;
+constexpr const char* kTensor[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+uint64_t round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+}  // namespace
+
+void ExpertCacheCounters::add(const ExpertCacheCounters& o) {
+    hits += o.hits;
+    misses += o.misses;
+    evictions += o.evictions;
+    bytes_read += o.bytes_read;
+    stall_s += o.stall_s;
+}
+
+uint64_t ExpertCache::slot_bytes(const std::vector<ExpertLayerFile>& layers) {
+    uint64_t total = 0;
+    for (int c = 0; c < 3; ++c) {
+        uint64_t m = 0;
+        for (const auto& l : layers) m = std::max(m, l.stride[c]);
+        total += round_up(m, A) + A;
+    }
+    return total;
+}
+
+ExpertCache::ExpertCache(ExpertCacheSpec spec)
+    : spec_(std::move(spec)), reader_(spec_.path, spec_.io, spec_.direct) {
+    if (spec_.n_slots < 1) throw_error("experts", "expert cache with ", spec_.n_slots, " slots");
+    if (spec_.policy == "pinned" && !spec_.profile.empty() &&
+        (spec_.profile.n_expert != spec_.n_expert || spec_.profile.n_layer > spec_.n_layer))
+        throw_error("experts", "the routing profile has ", spec_.profile.n_layer, " layers x ", spec_.profile.n_expert,
+                    " experts, the model ", spec_.n_layer, " x ", spec_.n_expert,
+                    "; use a profile recorded with this model");
+    policy_ = make_cache_policy(spec_.policy, spec_.profile);
+    by_layer_.assign(static_cast<size_t>(spec_.n_layer), nullptr);
+    for (const auto& l : spec_.layers) {
+        MOE_ASSERT(l.layer >= 0 && l.layer < spec_.n_layer, "layer ", l.layer);
+        by_layer_[static_cast<size_t>(l.layer)] = &l;
+    }
+    for (int c = 0; c < 3; ++c) {
+        uint64_t m = 0;
+        for (const auto& l : spec_.layers) m = std::max(m, l.stride[c]);
+        region_[c] = round_up(m, A) + A;
+    }
+    slot_bytes_ = region_[0] + region_[1] + region_[2];
+    const size_t total = static_cast<size_t>(slot_bytes_) * static_cast<size_t>(spec_.n_slots);
+    void* m = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        throw_error("experts", "cannot allocate the expert cache (", spec_.n_slots, " slots, ", total >> 20,
+                    " MiB); lower --mem");
+    mem_ = static_cast<char*>(m);
+    policy_->reset(spec_.n_slots);
+    slot_key_.assign(static_cast<size_t>(spec_.n_slots), -1);
+    evictable_.assign(static_cast<size_t>(spec_.n_slots), 1);
+    for (int s = spec_.n_slots - 1; s >= 0; --s) free_.push_back(s);
+    per_layer_.assign(static_cast<size_t>(spec_.n_layer), {});
+    where_.reserve(static_cast<size_t>(spec_.n_slots) * 2);
+    held_.reserve(static_cast<size_t>(spec_.n_slots));
+    ops_.reserve(3 * static_cast<size_t>(spec_.n_slots));
+}
+
+ExpertCache::~ExpertCache() {
+    if (mem_) ::munmap(mem_, static_cast<size_t>(slot_bytes_) * static_cast<size_t>(spec_.n_slots));
+}
+
+ExpertSlices ExpertCache::view(int slot, const ExpertLayerFile& lf, int expert) const {
+    char* base = mem_ + static_cast<size_t>(slot) * slot_bytes_;
+    const char* p[3];
+    for (int c = 0; c < 3; ++c) {
+        const uint64_t off = lf.offset[c] + static_cast<uint64_t>(expert) * lf.stride[c];
+        p[c] = base + off % A;
+        base += region_[c];
+    }
+    return {p[0], p[1], p[2]};
+}
+
+void ExpertCache::acquire(int layer, const int32_t* ids, int n, ExpertSlices* out) {
+    MOE_ASSERT(layer >= 0 && layer < spec_.n_layer && by_layer_[static_cast<size_t>(layer)], "layer ", layer);
+    MOE_ASSERT(held_.empty(), "acquire before release");
+    MOE_ASSERT(n <= spec_.n_slots, n, " experts > ", spec_.n_slots, " slots");
+    const ExpertLayerFile& lf = *by_layer_[static_cast<size_t>(layer)];
+    ExpertCacheCounters& st = per_layer_[static_cast<size_t>(layer)];
+    ops_.clear();
+    miss_slots_.clear();
+    for (int i = 0; i < n; ++i) {
+        MOE_ASSERT(ids[i] >= 0 && ids[i] < spec_.n_expert, "expert ", ids[i]);
+        const int64_t key = static_cast<int64_t>(layer) * spec_.n_expert + ids[i];
+        ++tick_;
+        int slot;
+        if (auto it = where_.find(key); it != where_.end()) {
+            slot = it->second;
+            ++st.hits;
+            policy_->on_hit(slot, key, tick_);
+        } else {
+            ++st.misses;
+            if (!free_.empty()) {
+                slot = free_.back();
+                free_.pop_back();
+            } else {
+                slot = policy_->victim(evictable_.data(), tick_);
+                MOE_ASSERT(slot >= 0, "no evictable slot");
+                where_.erase(slot_key_[static_cast<size_t>(slot)]);
+                ++st.evictions;
+            }
+            slot_key_[static_cast<size_t>(slot)] = key;
+            where_[key] = slot;
+            policy_->on_insert(slot, key, tick_);
+            miss_slots_.push_back(slot);
+            char* base = mem_ + static_cast<size_t>(slot) * slot_bytes_;
+            for (int c = 0; c < 3; ++c) {
+                const uint64_t off = lf.offset[c] + static_cast<uint64_t>(ids[i]) * lf.stride[c];
+                ReadOp op;
+                op.offset = off / A * A;
+                op.len = round_up(off + lf.stride[c], A) - op.offset;
+                op.need = off + lf.stride[c] - op.offset;
+                op.dst = base;
+                op.layer = layer;
+                op.expert = ids[i];
+                op.tensor = kTensor[c];
+                ops_.push_back(op);
+                base += region_[c];
+            }
+        }
+        evictable_[static_cast<size_t>(slot)] = 0;
+        held_.push_back(slot);
+        out[i] = view(slot, lf, ids[i]);
+    }
+    if (ops_.empty()) return;
+    Timer t;
+    try {
+        reader_.read(ops_.data(), static_cast<int>(ops_.size()));
+    } catch (...) {
+        // The missed slots hold no valid expert: forget them, so a later call loads them again.
+        for (int s : miss_slots_) {
+            where_.erase(slot_key_[static_cast<size_t>(s)]);
+            slot_key_[static_cast<size_t>(s)] = -1;
+            free_.push_back(s);
+        }
+        release(layer);
+        throw;
+    }
+    st.stall_s += t.seconds();
+    for (const ReadOp& op : ops_) st.bytes_read += op.done;
+}
+
+void ExpertCache::release(int) {
+    for (int s : held_) evictable_[static_cast<size_t>(s)] = 1;
+    held_.clear();
+}
+
+ExpertCacheCounters ExpertCache::total() const {
+    ExpertCacheCounters t;
+    for (const auto& c : per_layer_) t.add(c);
+    return t;
+}
+
+void ExpertCache::reset_counters() { per_layer_.assign(per_layer_.size(), {}); }
+
+std::string ExpertCache::summary() const {
+    const ExpertCacheCounters t = total();
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "expert cache: %d slots x %.2f MiB = %.1f MiB, policy %s, %s: hit rate %.1f%% (%lld hits, %lld "
+                  "misses), read %.1f MiB, I/O stall %.3f s, %lld evictions",
+                  spec_.n_slots, static_cast<double>(slot_bytes_) / (1 << 20),
+                  static_cast<double>(bytes()) / (1 << 20), policy(), io_describe().c_str(), 100.0 * t.hit_rate(),
+                  static_cast<long long>(t.hits), static_cast<long long>(t.misses),
+                  static_cast<double>(t.bytes_read) / (1 << 20), t.stall_s, static_cast<long long>(t.evictions));
+    return buf;
+}
+
+std::string ExpertCache::json() const {
+    auto obj = [](const ExpertCacheCounters& c) {
+        std::ostringstream o;
+        o << "{\"hits\":" << c.hits << ",\"misses\":" << c.misses << ",\"hit_rate\":" << c.hit_rate()
+          << ",\"bytes_read\":" << c.bytes_read << ",\"stall_s\":" << c.stall_s << ",\"evictions\":" << c.evictions
+          << "}";
+        return o.str();
+    };
+    std::ostringstream o;
+    o << "{\"slots\":" << spec_.n_slots << ",\"slot_bytes\":" << slot_bytes_ << ",\"policy\":\"" << policy()
+      << "\",\"io\":\"" << io_describe() << "\",\"total\":" << obj(total()) << ",\"layers\":[";
+    bool first = true;
+    for (const auto& l : spec_.layers) {
+        o << (first ? "" : ",") << "{\"layer\":" << l.layer << ",\"counters\":"
+          << obj(per_layer_[static_cast<size_t>(l.layer)]) << "}";
+        first = false;
+    }
+    o << "]}";
+    return o.str();
+}
+
+}  // namespace moe

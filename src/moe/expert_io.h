@@ -1,0 +1,62 @@
+#pragma once
+// Reads of expert slices from the model file into cache slots, not through the page cache:
+// O_DIRECT (falls back to buffered reads + POSIX_FADV_DONTNEED where the file system refuses
+// O_DIRECT), through io_uring with up to kQueueDepth reads in flight, or plain pread one by one.
+// Written here rather than with a library because the engine needs exactly this: a batch of
+// aligned reads into caller-owned memory with per-read error attribution (layer, expert).
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace moe {
+
+enum class ExpertIo { Uring, Pread };
+const char* expert_io_name(ExpertIo io);
+
+// One aligned read: [offset, offset + len) into dst (offset, len, dst multiples of kIoAlign).
+// `need` (<= len) is how many bytes must arrive: the aligned range may run past the end of the
+// file, but the slice itself (ending at offset + need) may not.
+struct ReadOp {
+    uint64_t offset = 0, len = 0, need = 0;
+    char* dst = nullptr;
+    int layer = 0, expert = 0;
+    const char* tensor = "";  // "ffn_gate_exps" etc., for errors
+    uint64_t done = 0;        // bytes read so far (set by read())
+};
+
+class ExpertReader {
+public:
+    static constexpr uint64_t kIoAlign = 4096;
+    static constexpr unsigned kQueueDepth = 32;
+    // Opens `path` (throws moe::Error("[experts] ...") naming it). direct: try O_DIRECT.
+    ExpertReader(const std::string& path, ExpertIo io, bool direct);
+    ~ExpertReader();
+    ExpertReader(const ExpertReader&) = delete;
+    ExpertReader& operator=(const ExpertReader&) = delete;
+
+    // Performs ops[0..n); returns when all are done. A failed, short or zero read is one
+    // moe::Error naming the file, layer, expert and tensor (after every read in flight finished,
+    // so nothing writes into the slots afterwards).
+    void read(ReadOp* ops, int n);
+
+    ExpertIo io() const { return io_; }
+    bool direct() const { return direct_; }
+    std::string describe() const;  // "io_uring, O_DIRECT" / "pread, buffered (O_DIRECT refused)"
+
+private:
+    void read_pread(ReadOp* ops, int n);
+    void read_uring(ReadOp* ops, int n);
+    [[noreturn]] void fail(const ReadOp& op, const std::string& what) const;
+    void drop_cache(const ReadOp& op) const;
+    void fall_back_to_buffered();
+
+    std::string path_;
+    ExpertIo io_;
+    bool direct_ = false;
+    bool refused_ = false;  // O_DIRECT asked for but refused
+    int fd_ = -1;           // O_DIRECT when direct_
+    struct Ring;
+    std::unique_ptr<Ring> ring_;
+};
+
+}  // namespace moe
