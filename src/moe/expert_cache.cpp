@@ -38,11 +38,21 @@ uint64_t ExpertCache::slot_bytes(const std::vector<ExpertLayerFile>& layers) {
 ExpertCache::ExpertCache(ExpertCacheSpec spec)
     : spec_(std::move(spec)), reader_(spec_.path, spec_.io, spec_.direct) {
     if (spec_.n_slots < 1) throw_error("experts", "expert cache with ", spec_.n_slots, " slots");
-    if (spec_.policy == "pinned" && !spec_.profile.empty() &&
-        (spec_.profile.n_expert != spec_.n_expert || spec_.profile.n_layer > spec_.n_layer))
-        throw_error("experts", "the routing profile has ", spec_.profile.n_layer, " layers x ", spec_.profile.n_expert,
-                    " experts, the model ", spec_.n_layer, " x ", spec_.n_expert,
-                    "; use a profile recorded with this model");
+    if (spec_.policy == "pinned" && !spec_.profile.empty()) {
+        RoutingProfile& p = spec_.profile;
+        if (p.n_expert > spec_.n_expert || p.n_layer > spec_.n_layer)
+            throw_error("experts", "the routing profile has ", p.n_layer, " layers x ", p.n_expert,
+                        " experts, more than the model's ", spec_.n_layer, " x ", spec_.n_expert,
+                        "; use a profile recorded with this model");
+        if (p.n_expert < spec_.n_expert || p.n_layer < spec_.n_layer) {
+            // A trace only shows the experts it used: widen to the model's key space.
+            std::vector<int64_t> c(static_cast<size_t>(spec_.n_layer) * static_cast<size_t>(spec_.n_expert), 0);
+            for (int l = 0; l < p.n_layer; ++l)
+                for (int e = 0; e < p.n_expert; ++e)
+                    c[static_cast<size_t>(l) * spec_.n_expert + e] = p.counts[static_cast<size_t>(l) * p.n_expert + e];
+            p = {spec_.n_layer, spec_.n_expert, std::move(c)};
+        }
+    }
     policy_ = make_cache_policy(spec_.policy, spec_.profile);
     by_layer_.assign(static_cast<size_t>(spec_.n_layer), nullptr);
     for (const auto& l : spec_.layers) {
