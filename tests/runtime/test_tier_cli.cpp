@@ -83,7 +83,8 @@ TEST(TierCli, EvalWithMemWritesTheSameLogits) {
 
 TEST(TierCli, BadMemIsOneErrorLine) {
     const std::string m = model_path();
-    for (const std::string& bad : {"12Q", "-5", "G", "0"}) {
+    for (const char* b : {"12Q", "-5", "G", "0"}) {
+        const std::string bad = b;
         const Result r = run_moe("run -m " + m + " -p hi -n 2 --mem " + bad);
         EXPECT_EQ(r.code, 1) << bad;
         EXPECT_NE(r.err.find("--mem '" + bad + "' is not a size"), std::string::npos) << r.err;
