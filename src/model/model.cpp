@@ -88,6 +88,7 @@ void Model::attach_expert_cache() {
     spec.policy = co.policy;
     spec.io = co.io;
     spec.direct = co.direct;
+    spec.prefetch = co.prefetch;
     uint64_t expert_bytes = 0;
     static const char* const kNames[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
     for (int64_t il = 0; il < cfg_.n_layer; ++il) {
@@ -124,8 +125,13 @@ void Model::attach_expert_cache() {
     spec.n_slots = b.slots;
     if (co.policy == "pinned" && !co.profile.empty()) spec.profile = load_routing_profile(co.profile);
     cache_ = std::make_unique<ExpertCache>(std::move(spec));
-    for (auto& blk : moe_)
-        if (blk) blk->set_expert_store(cache_.get());
+    MoeBlock* prev = nullptr;
+    for (auto& blk : moe_) {
+        if (!blk) continue;
+        blk->set_expert_store(cache_.get());
+        if (prev && co.prefetch) prev->set_prefetch_next(blk.get());
+        prev = blk.get();
+    }
 }
 
 uint64_t Model::n_params() const {

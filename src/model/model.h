@@ -39,6 +39,7 @@ struct ExpertCacheOptions {
     std::string profile;           // routing profile (TSV trace or counts JSON) for "pinned"
     ExpertIo io = ExpertIo::Uring;
     bool direct = true;            // O_DIRECT reads (falls back to buffered where refused)
+    bool prefetch = true;          // router-lookahead prefetch of the next MoE layer's experts
 };
 
 // What the budget is spent on (filled when the cache is on).

@@ -37,6 +37,7 @@ struct ExpertCacheSpec {
     RoutingProfile profile;            // for "pinned"
     ExpertIo io = ExpertIo::Uring;
     bool direct = true;
+    bool prefetch = true;              // act on prefetch() hints
 };
 
 // Counters of one layer (or the total).
@@ -44,6 +45,16 @@ struct ExpertCacheCounters {
     int64_t hits = 0, misses = 0, evictions = 0;
     uint64_t bytes_read = 0;  // from the file, alignment padding included
     double stall_s = 0;       // wall time acquire() waited for reads
+    int64_t prefetch_issued = 0;  // loads started by prefetch()
+    int64_t prefetch_used = 0;    // of those, acquired before eviction (counted as hits)
+    double prefetch_precision() const {
+        return prefetch_issued ? static_cast<double>(prefetch_used) / static_cast<double>(prefetch_issued) : 0.0;
+    }
+    // Share of the loads acquire() needed that a prefetch had started.
+    double prefetch_recall() const {
+        const int64_t need = prefetch_used + misses;
+        return need ? static_cast<double>(prefetch_used) / static_cast<double>(need) : 0.0;
+    }
     double hit_rate() const {
         const int64_t a = hits + misses;
         return a ? static_cast<double>(hits) / static_cast<double>(a) : 0.0;
@@ -61,6 +72,9 @@ public:
 
     void acquire(int layer, const int32_t* ids, int n, ExpertSlices* out) override;
     void release(int layer) override;
+    // Starts loads of the experts not resident (evicting by the policy; never held or loading
+    // slots); acquire() later waits for them. A failed prefetch is reported by that acquire.
+    void prefetch(int layer, const int32_t* ids, int n) override;
     int capacity() const override { return spec_.n_slots; }
 
     uint64_t slot_bytes() const { return slot_bytes_; }
@@ -77,6 +91,10 @@ public:
 
 private:
     ExpertSlices view(int slot, const ExpertLayerFile& lf, int expert) const;
+    int take_slot(ExpertCacheCounters& st);  // a free slot, else the policy's victim (or -1)
+    void start_load(int slot, const ExpertLayerFile& lf, int expert);
+    void reap();              // finished loads: count bytes, make evictable; failed: forget
+    void forget(int slot);    // back to the free list
 
     ExpertCacheSpec spec_;
     std::vector<const ExpertLayerFile*> by_layer_;  // [n_layer] or null (dense layer)
@@ -87,11 +105,13 @@ private:
     ExpertReader reader_;
     std::unordered_map<int64_t, int> where_;    // key -> slot
     std::vector<int64_t> slot_key_;             // [n_slots] key or -1
-    std::vector<uint8_t> evictable_;            // [n_slots] 0 while held by an acquire
+    std::vector<uint8_t> evictable_;            // [n_slots] !held && !loading
+    std::vector<uint8_t> held_flag_, loading_, prefetched_;  // [n_slots]
+    std::vector<ReadOp> slot_ops_;              // [n_slots * 3] the slot's gate/up/down reads
     std::vector<int> free_;                     // slots never filled (or freed by a failed load)
     std::vector<int> held_;                     // slots of the current acquire
-    std::vector<ReadOp> ops_;
-    std::vector<int> miss_slots_;
+    std::vector<int> loading_list_;             // slots with reads in flight
+    std::vector<int> wait_;                     // slots the current acquire waits for
     int64_t tick_ = 0;
     std::vector<ExpertCacheCounters> per_layer_;
 };

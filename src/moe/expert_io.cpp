@@ -41,7 +41,13 @@ ExpertReader::ExpertReader(const std::string& path, ExpertIo io, bool direct) : 
 }
 
 ExpertReader::~ExpertReader() {
-    if (ring_) io_uring_queue_exit(&ring_->ring);
+    if (ring_) {
+        try {
+            drain();
+        } catch (...) {
+        }
+        io_uring_queue_exit(&ring_->ring);
+    }
     if (fd_ >= 0) ::close(fd_);
 }
 
@@ -71,97 +77,131 @@ void ExpertReader::fall_back_to_buffered() {
 }
 
 void ExpertReader::read(ReadOp* ops, int n) {
-    for (int i = 0; i < n; ++i) ops[i].done = 0;
-    if (io_ == ExpertIo::Pread) read_pread(ops, n);
-    else read_uring(ops, n);
+    submit(ops, n);
+    wait(ops, n);
 }
 
-void ExpertReader::read_pread(ReadOp* ops, int n) {
+void ExpertReader::submit(ReadOp* ops, int n) {
     for (int i = 0; i < n; ++i) {
-        ReadOp& op = ops[i];
-        while (op.done < op.need) {
-            const ssize_t r = ::pread(fd_, op.dst + op.done, op.len - op.done, static_cast<off_t>(op.offset + op.done));
-            if (r < 0) {
-                if (errno == EINTR || errno == EAGAIN) continue;
-                if (errno == EINVAL && direct_ && op.done == 0) {
-                    fall_back_to_buffered();
-                    continue;
-                }
-                fail(op, std::string("read error: ") + std::strerror(errno));
-            }
-            if (r == 0) fail(op, "short read (" + std::to_string(op.done) + " of " + std::to_string(op.need) + " bytes)");
-            op.done += static_cast<uint64_t>(r);
+        ops[i].done = 0;
+        ops[i].finished = false;
+        ops[i].error.clear();
+    }
+    if (io_ == ExpertIo::Pread) {
+        for (int i = 0; i < n; ++i) read_pread(ops[i]);
+        return;
+    }
+    for (int i = n - 1; i >= 0; --i) queue_.push_back(&ops[i]);
+    pump(false);
+}
+
+void ExpertReader::wait(ReadOp* ops, int n) {
+    for (int i = 0; i < n; ++i)
+        while (!ops[i].finished) {
+            MOE_ASSERT(io_ == ExpertIo::Uring && (in_flight_ > 0 || !queue_.empty()), "wait for a read never submitted");
+            pump(true);
         }
-        drop_cache(op);
+    for (int i = 0; i < n; ++i)
+        if (!ops[i].error.empty()) fail(ops[i], ops[i].error);
+}
+
+void ExpertReader::poll() {
+    if (io_ == ExpertIo::Uring) pump(false);
+}
+
+void ExpertReader::drain() {
+    if (io_ != ExpertIo::Uring) return;
+    while (in_flight_ > 0) pump(true);
+}
+
+void ExpertReader::read_pread(ReadOp& op) {
+    while (op.done < op.need) {
+        const ssize_t r = ::pread(fd_, op.dst + op.done, op.len - op.done, static_cast<off_t>(op.offset + op.done));
+        if (r < 0) {
+            if (errno == EINTR || errno == EAGAIN) continue;
+            if (errno == EINVAL && direct_ && op.done == 0) {
+                fall_back_to_buffered();
+                continue;
+            }
+            op.error = std::string("read error: ") + std::strerror(errno);
+            break;
+        }
+        if (r == 0) {
+            op.error = "short read (" + std::to_string(op.done) + " of " + std::to_string(op.need) + " bytes)";
+            break;
+        }
+        op.done += static_cast<uint64_t>(r);
+    }
+    if (op.error.empty()) drop_cache(op);
+    op.finished = true;
+}
+
+void ExpertReader::complete(ReadOp& op, int res) {
+    if (res == -EINTR || res == -EAGAIN) {
+        queue_.push_back(&op);
+    } else if (res == -EINVAL && direct_ && op.done == 0) {
+        queue_.push_back(&op);
+        reopen_ = true;
+    } else if (res < 0) {
+        op.error = std::string("read error: ") + std::strerror(-res);
+        op.finished = true;
+    } else if (res == 0) {
+        op.error = "short read (" + std::to_string(op.done) + " of " + std::to_string(op.need) + " bytes)";
+        op.finished = true;
+    } else {
+        op.done += static_cast<uint64_t>(res);
+        if (op.done < op.need) {
+            queue_.push_back(&op);
+        } else {
+            drop_cache(op);
+            op.finished = true;
+        }
     }
 }
 
-void ExpertReader::read_uring(ReadOp* ops, int n) {
+void ExpertReader::pump(bool block) {
     io_uring& ring = ring_->ring;
-    std::vector<int> queue;  // ops to (re)submit
-    queue.reserve(static_cast<size_t>(n));
-    for (int i = n - 1; i >= 0; --i) queue.push_back(i);
-    unsigned in_flight = 0;
-    std::string error;
-    int error_op = -1;
-    bool reopen = false;  // O_DIRECT refused at read time: buffered once the ring is drained
-    while ((!queue.empty() && error.empty()) || in_flight > 0) {
-        unsigned added = 0;
-        while (error.empty() && !reopen && !queue.empty() && in_flight + added < kQueueDepth) {
-            io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-            if (!sqe) break;
-            const int i = queue.back();
-            queue.pop_back();
-            ReadOp& op = ops[i];
-            io_uring_prep_read(sqe, fd_, op.dst + op.done, static_cast<unsigned>(op.len - op.done),
-                               op.offset + op.done);
-            io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(i));
-            ++added;
-        }
-        if (added > 0) {
-            int r;
-            do r = io_uring_submit(&ring);
-            while (r == -EINTR);
-            if (r < 0) throw_error("experts", path_, ": io_uring submit failed: ", std::strerror(-r));
-            in_flight += added;
-        }
-        if (in_flight == 0) continue;
-        io_uring_cqe* cqe = nullptr;
+    if (reopen_ && in_flight_ == 0) {
+        fall_back_to_buffered();
+        reopen_ = false;
+    }
+    unsigned added = 0;
+    while (!reopen_ && !queue_.empty() && in_flight_ + added < kQueueDepth) {
+        io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+        if (!sqe) break;
+        ReadOp* op = queue_.back();
+        queue_.pop_back();
+        io_uring_prep_read(sqe, fd_, op->dst + op->done, static_cast<unsigned>(op->len - op->done),
+                           op->offset + op->done);
+        io_uring_sqe_set_data(sqe, op);
+        ++added;
+    }
+    if (added > 0) {
+        int r;
+        do r = io_uring_submit(&ring);
+        while (r == -EINTR);
+        if (r < 0) throw_error("experts", path_, ": io_uring submit failed: ", std::strerror(-r));
+        in_flight_ += added;
+    }
+    if (in_flight_ == 0) return;
+    io_uring_cqe* cqe = nullptr;
+    if (block) {
         int w;
         do w = io_uring_wait_cqe(&ring, &cqe);
         while (w == -EINTR);
         if (w < 0) throw_error("experts", path_, ": io_uring wait failed: ", std::strerror(-w));
-        unsigned head, seen = 0;
-        io_uring_for_each_cqe(&ring, head, cqe) {
-            ++seen;
-            const int i = static_cast<int>(io_uring_cqe_get_data64(cqe));
-            ReadOp& op = ops[i];
-            const int res = cqe->res;
-            if (res == -EINTR || res == -EAGAIN) {
-                queue.push_back(i);
-            } else if (res == -EINVAL && direct_ && op.done == 0) {
-                    queue.push_back(i);
-                reopen = true;
-            } else if (res < 0) {
-                if (error.empty()) error = std::string("read error: ") + std::strerror(-res), error_op = i;
-            } else if (res == 0) {
-                if (op.done < op.need && error.empty())
-                    error = "short read (" + std::to_string(op.done) + " of " + std::to_string(op.need) + " bytes)",
-                    error_op = i;
-            } else {
-                op.done += static_cast<uint64_t>(res);
-                if (op.done < op.need) queue.push_back(i);
-                else drop_cache(op);
-            }
-        }
-        io_uring_cq_advance(&ring, seen);
-        in_flight -= seen;
-        if (reopen && in_flight == 0) {
-            fall_back_to_buffered();
-            reopen = false;
-        }
     }
-    if (!error.empty()) fail(ops[error_op], error);
+    unsigned head, seen = 0;
+    io_uring_for_each_cqe(&ring, head, cqe) {
+        ++seen;
+        complete(*static_cast<ReadOp*>(io_uring_cqe_get_data(cqe)), cqe->res);
+    }
+    io_uring_cq_advance(&ring, seen);
+    in_flight_ -= seen;
+    if (reopen_ && in_flight_ == 0) {
+        fall_back_to_buffered();
+        reopen_ = false;
+    }
 }
 
 }  // namespace moe

@@ -124,11 +124,33 @@ void MoeBlock::set_expert_store(ExpertStore* store) {
     active_.assign(store ? E : 0, 0);
     slices_.assign(store ? E : 0, ExpertSlices{});
     tabs_.assign(store ? 3 * E : 0, nullptr);
+    pred_logits_.assign(store ? static_cast<size_t>(max_tokens_) * E : 0, 0.0f);
+    pred_ids_.assign(store ? E : 0, 0);
+    pred_scratch_.assign(store ? E + static_cast<size_t>(spec_.top_k) : 0, 0);
+    pred_mark_.assign(store ? E : 0, 0);
     if (store && store->capacity() < 1)
         throw_error("moe", "layer ", weights_.layer, ": expert store with no capacity");
 }
 
-void MoeBlock::run_from_store(ThreadPool& pool, const Buffers& b) {
+void MoeBlock::prefetch_for(ThreadPool& pool, const float* x, int64_t T) {
+    if (!store_ || pred_logits_.empty()) return;
+    const int E = spec_.n_expert, k = spec_.top_k;
+    router_.logits(pool, x, T, 1.0f, pred_logits_.data());
+    std::fill(pred_mark_.begin(), pred_mark_.end(), 0);
+    int32_t* top = pred_scratch_.data() + E;
+    int n = 0;
+    for (int64_t t = 0; t < T && n < E; ++t) {
+        topk_desc(pred_logits_.data() + t * E, E, k, pred_scratch_.data(), top);
+        for (int j = 0; j < k; ++j)
+            if (!pred_mark_[static_cast<size_t>(top[j])]) {
+                pred_mark_[static_cast<size_t>(top[j])] = 1;
+                pred_ids_[static_cast<size_t>(n++)] = top[j];
+            }
+    }
+    store_->prefetch(weights_.layer, pred_ids_.data(), n);
+}
+
+void MoeBlock::run_from_store(ThreadPool& pool, const float* x, int64_t T, const Buffers& b) {
     const int E = spec_.n_expert, cap = store_->capacity();
     int n_active = 0;
     for (int e = 0; e < E; ++e)
@@ -146,6 +168,9 @@ void MoeBlock::run_from_store(ThreadPool& pool, const Buffers& b) {
             int layer;
             ~Release() { s->release(layer); }
         } guard{store_, weights_.layer};
+        // The whole layer held at once: start the next layer's predicted loads now, so they
+        // overlap this layer's compute.
+        if (i == 0 && n == n_active && next_) next_->prefetch_for(pool, x, T);
         const int e0 = active_[static_cast<size_t>(i)], e1 = active_[static_cast<size_t>(i + n - 1)] + 1;
         for (int j = 0; j < n; ++j) {
             const int e = active_[static_cast<size_t>(i + j)];
@@ -228,7 +253,7 @@ void MoeBlock::forward(ThreadPool& pool, const float* x, int64_t T, float* y, co
     if (times) lap(times->dispatch);
 
     // ---- routed experts
-    if (store_) run_from_store(pool, b);
+    if (store_) run_from_store(pool, x, T, b);
     else GroupedFfn::run(pool, ffn_, static_cast<int>(E), plan_.offsets, b.xp, b.h, b.yp, b.ffn_scratch, b.act_scratch);
     if (times) lap(times->experts);
 

@@ -63,6 +63,12 @@ public:
     // weights' mapping; nullptr goes back to in place. Same results bitwise (expert_store.h).
     void set_expert_store(ExpertStore* store);
     ExpertStore* expert_store() const { return store_; }
+    // Router lookahead: with a store, after acquiring its own experts this block applies `next`'s
+    // router to its input x and hints the store to start loading the predicted experts of
+    // `next` while this block computes (the residual stream changes slowly between layers).
+    void set_prefetch_next(MoeBlock* next) { next_ = next; }
+    // Top-k of this block's router logits for x[T, D], union over tokens -> store_->prefetch.
+    void prefetch_for(ThreadPool& pool, const float* x, int64_t T);
     static size_t plan_scratch(const MoeSpec& spec, int64_t max_tokens, int n_threads, const MoeApprox& approx);
 
 private:
@@ -70,7 +76,7 @@ private:
     template <typename Alloc>
     static Buffers carve(const MoeSpec& spec, int64_t T, int n_threads, const MoeApprox& approx, Alloc&& alloc);
     // The routed experts of the current plan through store_, in groups of <= capacity() experts.
-    void run_from_store(ThreadPool& pool, const Buffers& b);
+    void run_from_store(ThreadPool& pool, const float* x, int64_t T, const Buffers& b);
 
     MoeSpec spec_;
     MoeWeights weights_;
@@ -90,6 +96,11 @@ private:
     std::vector<int32_t> active_;           // [E] experts with rows, ascending
     std::vector<ExpertSlices> slices_;      // [E] views of one acquire
     std::vector<const char*> tabs_;         // [3 * E] gate / up / down base per expert id
+    MoeBlock* next_ = nullptr;              // prefetch target (router lookahead)
+    std::vector<float> pred_logits_;        // [max_tokens, E]
+    std::vector<int32_t> pred_ids_;         // [E] predicted experts (union over tokens)
+    std::vector<int32_t> pred_scratch_;     // [E + k]
+    std::vector<uint8_t> pred_mark_;        // [E]
 };
 
 }  // namespace moe

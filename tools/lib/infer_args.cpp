@@ -118,6 +118,8 @@ bool parse_cache_option(int argc, char** argv, int& i, const char* cmd, model::E
         else throw_error(cmd, "--expert-io '", v, "' is not one of uring, pread");
     } else if (a == "--no-direct") {
         o.direct = false;
+    } else if (a == "--no-prefetch") {
+        o.prefetch = false;
     } else {
         return false;
     }

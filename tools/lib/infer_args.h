@@ -25,7 +25,7 @@ std::string read_file(const std::string& path, const char* cmd);
 // or auto (core/mem_limit.h; prints the limit it used to stderr). Result > 0.
 uint64_t parse_mem(const std::string& s, const char* cmd);
 // The expert-cache options of run/eval/perplexity/bench (--mem, --cache-policy, --cache-profile,
-// --expert-io, --no-direct); true when argv[i] was one of them (value consumed).
+// --expert-io, --no-direct, --no-prefetch); true when argv[i] was one of them (value consumed).
 bool parse_cache_option(int argc, char** argv, int& i, const char* cmd, model::ExpertCacheOptions& o);
 inline constexpr const char* kCacheUsage =
     "  --mem SIZE|auto  memory budget (K/M/G = powers of 1024): routed experts stream from the file\n"
@@ -34,7 +34,8 @@ inline constexpr const char* kCacheUsage =
     "  --cache-policy P expert cache policy: lru (default), lfu, pinned\n"
     "  --cache-profile F routing profile for pinned (moe run --routing-trace TSV or counts JSON)\n"
     "  --expert-io M    expert reads: uring (default, io_uring) or pread\n"
-    "  --no-direct      buffered expert reads instead of O_DIRECT\n";
+    "  --no-direct      buffered expert reads instead of O_DIRECT\n"
+    "  --no-prefetch    no router-lookahead prefetch of the next layer's experts\n";
 
 // The built-in default model: preset kDefaultPreset generated (random weights, seed 1) on first use
 // into $XDG_CACHE_HOME/moe-engine/ (else ~/.cache/moe-engine/, else /tmp/moe-engine-cache/).
