@@ -260,7 +260,11 @@ ExpertCacheCounters ExpertCache::total() const {
     return t;
 }
 
-void ExpertCache::reset_counters() { per_layer_.assign(per_layer_.size(), {}); }
+void ExpertCache::reset_counters() {
+    per_layer_.assign(per_layer_.size(), {});
+    // Prefetches issued before the reset are not counted as issued after it: not as used either.
+    std::fill(prefetched_.begin(), prefetched_.end(), 0);
+}
 
 std::string ExpertCache::summary() const {
     const ExpertCacheCounters t = total();
