@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "format/gguf.h"
+#include "model/param_count.h"
 #include "tokenizer/tokenizer.h"
 
 namespace moe::model {
@@ -67,7 +68,70 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelOptions& 
         b->use_shared_scratch(&m->moe_scratch_);
         m->moe_[static_cast<size_t>(il)] = std::move(b);
     }
+    if (o.cache.mem_budget > 0) m->attach_expert_cache();
     return m;
+}
+
+namespace {
+std::string mib(uint64_t b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; }
+// Code, tokenizer, forward scratch, allocator slack: not counted one by one.
+constexpr uint64_t kRuntimeAllowance = 64ull << 20;
+}  // namespace
+
+void Model::attach_expert_cache() {
+    const ExpertCacheOptions& co = opts_.cache;
+    const gguf::File& f = *file_;
+    ExpertCacheSpec spec;
+    spec.path = path_;
+    spec.n_layer = static_cast<int>(cfg_.n_layer);
+    spec.n_expert = static_cast<int>(cfg_.n_expert);
+    spec.policy = co.policy;
+    spec.io = co.io;
+    spec.direct = co.direct;
+    spec.prefetch = co.prefetch;
+    uint64_t expert_bytes = 0;
+    static const char* const kNames[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    for (int64_t il = 0; il < cfg_.n_layer; ++il) {
+        if (!moe_[static_cast<size_t>(il)]) continue;
+        ExpertLayerFile lf;
+        lf.layer = static_cast<int>(il);
+        for (int c = 0; c < 3; ++c) {
+            const gguf::TensorInfo* t = f.find_tensor("blk." + std::to_string(il) + "." + kNames[c] + ".weight");
+            MOE_ASSERT(t && t->ne[2] == cfg_.n_expert, "expert tensor of layer ", il);
+            lf.offset[c] = f.data_offset() + t->offset;
+            lf.stride[c] = t->nbytes / static_cast<uint64_t>(cfg_.n_expert);
+            expert_bytes += t->nbytes;
+        }
+        spec.layers.push_back(lf);
+    }
+    if (spec.layers.empty())
+        throw_error("model", path_, ": --mem needs a MoE model (this one has no routed experts to cache)");
+    MemoryBudget& b = budget_;
+    b.budget = co.mem_budget;
+    b.resident = weights_.mapped_bytes - expert_bytes + weights_.converted_bytes;
+    b.kv = kv_bytes_per_token(cfg_, DType::F32) * static_cast<uint64_t>(opts_.n_ctx);
+    b.scratch = moe_scratch_.capacity() + kRuntimeAllowance;
+    b.slot = ExpertCache::slot_bytes(spec.layers);
+    b.total_experts = static_cast<int>(spec.layers.size()) * spec.n_expert;
+    const uint64_t fixed = b.resident + b.kv + b.scratch;
+    b.minimum = fixed + static_cast<uint64_t>(desc_.moe.top_k) * b.slot;
+    if (b.budget < b.minimum)
+        throw_error("model", path_, ": --mem ", mib(b.budget), " is below the minimum of ", mib(b.minimum),
+                    " for this model (resident weights ", mib(b.resident), " + KV cache of ", opts_.n_ctx,
+                    " positions ", mib(b.kv), " + scratch ", mib(b.scratch), " + ", desc_.moe.top_k,
+                    " experts of one layer ", mib(static_cast<uint64_t>(desc_.moe.top_k) * b.slot),
+                    "); give --mem of at least ", mib(b.minimum), " or a shorter --ctx");
+    b.slots = static_cast<int>(std::min<uint64_t>((b.budget - fixed) / b.slot, static_cast<uint64_t>(b.total_experts)));
+    spec.n_slots = b.slots;
+    if (co.policy == "pinned" && !co.profile.empty()) spec.profile = load_routing_profile(co.profile);
+    cache_ = std::make_unique<ExpertCache>(std::move(spec));
+    MoeBlock* prev = nullptr;
+    for (auto& blk : moe_) {
+        if (!blk) continue;
+        blk->set_expert_store(cache_.get());
+        if (prev && co.prefetch) prev->set_prefetch_next(blk.get());
+        prev = blk.get();
+    }
 }
 
 uint64_t Model::n_params() const {

@@ -20,6 +20,7 @@
 #include "model/arch_spec.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "moe/expert_cache.h"
 #include "moe/moe_block.h"
 
 namespace moe::gguf {
@@ -31,10 +32,33 @@ class Tokenizer;
 
 namespace moe::model {
 
+// Memory budget (--mem): routed experts in a tiered cache (moe/expert_cache.h, docs/TIERING.md).
+struct ExpertCacheOptions {
+    uint64_t mem_budget = 0;       // bytes the process may use; 0 = off (experts read in the mapping)
+    std::string policy = "lru";    // cache_policy.h names
+    std::string profile;           // routing profile (TSV trace or counts JSON) for "pinned"
+    ExpertIo io = ExpertIo::Uring;
+    bool direct = true;            // O_DIRECT reads (falls back to buffered where refused)
+    bool prefetch = true;          // router-lookahead prefetch of the next MoE layer's experts
+};
+
+// What the budget is spent on (filled when the cache is on).
+struct MemoryBudget {
+    uint64_t budget = 0;
+    uint64_t resident = 0;   // non-expert tensors in the mapping + converted vectors
+    uint64_t kv = 0;         // KV cache of n_ctx positions, 1 sequence, f32 (the larger type)
+    uint64_t scratch = 0;    // MoE scratch + a fixed runtime allowance
+    uint64_t slot = 0;       // bytes of one expert slot
+    uint64_t minimum = 0;    // resident + kv + scratch + top_k slots
+    int slots = 0;
+    int total_experts = 0;   // MoE layers x n_expert
+};
+
 struct ModelOptions {
     int n_threads = 0;        // largest thread pool forward() will be given; <= 0: hardware threads
     int64_t max_batch = 512;  // most rows in one forward call
     int64_t n_ctx = 0;        // positions per sequence (RoPE cache); 0: min(n_ctx_train, 4096)
+    ExpertCacheOptions cache; // off by default
 };
 
 class Model {
@@ -60,6 +84,9 @@ public:
     uint64_t file_bytes() const;    // size of the GGUF file
     size_t moe_scratch_bytes() const { return moe_scratch_.capacity(); }  // shared MoE scratch
     std::string describe() const;   // one line: arch, name, layers, dims, experts
+    // The expert cache (--mem), or nullptr when experts are read in place.
+    ExpertCache* expert_cache() const { return cache_.get(); }
+    const MemoryBudget& memory_budget() const { return budget_; }
 
 private:
     Model();
@@ -74,6 +101,9 @@ private:
     std::unique_ptr<RopeCache> rope_;
     std::vector<std::unique_ptr<MoeBlock>> moe_;
     Arena moe_scratch_;  // one scratch arena for every MoE block (layers run one after another)
+    std::unique_ptr<ExpertCache> cache_;
+    MemoryBudget budget_;
+    void attach_expert_cache();
 };
 
 }  // namespace moe::model

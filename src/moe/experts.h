@@ -24,7 +24,11 @@ struct ExpertMatrix {
     size_t row_stride = 0;     // bytes between rows (nb[1])
     size_t expert_stride = 0;  // bytes between experts (nb[2])
     const kernels::MatmulKernel* kernel = nullptr;
-    const char* expert(int e) const { return data + static_cast<size_t>(e) * expert_stride; }
+    // Per-expert base pointers (expert cache slots, expert_store.h) instead of data + e * stride.
+    const char* const* slots = nullptr;
+    const char* expert(int e) const {
+        return slots ? slots[e] : data + static_cast<size_t>(e) * expert_stride;
+    }
 };
 
 struct ExpertFfn {

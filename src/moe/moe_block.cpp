@@ -118,6 +118,74 @@ void MoeBlock::use_shared_scratch(Arena* arena) {
     plan_ = DispatchPlan{};
 }
 
+void MoeBlock::set_expert_store(ExpertStore* store) {
+    store_ = store;
+    const size_t E = static_cast<size_t>(spec_.n_expert);
+    active_.assign(store ? E : 0, 0);
+    slices_.assign(store ? E : 0, ExpertSlices{});
+    tabs_.assign(store ? 3 * E : 0, nullptr);
+    pred_logits_.assign(store ? static_cast<size_t>(max_tokens_) * E : 0, 0.0f);
+    pred_ids_.assign(store ? E : 0, 0);
+    pred_scratch_.assign(store ? E + static_cast<size_t>(spec_.top_k) : 0, 0);
+    pred_mark_.assign(store ? E : 0, 0);
+    if (store && store->capacity() < 1)
+        throw_error("moe", "layer ", weights_.layer, ": expert store with no capacity");
+}
+
+void MoeBlock::prefetch_for(ThreadPool& pool, const float* x, int64_t T) {
+    if (!store_ || pred_logits_.empty()) return;
+    const int E = spec_.n_expert, k = spec_.top_k;
+    router_.logits(pool, x, T, 1.0f, pred_logits_.data());
+    std::fill(pred_mark_.begin(), pred_mark_.end(), 0);
+    int32_t* top = pred_scratch_.data() + E;
+    int n = 0;
+    for (int64_t t = 0; t < T && n < E; ++t) {
+        topk_desc(pred_logits_.data() + t * E, E, k, pred_scratch_.data(), top);
+        for (int j = 0; j < k; ++j)
+            if (!pred_mark_[static_cast<size_t>(top[j])]) {
+                pred_mark_[static_cast<size_t>(top[j])] = 1;
+                pred_ids_[static_cast<size_t>(n++)] = top[j];
+            }
+    }
+    store_->prefetch(weights_.layer, pred_ids_.data(), n);
+}
+
+void MoeBlock::run_from_store(ThreadPool& pool, const float* x, int64_t T, const Buffers& b) {
+    const int E = spec_.n_expert, cap = store_->capacity();
+    int n_active = 0;
+    for (int e = 0; e < E; ++e)
+        if (plan_.counts[e] > 0) active_[static_cast<size_t>(n_active++)] = e;
+    const char** gate = tabs_.data();
+    const char** up = gate + E;
+    const char** down = up + E;
+    // Groups of consecutive active experts: their rows are one contiguous range of the plan, so
+    // GroupedFfn runs on the sub-range [e0, e1) of experts with the same offsets.
+    for (int i = 0; i < n_active; i += cap) {
+        const int n = std::min(cap, n_active - i);
+        store_->acquire(weights_.layer, active_.data() + i, n, slices_.data());
+        struct Release {
+            ExpertStore* s;
+            int layer;
+            ~Release() { s->release(layer); }
+        } guard{store_, weights_.layer};
+        // The whole layer held at once: start the next layer's predicted loads now, so they
+        // overlap this layer's compute.
+        if (i == 0 && n == n_active && next_) next_->prefetch_for(pool, x, T);
+        const int e0 = active_[static_cast<size_t>(i)], e1 = active_[static_cast<size_t>(i + n - 1)] + 1;
+        for (int j = 0; j < n; ++j) {
+            const int e = active_[static_cast<size_t>(i + j)];
+            gate[e] = slices_[static_cast<size_t>(j)].gate;
+            up[e] = slices_[static_cast<size_t>(j)].up;
+            down[e] = slices_[static_cast<size_t>(j)].down;
+        }
+        ExpertFfn f = ffn_;
+        f.gate.slots = gate + e0;
+        f.up.slots = up + e0;
+        f.down.slots = down + e0;
+        GroupedFfn::run(pool, f, e1 - e0, plan_.offsets + e0, b.xp, b.h, b.yp, b.ffn_scratch, b.act_scratch);
+    }
+}
+
 void MoeBlock::forward(ThreadPool& pool, const float* x, int64_t T, float* y, const MoeObserve& obs) {
     if (T < 1 || T > max_tokens_)
         throw_error("moe", "layer ", weights_.layer, ": batch of ", T, " tokens, the block was planned for 1..",
@@ -185,7 +253,8 @@ void MoeBlock::forward(ThreadPool& pool, const float* x, int64_t T, float* y, co
     if (times) lap(times->dispatch);
 
     // ---- routed experts
-    GroupedFfn::run(pool, ffn_, static_cast<int>(E), plan_.offsets, b.xp, b.h, b.yp, b.ffn_scratch, b.act_scratch);
+    if (store_) run_from_store(pool, x, T, b);
+    else GroupedFfn::run(pool, ffn_, static_cast<int>(E), plan_.offsets, b.xp, b.h, b.yp, b.ffn_scratch, b.act_scratch);
     if (times) lap(times->experts);
 
     // ---- shared experts (all tokens, one "expert" group over x itself)

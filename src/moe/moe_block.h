@@ -10,12 +10,14 @@
 // in a fixed order, so y[t] is bitwise the same for any thread count, any batch position and any
 // other tokens in the batch (only the capacity approximation couples tokens).
 #include <cstdint>
+#include <vector>
 
 #include "core/arena.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "moe/approx.h"
 #include "moe/dispatch.h"
+#include "moe/expert_store.h"
 #include "moe/experts.h"
 #include "moe/moe_spec.h"
 #include "moe/router.h"
@@ -57,12 +59,24 @@ public:
     // then freed. last_routing()/last_plan() stay valid only until the next forward of any block
     // that shares the arena. Pass nullptr to go back to an owned arena.
     void use_shared_scratch(Arena* arena);
+    // Routed experts from `store` (not owned; must outlive the block) instead of in place in the
+    // weights' mapping; nullptr goes back to in place. Same results bitwise (expert_store.h).
+    void set_expert_store(ExpertStore* store);
+    ExpertStore* expert_store() const { return store_; }
+    // Router lookahead: with a store, after acquiring its own experts this block applies `next`'s
+    // router to its input x and hints the store to start loading the predicted experts of
+    // `next` while this block computes (the residual stream changes slowly between layers).
+    void set_prefetch_next(MoeBlock* next) { next_ = next; }
+    // Top-k of this block's router logits for x[T, D], union over tokens -> store_->prefetch.
+    void prefetch_for(ThreadPool& pool, const float* x, int64_t T);
     static size_t plan_scratch(const MoeSpec& spec, int64_t max_tokens, int n_threads, const MoeApprox& approx);
 
 private:
     struct Buffers;
     template <typename Alloc>
     static Buffers carve(const MoeSpec& spec, int64_t T, int n_threads, const MoeApprox& approx, Alloc&& alloc);
+    // The routed experts of the current plan through store_, in groups of <= capacity() experts.
+    void run_from_store(ThreadPool& pool, const float* x, int64_t T, const Buffers& b);
 
     MoeSpec spec_;
     MoeWeights weights_;
@@ -78,6 +92,15 @@ private:
     size_t scratch_needed_ = 0;
     Routing routing_;
     DispatchPlan plan_;
+    ExpertStore* store_ = nullptr;
+    std::vector<int32_t> active_;           // [E] experts with rows, ascending
+    std::vector<ExpertSlices> slices_;      // [E] views of one acquire
+    std::vector<const char*> tabs_;         // [3 * E] gate / up / down base per expert id
+    MoeBlock* next_ = nullptr;              // prefetch target (router lookahead)
+    std::vector<float> pred_logits_;        // [max_tokens, E]
+    std::vector<int32_t> pred_ids_;         // [E] predicted experts (union over tokens)
+    std::vector<int32_t> pred_scratch_;     // [E + k]
+    std::vector<uint8_t> pred_mark_;        // [E]
 };
 
 }  // namespace moe

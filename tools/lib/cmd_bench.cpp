@@ -62,7 +62,8 @@ void bench_usage(std::FILE* out) {
                  "  --kv-type T   KV cache type f32 (default) or f16\n"
                  "  --bw GBS      read bandwidth for the ceiling (default: measured, 1 GiB, best of 5)\n"
                  "  --membw       only measure the read bandwidth with -t threads and print GB/s\n"
-                 "  --membw-mib M buffer size for the bandwidth measurement (default 1024)\n");
+                 "  --membw-mib M buffer size for the bandwidth measurement (default 1024)\n"
+                 "%s", kCacheUsage);
 }
 
 std::vector<int32_t> random_tokens(int64_t n, int64_t V, uint64_t seed) {
@@ -207,6 +208,8 @@ double touch_weights(const model::Model& m) {
     volatile uint8_t sink = 0;
     uint8_t acc = 0;
     for (const auto& ti : m.file().tensors()) {
+        // With --mem the routed experts are read into the cache, never through the mapping.
+        if (m.expert_cache() && ti.name.find("_exps.") != std::string::npos) continue;
         const TensorView v = m.file().view(ti);
         const auto* p = static_cast<const uint8_t*>(v.data);
         for (uint64_t o = 0; o < ti.nbytes; o += 4096) acc ^= p[o];
@@ -227,6 +230,7 @@ struct Row {
     double mean = 0, sd = 0;
     model::ForwardStats stats;  // over the timed repetitions
     double ceiling_frac = -1;   // tg: mean t/s / ceiling t/s
+    std::string cache_summary, cache_json;  // expert cache (--mem) over the timed repetitions
 };
 
 struct Split {
@@ -280,6 +284,7 @@ int cmd_bench(int argc, char** argv) {
             out_fmt = arg_value(argc, argv, i, cmd);
             if (out_fmt != "md" && out_fmt != "json")
                 throw_error("bench", "-o '", out_fmt, "' is not one of md, json");
+        } else if (parse_cache_option(argc, argv, i, cmd, mo.cache)) {
         } else if (a == "--kv-type") {
             kv_type = parse_kv_type(arg_value(argc, argv, i, cmd), cmd);
         } else if (a == "--bw") {
@@ -337,6 +342,7 @@ int cmd_bench(int argc, char** argv) {
     auto run_test = [&](const std::string& test, int64_t n, auto&& body) {
         body(0);  // warm-up
         session.stats().reset(m->config().n_layer, static_cast<int>(m->config().n_expert));
+        if (m->expert_cache()) m->expert_cache()->reset_counters();
         std::vector<double> tps;
         for (int64_t r = 0; r < reps; ++r) {
             Timer t;
@@ -351,6 +357,7 @@ int cmd_bench(int argc, char** argv) {
         for (double v : tps) var += (v - row.mean) * (v - row.mean);
         row.sd = tps.size() > 1 ? std::sqrt(var / static_cast<double>(tps.size() - 1)) : 0.0;
         row.stats = session.stats();
+        if (const ExpertCache* c = m->expert_cache()) row.cache_summary = c->summary(), row.cache_json = c->json();
         rows.push_back(row);
         return &rows.back();
     };
@@ -392,7 +399,9 @@ int cmd_bench(int argc, char** argv) {
             const auto sp = split_of(r.stats);
             for (size_t j = 0; j < sp.size(); ++j)
                 std::printf("%s\"%s\": %.5f", j ? ", " : "", sp[j].name, sp[j].seconds);
-            std::printf("}}%s\n", i + 1 < rows.size() ? "," : "");
+            std::printf("}");
+            if (!r.cache_json.empty()) std::printf(", \"expert_cache\": %s", r.cache_json.c_str());
+            std::printf("}%s\n", i + 1 < rows.size() ? "," : "");
         }
         std::printf("  ]\n}\n");
         return 0;
@@ -419,6 +428,13 @@ int cmd_bench(int argc, char** argv) {
             std::printf(" %.1f%% |", r.stats.total > 0 ? 100.0 * s.seconds / r.stats.total : 0.0);
         std::printf("\n");
     }
+    for (const Row& r : rows)
+        if (!r.cache_summary.empty()) std::printf("\n%s: %s", r.test.c_str(), r.cache_summary.c_str());
+    if (m->expert_cache())
+        std::printf("\nmemory budget %.1f MiB: resident %.1f MiB + KV %.1f MiB + scratch %.1f MiB + %d of %d experts\n",
+                    m->memory_budget().budget / 1048576.0, m->memory_budget().resident / 1048576.0,
+                    m->memory_budget().kv / 1048576.0, m->memory_budget().scratch / 1048576.0,
+                    m->memory_budget().slots, m->memory_budget().total_experts);
     std::printf("\nread bandwidth %.2f GB/s (%s, %d threads); active weights %.3f GB/token -> ceiling %.2f t/s\n", bw,
                 bw_given > 0 ? "given" : "measured", threads, active / 1e9, ceiling_tps);
     std::printf("peak RSS %s = %.3f x (file %s + KV %s); load %.3f s (mmap open + validate + bind), first touch of "

@@ -23,7 +23,8 @@ void eval_usage(std::FILE* out) {
                  "  Evaluates the token ids as one sequence from position 0 (no BOS is added) and writes\n"
                  "  float32 logits [n_tokens][n_vocab] (little-endian, no header) to FILE: row i = logits\n"
                  "  after tokens 0..i.\n"
-                 "  --batch N     rows per forward call (default 512)\n");
+                 "  --batch N     rows per forward call (default 512)\n"
+                 "%s", kCacheUsage);
 }
 
 }  // namespace
@@ -54,6 +55,7 @@ int cmd_eval(int argc, char** argv) {
             mo.max_batch = parse_int(arg_value(argc, argv, i, cmd), "--batch", cmd, 1, 1 << 20);
         } else if (a == "--kv-type") {
             so.kv_type = parse_kv_type(arg_value(argc, argv, i, cmd), cmd);
+        } else if (parse_cache_option(argc, argv, i, cmd, mo.cache)) {
         } else {
             std::fprintf(stderr, "moe eval: unknown option '%s'\n", a.c_str());
             eval_usage(stderr);
@@ -86,6 +88,7 @@ int cmd_eval(int argc, char** argv) {
         std::remove(out_path.c_str());
         throw_error(cmd, "cannot write ", out_path, ": ", std::strerror(errno));
     }
+    if (const ExpertCache* c = m->expert_cache()) std::fprintf(stderr, "moe eval: %s\n", c->summary().c_str());
     std::fprintf(stderr, "moe eval: wrote %zu x %lld float32 logits to %s\n", tokens.size(), static_cast<long long>(V),
                  out_path.c_str());
     return 0;

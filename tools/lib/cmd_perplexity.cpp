@@ -31,7 +31,8 @@ void perplexity_usage(std::FILE* out) {
                  "  tokens, second half of each chunk scored), so the numbers are comparable.\n"
                  "  --ctx N      chunk length (default 512)\n"
                  "  --chunks N   score only the first N chunks (default: all)\n"
-                 "  --batch N    rows per forward call (default 512)\n");
+                 "  --batch N    rows per forward call (default 512)\n"
+                 "%s", kCacheUsage);
 }
 
 // -log softmax(logits)[target], in double with max subtraction.
@@ -67,6 +68,7 @@ int cmd_perplexity(int argc, char** argv) {
             mo.n_threads = static_cast<int>(parse_int(arg_value(argc, argv, i, cmd), "-t", cmd, 1, 1024));
         } else if (a == "--batch" || a == "-b") {
             mo.max_batch = parse_int(arg_value(argc, argv, i, cmd), "--batch", cmd, 1, 1 << 20);
+        } else if (parse_cache_option(argc, argv, i, cmd, mo.cache)) {
         } else {
             std::fprintf(stderr, "moe perplexity: unknown option '%s'\n", a.c_str());
             perplexity_usage(stderr);
@@ -124,6 +126,7 @@ int cmd_perplexity(int argc, char** argv) {
     double var = nll2 / count - mean * mean;
     const double sd = var > 0 ? std::sqrt(var / (count - 1)) : 0.0;
     std::printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, sd * ppl);
+    if (const ExpertCache* c = m->expert_cache()) std::fprintf(stderr, "moe perplexity: %s\n", c->summary().c_str());
     std::fprintf(stderr, "moe perplexity: %lld tokens scored in %.2f s (%.1f tok/s evaluated)\n",
                  static_cast<long long>(count), t.seconds(), static_cast<double>(n_chunk * n_ctx) / t.seconds());
     return 0;

@@ -30,8 +30,10 @@ void run_usage(std::FILE* out) {
                  "  --ctx N          context length (default: min(training context, 4096))\n"
                  "  --kv-type T      KV cache type f32 (default) or f16\n"
                  "  --routing-trace FILE  write every MoE layer's routing of every token (prompt\n"
-                 "                   and generated) as TSV: layer, token position, experts, weights\n",
-                 trained_default_model_path().c_str(), kDefaultPreset);
+                 "                   and generated) as TSV: layer, token position, experts, weights
+"
+                 "%s",
+                 trained_default_model_path().c_str(), kDefaultPreset, kCacheUsage);
 }
 
 }  // namespace
@@ -71,6 +73,7 @@ int cmd_run(int argc, char** argv) {
             mo.n_ctx = so.n_ctx = parse_int(arg_value(argc, argv, i, cmd), "--ctx", cmd, 1, 1 << 24);
         } else if (a == "--kv-type") {
             so.kv_type = parse_kv_type(arg_value(argc, argv, i, cmd), cmd);
+        } else if (parse_cache_option(argc, argv, i, cmd, mo.cache)) {
         } else {
             std::fprintf(stderr, "moe run: unknown option '%s'\n", a.c_str());
             run_usage(stderr);
@@ -110,6 +113,7 @@ int cmd_run(int argc, char** argv) {
     std::fflush(stdout);
     std::fprintf(stderr, "%s%s\n", r.stats_line().c_str(),
                  r.hit_eos ? " (stopped at EOS)" : r.context_full ? " (context full)" : "");
+    if (const ExpertCache* c = m->expert_cache()) std::fprintf(stderr, "%s\n", c->summary().c_str());
     if (!trace_path.empty()) {
         trace.write_tsv(trace_path);
         std::fprintf(stderr, "routing trace: %zu records (layer x token) written to %s\n", trace.size(), trace_path.c_str());

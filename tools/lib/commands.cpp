@@ -10,6 +10,8 @@ const Command kCommands[] = {
     {"eval", "write the logits of a token list as float32 [n_tokens][n_vocab] (--tokens --logits-out)", cmd_eval},
     {"perplexity", "perplexity of a text file, llama.cpp's method (-m MODEL -f FILE --ctx N)", cmd_perplexity},
     {"bench", "prompt and generation tokens/s, llama-bench-style rows (-m MODEL -p 512 -n 128 -t 2)", cmd_bench},
+    {"cache-sim", "expert-cache hit rates of policies vs Belady's optimum on a routing trace (--trace FILE)",
+     cmd_cache_sim},
     {"tokenize", "print the token ids of a text (-m MODEL -p TEXT | -f FILE)", cmd_tokenize},
     {"detokenize", "print the text of token ids (-m MODEL --ids 1,2,3)", cmd_detokenize},
     {"train", "train a small MoE on a text file and write it as GGUF (--data TEXT --out MODEL.gguf)", cmd_train},

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdio>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include <iterator>
 
 #include "core/error.h"
+#include "core/mem_limit.h"
 #include "model/gen.h"
 
 namespace moe::tools {
@@ -80,6 +82,56 @@ std::string trained_default_model_path() {
 #else
     return "models/shakespeare-moe.gguf";
 #endif
+}
+
+uint64_t parse_mem(const std::string& s, const char* cmd) {
+    if (s == "auto") {
+        const MemLimit lim = process_memory_limit();
+        const uint64_t b = auto_memory_budget(lim);
+        if (b == 0) throw_error(cmd, "--mem auto: the memory limit (", lim.source, ") of ", lim.bytes, " bytes leaves no budget");
+        std::fprintf(stderr, "moe %s: --mem auto: %.1f MiB (limit %.1f MiB from %s, minus a margin)\n", cmd,
+                     static_cast<double>(b) / (1 << 20), static_cast<double>(lim.bytes) / (1 << 20), lim.source.c_str());
+        return b;
+    }
+    errno = 0;
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    double mul = 1;
+    std::string suf(end ? end : "");
+    if (suf.size() == 2 && (suf[1] == 'B' || suf[1] == 'b' || suf[1] == 'i')) suf.pop_back();
+    if (suf == "K" || suf == "k") mul = 1024.0;
+    else if (suf == "M" || suf == "m") mul = 1024.0 * 1024;
+    else if (suf == "G" || suf == "g") mul = 1024.0 * 1024 * 1024;
+    else if (suf == "T" || suf == "t") mul = 1024.0 * 1024 * 1024 * 1024;
+    else if (!suf.empty()) mul = -1;
+    const double bytes = v * mul;
+    if (s.empty() || end == s.c_str() || errno == ERANGE || mul < 0 || !(bytes >= 1) || bytes > 1e18)
+        throw_error(cmd, "--mem '", s, "' is not a size: give bytes or a number with K, M, G or T (powers of 1024), ",
+                    "e.g. --mem 4G, or --mem auto");
+    return static_cast<uint64_t>(bytes);
+}
+
+bool parse_cache_option(int argc, char** argv, int& i, const char* cmd, model::ExpertCacheOptions& o) {
+    const std::string a = argv[i];
+    if (a == "--mem") {
+        o.mem_budget = parse_mem(arg_value(argc, argv, i, cmd), cmd);
+    } else if (a == "--cache-policy") {
+        o.policy = arg_value(argc, argv, i, cmd);
+    } else if (a == "--cache-profile") {
+        o.profile = arg_value(argc, argv, i, cmd);
+    } else if (a == "--expert-io") {
+        const std::string v = arg_value(argc, argv, i, cmd);
+        if (v == "uring") o.io = ExpertIo::Uring;
+        else if (v == "pread") o.io = ExpertIo::Pread;
+        else throw_error(cmd, "--expert-io '", v, "' is not one of uring, pread");
+    } else if (a == "--no-direct") {
+        o.direct = false;
+    } else if (a == "--no-prefetch") {
+        o.prefetch = false;
+    } else {
+        return false;
+    }
+    return true;
 }
 
 std::string default_model(bool& generated, std::string* what) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "model/model.h"
 
 namespace moe::tools {
 
@@ -19,6 +20,22 @@ std::vector<int32_t> parse_token_list(const std::string& s, const char* cmd);
 // "f32" | "f16"
 DType parse_kv_type(const std::string& s, const char* cmd);
 std::string read_file(const std::string& path, const char* cmd);
+
+// --mem SIZE|auto: bytes with an optional K/M/G/T suffix (powers of 1024; "4G", "512M", "1.5G"),
+// or auto (core/mem_limit.h; prints the limit it used to stderr). Result > 0.
+uint64_t parse_mem(const std::string& s, const char* cmd);
+// The expert-cache options of run/eval/perplexity/bench (--mem, --cache-policy, --cache-profile,
+// --expert-io, --no-direct, --no-prefetch); true when argv[i] was one of them (value consumed).
+bool parse_cache_option(int argc, char** argv, int& i, const char* cmd, model::ExpertCacheOptions& o);
+inline constexpr const char* kCacheUsage =
+    "  --mem SIZE|auto  memory budget (K/M/G = powers of 1024): routed experts stream from the file\n"
+    "                   into a cache of what is left after the resident part (docs/TIERING.md);\n"
+    "                   auto = the cgroup memory limit (else MemAvailable) minus a margin\n"
+    "  --cache-policy P expert cache policy: lru (default), lfu, pinned\n"
+    "  --cache-profile F routing profile for pinned (moe run --routing-trace TSV or counts JSON)\n"
+    "  --expert-io M    expert reads: uring (default, io_uring) or pread\n"
+    "  --no-direct      buffered expert reads instead of O_DIRECT\n"
+    "  --no-prefetch    no router-lookahead prefetch of the next layer's experts\n";
 
 // The built-in default model: the Shakespeare MoE trained by `moe train` and committed as
 // models/shakespeare-moe.gguf (docs/TRAINING.md; its path is compiled in as MOE_DEFAULT_MODEL).

@@ -1,0 +1,237 @@
+// The tiered expert cache (--mem, moe/expert_cache.h) end to end on `moe gen` tiny presets:
+//  - logits bitwise equal to the all-resident run (prefill + decode) for every architecture and
+//    weight type f32 / f16 / q8_0, through io_uring and pread, with a budget of exactly the
+//    minimum (slots = top_k: every access misses and evicts) and with a middle budget for every
+//    policy (lru, lfu, pinned);
+//  - a budget below the minimum: one error naming the minimum;
+//  - the model file truncated after load: one error naming file, layer and expert, no hang.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "format/gguf.h"
+#include "model/model.h"
+#include "runtime/gen_model_util.h"
+#include "runtime/session.h"
+
+using namespace moe;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kPresets[] = {"tiny-mixtral", "tiny-qwen2moe", "tiny-qwen3moe", "tiny-olmoe"};
+const DType kTypes[] = {DType::F32, DType::F16, DType::Q8_0};
+
+const fs::path& temp_dir() {
+    static const fs::path dir = [] {
+        fs::path d = fs::temp_directory_path() / ("moe-test-expert-cache-" + std::to_string(::getpid()));
+        fs::create_directories(d);
+        return d;
+    }();
+    return dir;
+}
+struct RemoveTempDir : ::testing::Environment {
+    void TearDown() override { fs::remove_all(temp_dir()); }
+};
+[[maybe_unused]] auto* const g_env = ::testing::AddGlobalTestEnvironment(new RemoveTempDir);
+
+// Fresh random tokens each run (seed printed for reproduction).
+uint32_t run_seed() {
+    static const uint32_t s = [] {
+        const uint32_t v = std::random_device{}();
+        std::printf("[ expert cache ] token seed %u\n", v);
+        return v;
+    }();
+    return s;
+}
+std::vector<int32_t> tokens(size_t n, int64_t V, uint32_t salt) {
+    std::mt19937 g(run_seed() ^ (salt * 2654435761u));
+    std::vector<int32_t> t(n);
+    for (auto& v : t) v = static_cast<int32_t>(g() % static_cast<uint32_t>(V));
+    return t;
+}
+
+struct Outcome {
+    std::vector<float> logits;             // prefill rows, then one row per decode step
+    model::MemoryBudget budget;
+    ExpertCacheCounters counters;
+    int top_k = 0;
+};
+
+// Prefill `prompt` (all rows' logits, batches of max_batch), then decode `gen` one by one.
+Outcome run_model(const std::string& path, const model::ExpertCacheOptions& co, const std::vector<int32_t>& prompt,
+        const std::vector<int32_t>& gen, int64_t max_batch = 32) {
+    model::ModelOptions mo;
+    mo.n_threads = 2;
+    mo.max_batch = max_batch;
+    mo.n_ctx = 64;
+    mo.cache = co;
+    auto m = model::Model::load(path, mo);
+    ThreadPool pool(2);
+    runtime::Session s(*m, pool, {64, 1, DType::F32});
+    const size_t V = static_cast<size_t>(m->config().n_vocab);
+    Outcome r;
+    r.logits.resize((prompt.size() + gen.size()) * V);
+    s.eval(0, prompt, r.logits.data(), true);
+    for (size_t i = 0; i < gen.size(); ++i) s.eval(0, {gen[i]}, r.logits.data() + (prompt.size() + i) * V, false);
+    r.budget = m->memory_budget();
+    r.top_k = m->desc().moe.top_k;
+    if (m->expert_cache()) r.counters = m->expert_cache()->total();
+    return r;
+}
+
+// The smallest budget the model accepts (from a load with a budget that fits everything).
+model::MemoryBudget budget_of(const std::string& path) {
+    model::ModelOptions mo;
+    mo.n_threads = 2;
+    mo.max_batch = 32;
+    mo.n_ctx = 64;
+    mo.cache.mem_budget = 1ull << 40;
+    return model::Model::load(path, mo)->memory_budget();
+}
+
+class CacheArch : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CacheArch, MinimumBudgetBitwiseEqualToResident) {
+    for (DType type : kTypes) {
+        const std::string path = testutil::gen_model(temp_dir(), GetParam(), type, 11);
+        const std::string what = std::string(GetParam()) + " " + dtype_name(type);
+        const model::MemoryBudget b = budget_of(path);
+        const auto prompt = tokens(12, 320, 1), gen = tokens(6, 320, 2);
+        const Outcome ref = run_model(path, {}, prompt, gen);
+        for (ExpertIo io : {ExpertIo::Uring, ExpertIo::Pread}) {
+            model::ExpertCacheOptions co;
+            co.mem_budget = b.minimum;
+            co.io = io;
+            const Outcome got = run_model(path, co, prompt, gen);
+            EXPECT_EQ(got.budget.slots, got.top_k) << what;
+            ASSERT_EQ(ref.logits.size(), got.logits.size());
+            EXPECT_EQ(0, std::memcmp(ref.logits.data(), got.logits.data(), ref.logits.size() * sizeof(float)))
+                << what << " via " << expert_io_name(io);
+            // slots == top_k and layers alternate: every access misses, and most evict.
+            EXPECT_EQ(got.counters.hits, 0) << what;
+            EXPECT_GT(got.counters.misses, static_cast<int64_t>(gen.size())) << what;
+            EXPECT_GT(got.counters.evictions, static_cast<int64_t>(gen.size())) << what;
+            EXPECT_GT(got.counters.bytes_read, 0u) << what;
+        }
+    }
+}
+
+TEST_P(CacheArch, EveryPolicyBitwiseEqualToResident) {
+    const std::string path = testutil::gen_model(temp_dir(), GetParam(), DType::Q8_0, 11);
+    const model::MemoryBudget b = budget_of(path);
+    const auto prompt = tokens(20, 320, 3), gen = tokens(10, 320, 4);
+    const Outcome ref = run_model(path, {}, prompt, gen, 8);  // prefill in batches of 8
+    // A trace of a resident run as the pinned policy's profile.
+    const fs::path trace = temp_dir() / (std::string(GetParam()) + "-trace.tsv");
+    {
+        std::FILE* f = std::fopen(trace.c_str(), "wb");
+        ASSERT_TRUE(f);
+        std::fputs("layer\ttoken\texperts\tweights\n0\t0\t1,2\t0.5,0.5\n1\t0\t3,1\t0.5,0.5\n", f);
+        std::fclose(f);
+    }
+    for (const char* policy : {"lru", "lfu", "pinned"}) {
+        model::ExpertCacheOptions co;
+        co.mem_budget = b.minimum + 3 * b.slot;  // top_k + 3 slots of 16 experts
+        co.policy = policy;
+        if (std::string(policy) == "pinned") co.profile = trace.string();
+        const Outcome got = run_model(path, co, prompt, gen, 8);
+        EXPECT_GE(got.budget.slots, got.top_k + 3);  // + what the smaller prefill batch saves in scratch
+        EXPECT_LT(got.budget.slots, got.budget.total_experts);
+        EXPECT_EQ(0, std::memcmp(ref.logits.data(), got.logits.data(), ref.logits.size() * sizeof(float)))
+            << GetParam() << " policy " << policy;
+        EXPECT_GT(got.counters.evictions, 0) << policy;
+        EXPECT_GT(got.counters.hits, 0) << policy;
+        // Router lookahead is on (io_uring): it starts loads, and some are used.
+        EXPECT_GT(got.counters.prefetch_issued, 0) << policy;
+        EXPECT_GT(got.counters.prefetch_used, 0) << policy;
+        EXPECT_LE(got.counters.prefetch_used, got.counters.prefetch_issued) << policy;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, CacheArch, ::testing::ValuesIn(kPresets));
+
+TEST(ExpertCache, BudgetBelowMinimumNamesTheMinimum) {
+    const std::string path = testutil::gen_model(temp_dir(), "tiny-olmoe", DType::Q8_0, 11);
+    const model::MemoryBudget b = budget_of(path);
+    EXPECT_GT(b.minimum, b.resident + b.kv);
+    model::ModelOptions mo;
+    mo.n_threads = 2;
+    mo.max_batch = 32;
+    mo.n_ctx = 64;
+    mo.cache.mem_budget = b.minimum - 1;
+    try {
+        model::Model::load(path, mo);
+        FAIL() << "no error for a budget below the minimum";
+    } catch (const Error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("below the minimum of " + std::to_string((b.minimum + (1 << 20) - 1) >> 20) + " MiB"),
+                  std::string::npos)
+            << msg;
+        EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    }
+    mo.cache.mem_budget = b.minimum;  // exactly the minimum loads
+    EXPECT_NO_THROW(model::Model::load(path, mo));
+    mo.cache.policy = "nope";
+    EXPECT_THROW(model::Model::load(path, mo), Error);
+    mo.cache.policy = "pinned";  // pinned without a profile
+    EXPECT_THROW(model::Model::load(path, mo), Error);
+}
+
+TEST(ExpertCache, FileTruncatedAfterLoadIsOneClearError) {
+    // Minimum budget (demand loads only) and room for prefetches (a failed prefetch is reported
+    // by the acquire that needs the expert), through io_uring and pread.
+    for (int extra : {0, 6})
+    for (ExpertIo io : {ExpertIo::Uring, ExpertIo::Pread}) {
+        const std::string src = testutil::gen_model(temp_dir(), "tiny-qwen3moe", DType::Q8_0, 11);
+        const fs::path path = temp_dir() / (std::string("truncated-") + expert_io_name(io) + ".gguf");
+        fs::copy_file(src, path, fs::copy_options::overwrite_existing);
+        // The file's last tensor is an expert stack (gen writes blocks in order, experts last):
+        // cutting into its expert 0 leaves every resident tensor intact.
+        uint64_t cut = 0;
+        std::string last;
+        {
+            const auto f = gguf::File::open(path.string());
+            const gguf::TensorInfo* t = &f.tensors()[0];
+            for (const auto& x : f.tensors())
+                if (x.offset > t->offset) t = &x;
+            last = t->name;
+            ASSERT_NE(last.find("_exps.weight"), std::string::npos) << last;
+            cut = f.data_offset() + t->offset + t->nbytes / static_cast<uint64_t>(t->ne[2]) / 2;
+        }
+        const model::MemoryBudget b = budget_of(path.string());
+        model::ModelOptions mo;
+        mo.n_threads = 2;
+        mo.max_batch = 32;
+        mo.n_ctx = 64;
+        mo.cache.mem_budget = b.minimum + static_cast<uint64_t>(extra) * b.slot;
+        mo.cache.io = io;
+        auto m = model::Model::load(path.string(), mo);
+        ThreadPool pool(2);
+        runtime::Session s(*m, pool, {64, 1, DType::F32});
+        fs::resize_file(path, cut);
+        std::vector<float> out(static_cast<size_t>(m->config().n_vocab));
+        const std::string layer = last.substr(4, last.find('.', 4) - 4);
+        try {
+            for (int i = 0; i < 4; ++i) s.eval(0, tokens(4, 320, 5 + i), out.data(), false);
+            FAIL() << "no error after truncation (" << expert_io_name(io) << ")";
+        } catch (const Error& e) {
+            const std::string msg = e.what();
+            EXPECT_NE(msg.find("[experts] " + path.string()), std::string::npos) << msg;
+            EXPECT_NE(msg.find("layer " + layer + " expert "), std::string::npos) << msg;
+            EXPECT_NE(msg.find("short read"), std::string::npos) << msg;
+            EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
+        }
+    }
+}
+
+}  // namespace
