@@ -30,8 +30,7 @@ void run_usage(std::FILE* out) {
                  "  --ctx N          context length (default: min(training context, 4096))\n"
                  "  --kv-type T      KV cache type f32 (default) or f16\n"
                  "  --routing-trace FILE  write every MoE layer's routing of every token (prompt\n"
-                 "                   and generated) as TSV: layer, token position, experts, weights
-"
+                 "                   and generated) as TSV: layer, token position, experts, weights\n"
                  "%s",
                  trained_default_model_path().c_str(), kDefaultPreset, kCacheUsage);
 }
