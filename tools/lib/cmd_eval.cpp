@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "runtime/session.h"
 #include "tools/lib/commands.h"
+#include "tools/lib/ep_args.h"
 #include "tools/lib/infer_args.h"
 
 namespace moe::tools {
@@ -24,12 +25,14 @@ void eval_usage(std::FILE* out) {
                  "  float32 logits [n_tokens][n_vocab] (little-endian, no header) to FILE: row i = logits\n"
                  "  after tokens 0..i.\n"
                  "  --batch N     rows per forward call (default 512)\n");
+    std::fputs(kEpUsage, out);
 }
 
 }  // namespace
 
 int cmd_eval(int argc, char** argv) {
     const char* cmd = "eval";
+    EpArgs epa;
     std::string model, out_path, token_arg;
     bool have_tokens = false;
     model::ModelOptions mo;
@@ -54,6 +57,7 @@ int cmd_eval(int argc, char** argv) {
             mo.max_batch = parse_int(arg_value(argc, argv, i, cmd), "--batch", cmd, 1, 1 << 20);
         } else if (a == "--kv-type") {
             so.kv_type = parse_kv_type(arg_value(argc, argv, i, cmd), cmd);
+        } else if (parse_ep_arg(argc, argv, i, cmd, epa)) {
         } else {
             std::fprintf(stderr, "moe eval: unknown option '%s'\n", a.c_str());
             eval_usage(stderr);
@@ -68,6 +72,9 @@ int cmd_eval(int argc, char** argv) {
     const std::vector<int32_t> tokens = parse_token_list(token_arg, cmd);
     if (tokens.empty()) throw_error(cmd, "--tokens is empty; give at least one token id");
     auto m = model::Model::load(model, mo);
+    std::unique_ptr<EpRuntime> ep;
+    if (epa.on) ep = std::make_unique<EpRuntime>(epa, *m, argc, argv, cmd);
+    else check_no_ep_options(epa, cmd);
     const int64_t V = m->config().n_vocab;
     for (size_t i = 0; i < tokens.size(); ++i)
         if (tokens[i] >= V)
@@ -78,6 +85,10 @@ int cmd_eval(int argc, char** argv) {
     std::vector<float> logits(tokens.size() * static_cast<size_t>(V));
     session.eval(0, tokens, logits.data(), true);
 
+    if (ep && !ep->is_root()) {  // every rank has the same logits; rank 0 writes them
+        ep->report(*m);
+        return 0;
+    }
     std::FILE* f = std::fopen(out_path.c_str(), "wb");
     if (!f) throw_error(cmd, "cannot create ", out_path, ": ", std::strerror(errno));
     const size_t n = std::fwrite(logits.data(), sizeof(float), logits.size(), f);
@@ -88,6 +99,7 @@ int cmd_eval(int argc, char** argv) {
     }
     std::fprintf(stderr, "moe eval: wrote %zu x %lld float32 logits to %s\n", tokens.size(), static_cast<long long>(V),
                  out_path.c_str());
+    if (ep) ep->report(*m);
     return 0;
 }
 
