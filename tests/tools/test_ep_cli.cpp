@@ -209,3 +209,26 @@ TEST(EpCli, RankKilledOrStoppedMidRun) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(EpCli, PlaceWritesAPlacementThatRuns) {
+    const std::string m = model_for("tiny-olmoe");
+    const std::string trace = tmp("trace.tsv"), plf = tmp("placed.json"), out = tmp("placed.bin"), ref = tmp("placed_ref.bin");
+    ASSERT_EQ(sh(bin() + " run -m " + m + " -p 'to be or not to be' -n 40 -t 1 --temp 0 --routing-trace " + trace +
+                 " >/dev/null").rc, 0);
+    CliRun r = sh(bin() + " place --trace " + trace + " --ranks 2 --nodes 2 --replicas 2 -o " + plf);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    for (const char* row : {"| contiguous |", "| eplb |", "| coact |", "wrote the coact placement"})
+        EXPECT_NE(r.out.find(row), std::string::npos) << row << " in " << r.out;
+    ASSERT_EQ(sh(bin() + eval_args(m, ref)).rc, 0);
+    r = sh(kMpirun + "-np 2 " + bin() + eval_args(m, out) + " --ep --placement " + plf);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(read_f32(out), read_f32(ref));
+    const std::string counts = std::string(MOE_TEST_DATA_DIR) + "/routing_stats/olmoe_1b_7b_expert_counts.json";
+    r = sh(bin() + " place --counts " + counts + " --ranks 4 --replicas 3");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("must be a multiple of --ranks 4"), std::string::npos) << r.err;
+}
+
+}  // namespace
