@@ -297,38 +297,44 @@ Placement plan_coact(const LoadInput& in, const PlanSpec& s) {
         std::vector<int> order(static_cast<size_t>(E));
         std::iota(order.begin(), order.end(), 0);
         std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return w[static_cast<size_t>(a)] > w[static_cast<size_t>(b)]; });
-        std::vector<std::vector<int>> members(static_cast<size_t>(N));
+        std::vector<std::vector<int>> members(static_cast<size_t>(N));  // distinct experts per node
+        std::vector<std::vector<Item>> node_items(static_cast<size_t>(N));
         std::vector<double> nload(static_cast<size_t>(N), 0.0);
         std::vector<int> nslots(static_cast<size_t>(N), 0);
         for (int e : order) {
             const int c = cnt[static_cast<size_t>(e)];
-            int best = -1;
-            double best_aff = -1;
-            for (int pass = 0; pass < 2 && best < 0; ++pass)  // pass 1 ignores the load cap
-                for (int n = 0; n < N; ++n) {
-                    if (nslots[static_cast<size_t>(n)] + c > cap_slots) continue;
-                    if (pass == 0 && nload[static_cast<size_t>(n)] + w[static_cast<size_t>(e)] > cap_load &&
-                        nload[static_cast<size_t>(n)] > 0)
-                        continue;
-                    double aff = 0;
-                    for (int f : members[static_cast<size_t>(n)])
-                        aff += A[static_cast<size_t>(e) * static_cast<size_t>(E) + static_cast<size_t>(f)];
-                    if (best < 0 || aff > best_aff ||
-                        (aff == best_aff && nload[static_cast<size_t>(n)] < nload[static_cast<size_t>(best)])) {
-                        best = n;
-                        best_aff = aff;
+            const double share = w[static_cast<size_t>(e)] / c;
+            // Replica by replica: the node with the most co-activation with e (a node that already
+            // holds e wins, keeping replicas together), within the load cap; ties to the lighter node.
+            for (int rep = 0; rep < c; ++rep) {
+                int best = -1;
+                double best_aff = -1;
+                for (int pass = 0; pass < 2 && best < 0; ++pass)  // pass 1 ignores the load cap
+                    for (int n = 0; n < N; ++n) {
+                        if (nslots[static_cast<size_t>(n)] >= cap_slots) continue;
+                        if (pass == 0 && nload[static_cast<size_t>(n)] + share > cap_load && nload[static_cast<size_t>(n)] > 0)
+                            continue;
+                        double aff = 0;
+                        bool has = false;
+                        for (int f : members[static_cast<size_t>(n)]) {
+                            has = has || f == e;
+                            aff += A[static_cast<size_t>(e) * static_cast<size_t>(E) + static_cast<size_t>(f)];
+                        }
+                        if (has) aff += 1e300;
+                        if (best < 0 || aff > best_aff ||
+                            (aff == best_aff && nload[static_cast<size_t>(n)] < nload[static_cast<size_t>(best)])) {
+                            best = n;
+                            best_aff = aff;
+                        }
                     }
-                }
-            MOE_ASSERT(best >= 0, "no node with room for expert ", e);
-            members[static_cast<size_t>(best)].push_back(e);
-            nload[static_cast<size_t>(best)] += w[static_cast<size_t>(e)];
-            nslots[static_cast<size_t>(best)] += c;
+                MOE_ASSERT(best >= 0, "no node with room for expert ", e);
+                auto& mem = members[static_cast<size_t>(best)];
+                if (std::find(mem.begin(), mem.end(), e) == mem.end()) mem.push_back(e);
+                node_items[static_cast<size_t>(best)].push_back({e, share});
+                nload[static_cast<size_t>(best)] += share;
+                ++nslots[static_cast<size_t>(best)];
+            }
         }
-        std::vector<std::vector<Item>> node_items(static_cast<size_t>(N));
-        for (int n = 0; n < N; ++n)
-            for (int e : members[static_cast<size_t>(n)])
-                for (int c = 0; c < cnt[static_cast<size_t>(e)]; ++c)
-                    node_items[static_cast<size_t>(n)].push_back({e, w[static_cast<size_t>(e)] / cnt[static_cast<size_t>(e)]});
         emit(p, l, pack_within_nodes(node_items, rpn, slots), cnt);
     }
     return p;

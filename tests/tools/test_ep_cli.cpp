@@ -232,3 +232,59 @@ TEST(EpCli, PlaceWritesAPlacementThatRuns) {
 }
 
 }  // namespace
+
+namespace {
+
+// The simulator's per-layer, per-rank byte counts equal the counters of real 2- and 4-rank runs
+// (same routing from a single-process trace, same batches, contiguous placement).
+TEST(EpCli, SimulatorBytesMatchRealRuns) {
+    const std::string m = model_for("tiny-olmoe");
+    const std::string trace = tmp("sim_trace.tsv"), out = tmp("sim_eval.bin");
+    CliRun r = sh(bin() + eval_args(m, out) + " --routing-trace " + trace);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    for (int R : {2, 4}) {
+        const std::string prof = tmp("sim_prof.json");
+        r = sh(kMpirun + "-np " + std::to_string(R) + " " + bin() + eval_args(m, out) + " --ep --ep-profile-json " + prof);
+        ASSERT_EQ(r.rc, 0) << r.err;
+        const CliRun sim = sh(bin() + " sim-ep --config " + m + " --nodes 1 --ranks-per-node " + std::to_string(R) +
+                              " --link-gbps 100,10 --trace " + trace + " --batch 5 --placement contiguous -o json");
+        ASSERT_EQ(sim.rc, 0) << sim.err;
+        // Extract per-layer rank byte lists: real "bytes_sent": v per rank in layer order; sim "rank_bytes": [..].
+        std::ifstream pf(prof);
+        const std::string ptxt((std::istreambuf_iterator<char>(pf)), {});
+        std::vector<long long> real, simv;
+        for (size_t pos = 0; (pos = ptxt.find("\"bytes_sent\": ", pos)) != std::string::npos; pos += 14)
+            real.push_back(std::atoll(ptxt.c_str() + pos + 14));
+        for (size_t pos = 0; (pos = sim.out.find("\"rank_bytes\": [", pos)) != std::string::npos;) {
+            pos += 15;
+            while (sim.out[pos] != ']') {
+                simv.push_back(std::atoll(sim.out.c_str() + pos));
+                pos = sim.out.find_first_of(",]", pos);
+                if (sim.out[pos] == ',') pos += 2;
+            }
+        }
+        ASSERT_EQ(real.size(), static_cast<size_t>(2 * R)) << ptxt;  // 2 layers x R ranks
+        EXPECT_EQ(simv, real) << "R=" << R;
+        long long total = 0;
+        for (long long v : real) total += v;
+        EXPECT_GT(total, 0);
+    }
+}
+
+TEST(EpCli, SimulatorOnRealConfigs) {
+    const std::string cfg = std::string(MOE_TEST_DATA_DIR) + "/configs/";
+    CliRun r = sh(bin() + " sim-ep --config " + cfg + "deepseek-v3_config.json --nodes 32 --ranks-per-node 8 "
+                  "--link-gbps 400,50 --zipf 0.8 --tokens 256 --replicas 256");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    for (const char* row : {"| contiguous |", "| eplb |", "| coact |", "256 experts, k 8, 61 layers on 32 nodes x 8"})
+        EXPECT_NE(r.out.find(row), std::string::npos) << row << " in " << r.out;
+    r = sh(bin() + " sim-ep --config " + cfg + "qwen3-235b-a22b_config.json --nodes 4 --ranks-per-node 8 "
+           "--link-gbps 400,100 --zipf 0.8 --tokens 256 --replicas 32 --compress bf16");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.out.find("128 experts, k 8, 94 layers on 4 nodes x 8"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("dispatch bf16 (8196 B/row)"), std::string::npos) << r.out;
+    r = sh(bin() + " sim-ep --config " + cfg + "qwen3-235b-a22b_config.json --nodes 4 --ranks-per-node 8 --link-gbps 400");
+    EXPECT_NE(r.rc, 0);
+}
+
+}  // namespace

@@ -24,7 +24,8 @@ void eval_usage(std::FILE* out) {
                  "  Evaluates the token ids as one sequence from position 0 (no BOS is added) and writes\n"
                  "  float32 logits [n_tokens][n_vocab] (little-endian, no header) to FILE: row i = logits\n"
                  "  after tokens 0..i.\n"
-                 "  --batch N     rows per forward call (default 512)\n");
+                 "  --batch N     rows per forward call (default 512)\n"
+                 "  --routing-trace FILE  write every MoE layer's routing of every token as TSV (as moe run)\n");
     std::fputs(kEpUsage, out);
 }
 
@@ -33,7 +34,7 @@ void eval_usage(std::FILE* out) {
 int cmd_eval(int argc, char** argv) {
     const char* cmd = "eval";
     EpArgs epa;
-    std::string model, out_path, token_arg;
+    std::string model, out_path, token_arg, trace_path;
     bool have_tokens = false;
     model::ModelOptions mo;
     runtime::SessionOptions so;
@@ -47,6 +48,8 @@ int cmd_eval(int argc, char** argv) {
         } else if (a == "--tokens") {
             token_arg = arg_value(argc, argv, i, cmd);
             have_tokens = true;
+        } else if (a == "--routing-trace") {
+            trace_path = arg_value(argc, argv, i, cmd);
         } else if (a == "--logits-out") {
             out_path = arg_value(argc, argv, i, cmd);
         } else if (a == "-t" || a == "--threads") {
@@ -73,6 +76,8 @@ int cmd_eval(int argc, char** argv) {
     if (tokens.empty()) throw_error(cmd, "--tokens is empty; give at least one token id");
     auto m = model::Model::load(model, mo);
     std::unique_ptr<EpRuntime> ep;
+    if (epa.on && !trace_path.empty())
+        throw_error(cmd, "--routing-trace with --ep would record only this rank's tokens; record it without --ep");
     if (epa.on) ep = std::make_unique<EpRuntime>(epa, *m, argc, argv, cmd);
     else check_no_ep_options(epa, cmd);
     const int64_t V = m->config().n_vocab;
@@ -83,7 +88,10 @@ int cmd_eval(int argc, char** argv) {
     ThreadPool pool(m->options().n_threads);
     runtime::Session session(*m, pool, so);
     std::vector<float> logits(tokens.size() * static_cast<size_t>(V));
+    RoutingTrace trace;
+    if (!trace_path.empty()) session.stats().trace = &trace;
     session.eval(0, tokens, logits.data(), true);
+    if (!trace_path.empty()) trace.write_tsv(trace_path);
 
     if (ep && !ep->is_root()) {  // every rank has the same logits; rank 0 writes them
         ep->report(*m);

@@ -99,6 +99,8 @@ int cmd_run(int argc, char** argv) {
     }
     auto m = model::Model::load(model, mo);
     std::unique_ptr<EpRuntime> ep;
+    if (epa.on && !trace_path.empty())
+        throw_error(cmd, "--routing-trace with --ep would record only this rank's tokens; record it without --ep");
     if (epa.on) ep = std::make_unique<EpRuntime>(epa, *m, argc, argv, cmd);
     else check_no_ep_options(epa, cmd);
     std::fprintf(stderr, "moe run: %s\n", m->describe().c_str());
