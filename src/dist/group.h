@@ -28,6 +28,14 @@ public:
     // s sends to r; exchange counts first with all_to_all_i64).
     virtual void all_to_all_v(const void* send, const int64_t* send_bytes, const int64_t* send_displs, void* recv,
                               const int64_t* recv_bytes, const int64_t* recv_displs) = 0;
+    // Non-blocking all_to_all_v: starts the exchange and returns a handle for wait(); the buffers
+    // and counts must stay untouched until then. This default runs it to completion at once.
+    virtual int start_all_to_all_v(const void* send, const int64_t* send_bytes, const int64_t* send_displs,
+                                   void* recv, const int64_t* recv_bytes, const int64_t* recv_displs) {
+        all_to_all_v(send, send_bytes, send_displs, recv, recv_bytes, recv_displs);
+        return -1;
+    }
+    virtual void wait(int handle) {}
     // send[d] goes to rank d; recv[s] comes from rank s (one int64 per rank each way).
     virtual void all_to_all_i64(const int64_t* send, int64_t* recv) = 0;
     // Every rank contributes bytes[rank] bytes (from send); recv gets rank s's part at displs[s].

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/timer.h"
@@ -133,6 +134,44 @@ void MpiGroup::all_to_all_v(const void* send, const int64_t* send_bytes, const i
                                  as_comm(comm_));
     leave();
     check(rc, "Alltoallv", rank_);
+}
+
+int MpiGroup::start_all_to_all_v(const void* send, const int64_t* send_bytes, const int64_t* send_displs, void* recv,
+                                 const int64_t* recv_bytes, const int64_t* recv_displs) {
+    int h = 0;
+    while (h < kMaxPending && pending_[h].busy) ++h;
+    MOE_ASSERT(h < kMaxPending, "more than ", kMaxPending, " outstanding all-to-alls");
+    Pending& p = pending_[h];
+    for (auto* v : {&p.a, &p.b, &p.c, &p.d}) v->resize(static_cast<size_t>(size_));
+    to_int(send_bytes, p.a, "all-to-all send");
+    to_int(send_displs, p.b, "all-to-all send offset");
+    to_int(recv_bytes, p.c, "all-to-all receive");
+    to_int(recv_displs, p.d, "all-to-all receive offset");
+    for (int r = 0; r < size_; ++r)
+        if (r != rank_) counters_.bytes_sent += send_bytes[r];
+    MPI_Request req;
+    enter("Ialltoallv (start)");
+    const int rc = MPI_Ialltoallv(send, p.a.data(), p.b.data(), MPI_BYTE, recv, p.c.data(), p.d.data(), MPI_BYTE,
+                                  as_comm(comm_), &req);
+    leave();
+    check(rc, "Ialltoallv", rank_);
+    static_assert(sizeof(MPI_Request) <= sizeof(void*), "MPI_Request must fit a pointer");
+    std::memcpy(&p.request, &req, sizeof req);
+    p.busy = true;
+    return h;
+}
+
+void MpiGroup::wait(int h) {
+    if (h < 0) return;
+    MOE_ASSERT(h < kMaxPending && pending_[h].busy, "wait on a handle that is not pending: ", h);
+    Pending& p = pending_[h];
+    MPI_Request req;
+    std::memcpy(&req, &p.request, sizeof req);
+    enter("Wait (all-to-all)");
+    const int rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    leave();
+    p.busy = false;
+    check(rc, "Wait", rank_);
 }
 
 void MpiGroup::all_to_all_i64(const int64_t* send, int64_t* recv) {

@@ -30,6 +30,9 @@ public:
     int size() const override { return size_; }
     void all_to_all_v(const void* send, const int64_t* send_bytes, const int64_t* send_displs, void* recv,
                       const int64_t* recv_bytes, const int64_t* recv_displs) override;
+    int start_all_to_all_v(const void* send, const int64_t* send_bytes, const int64_t* send_displs, void* recv,
+                           const int64_t* recv_bytes, const int64_t* recv_displs) override;
+    void wait(int handle) override;
     void all_to_all_i64(const int64_t* send, int64_t* recv) override;
     void all_gather_v(const void* send, void* recv, const int64_t* bytes, const int64_t* displs) override;
     void all_reduce_sum(double* v, int64_t n) override;
@@ -49,6 +52,14 @@ private:
     bool finalize_ = false;
     std::vector<int> node_;
     std::vector<int> a_, b_, c_, d_;  // int counts/displacements for MPI
+    // Outstanding MPI_Ialltoallv: request + its count arrays (MPI reads them until completion).
+    struct Pending {
+        bool busy = false;
+        void* request = nullptr;  // MPI_Request (opaque here)
+        std::vector<int> a, b, c, d;
+    };
+    static constexpr int kMaxPending = 4;
+    Pending pending_[kMaxPending];
     double timeout_s_;
     std::atomic<uint64_t> entered_ns_{0};
     std::atomic<const char*> what_{nullptr};

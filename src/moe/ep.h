@@ -30,6 +30,10 @@ struct EpConfig {
     dist::Group* group = nullptr;            // must outlive the block
     const dist::Placement* placement = nullptr;
     EpCompress compress = EpCompress::None;  // dispatch encoding (combine is always f32)
+    // Two micro-batches (halves of each rank's slice) with non-blocking all-to-alls: the second
+    // half's dispatch is in flight while the first half's experts run, the first half's combine
+    // while the second's run, and the second's combine while the shared experts run.
+    bool overlap = false;
 };
 
 // Wall time of each EP stage of one block on this rank, accumulated over calls, plus traffic.
@@ -54,10 +58,12 @@ struct EpState {
     EpConfig cfg;
     int layer = 0;
     size_t rec_bytes = 0;
-    std::vector<int64_t> send_rows, recv_rows, sb, sd, rb, rd;  // [R] rows / bytes / displacements
+    // [M * R] per micro-batch m (M = 2 with overlap, else 1): rows, then dispatch (sb, sd, rb, rd)
+    // and combine (cb, cd, qb, qd) bytes / displacements; MPI reads them until the exchange ends.
+    std::vector<int64_t> send_rows, recv_rows, sb, sd, rb, rd, cb, cd, qb, qd;
     std::vector<int32_t> dest;       // [T * k] destination rank of own (token, slot), -1 unused
     std::vector<int32_t> slot_send;  // [T * k] record index of own (token, slot) in send order
-    std::vector<int64_t> cursor;     // [R]
+    std::vector<int64_t> cursor;     // [M * R]
     std::vector<char> send_buf, recv_buf;   // [T * k records]
     std::vector<int32_t> recv_pos;          // [T * k] grouped row of received record i
     std::vector<float> ret_send, ret_recv;  // [T * k, D]

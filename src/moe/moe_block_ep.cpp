@@ -88,7 +88,9 @@ void MoeBlock::use_ep(const EpConfig& cfg) {
     const size_t rows = static_cast<size_t>(max_tokens_) * static_cast<size_t>(spec_.top_k);
     const size_t D = static_cast<size_t>(spec_.n_embd);
     st->rec_bytes = ep_record_bytes(spec_.n_embd, cfg.compress);
-    for (auto* v : {&st->send_rows, &st->recv_rows, &st->sb, &st->sd, &st->rb, &st->rd, &st->cursor}) v->assign(R, 0);
+    for (auto* v : {&st->send_rows, &st->recv_rows, &st->sb, &st->sd, &st->rb, &st->rd, &st->cb, &st->cd, &st->qb,
+                    &st->qd, &st->cursor})
+        v->assign(2 * R, 0);
     st->dest.assign(rows, -1);
     st->slot_send.assign(rows, -1);
     st->send_buf.assign(rows * st->rec_bytes, 0);
@@ -105,13 +107,16 @@ void MoeBlock::forward_ep(ThreadPool& pool, const float* x, int64_t T, float* y,
     dist::Group& g = *st.cfg.group;
     const dist::Placement& pl = *st.cfg.placement;
     const int R = g.size(), me = g.rank();
-    const int64_t D = spec_.n_embd;
+    const int64_t D = spec_.n_embd, F = spec_.n_ff;
     const int E = spec_.n_expert, k = spec_.top_k;
     const int L = st.layer;
     const EpCompress cz = st.cfg.compress;
-    const size_t rec = st.rec_bytes;
+    const int64_t rec = static_cast<int64_t>(st.rec_bytes), row_f32 = D * static_cast<int64_t>(sizeof(float));
+    const int M = st.cfg.overlap ? 2 : 1;  // micro-batches (the same on every rank; some may be empty)
     auto lo = [&](int r) { return T * r / R; };  // own slice of rank r: [lo(r), lo(r + 1))
     const int64_t t0 = lo(me), Tn = lo(me + 1) - t0;
+    auto mb_lo = [&](int m) { return Tn * m / M; };  // micro-batch m: own tokens [mb_lo(m), mb_lo(m + 1))
+    auto at = [&](std::vector<int64_t>& v, int m, int r) -> int64_t& { return v[static_cast<size_t>(m * R + r)]; };
     EpStageTimes& et = st.times;
     const EpStageTimes before = et;
     Timer timer;
@@ -126,28 +131,34 @@ void MoeBlock::forward_ep(ThreadPool& pool, const float* x, int64_t T, float* y,
     plan_ = DispatchPlan{};
     lap(et.route);
 
-    // ---- layout: destination of each (token, slot), records grouped by destination in (token, slot) order
+    // ---- layout: destination of each (token, slot); records grouped by micro-batch, then by
+    // destination, in (token, slot) order. slot_send = record index.
     std::fill(st.send_rows.begin(), st.send_rows.end(), 0);
     for (int64_t i = 0; i < Tn * k; ++i) {
         const int32_t e = routing_.ids[i];
         const int d = e < 0 ? -1 : pl.pick(L, e, static_cast<uint64_t>((t0 + i / k) * k + i % k));
         st.dest[static_cast<size_t>(i)] = d;
-        if (d >= 0) ++st.send_rows[static_cast<size_t>(d)];
+        const int m = M == 1 || i / k < mb_lo(1) ? 0 : 1;
+        if (d >= 0) ++at(st.send_rows, m, d);
     }
-    int64_t acc = 0;
-    for (int r = 0; r < R; ++r) {
-        st.cursor[static_cast<size_t>(r)] = acc;
-        acc += st.send_rows[static_cast<size_t>(r)];
-    }
+    int64_t ns = 0;
+    for (int m = 0; m < M; ++m)
+        for (int r = 0; r < R; ++r) {
+            at(st.cursor, m, r) = ns;
+            at(st.sd, m, r) = ns * rec;
+            at(st.sb, m, r) = at(st.send_rows, m, r) * rec;
+            ns += at(st.send_rows, m, r);
+        }
     for (int64_t i = 0; i < Tn * k; ++i) {
         const int d = st.dest[static_cast<size_t>(i)];
         if (d < 0) {
             st.slot_send[static_cast<size_t>(i)] = -1;
             continue;
         }
-        const int64_t idx = st.cursor[static_cast<size_t>(d)]++;
+        const int m = M == 1 || i / k < mb_lo(1) ? 0 : 1;
+        const int64_t idx = at(st.cursor, m, d)++;
         st.slot_send[static_cast<size_t>(i)] = static_cast<int32_t>(idx);
-        char* r = st.send_buf.data() + static_cast<size_t>(idx) * rec;
+        char* r = st.send_buf.data() + idx * rec;
         const int32_t e = routing_.ids[i];
         std::memcpy(r, &e, 4);
         ep_encode_row(x + (t0 + i / k) * D, D, cz, r + 4);
@@ -155,71 +166,80 @@ void MoeBlock::forward_ep(ThreadPool& pool, const float* x, int64_t T, float* y,
     lap(et.layout);
 
     // ---- counts first: the first point where ranks meet, so its time is mostly waiting
-    g.all_to_all_i64(st.send_rows.data(), st.recv_rows.data());
+    for (int m = 0; m < M; ++m) g.all_to_all_i64(&at(st.send_rows, m, 0), &at(st.recv_rows, m, 0));
     lap(et.wait);
-    int64_t nr = 0, ns = 0;
-    for (int r = 0; r < R; ++r) {
-        const size_t u = static_cast<size_t>(r);
-        st.sd[u] = ns * static_cast<int64_t>(rec);
-        st.sb[u] = st.send_rows[u] * static_cast<int64_t>(rec);
-        st.rd[u] = nr * static_cast<int64_t>(rec);
-        st.rb[u] = st.recv_rows[u] * static_cast<int64_t>(rec);
-        if (st.recv_rows[u] < 0 || st.recv_rows[u] > T * k)
-            throw_error("ep", "rank ", me, " layer ", L, ": rank ", r, " announces ", st.recv_rows[u],
-                        " rows for a batch of ", T, " tokens (ranks disagree about the batch)");
-        ns += st.send_rows[u];
-        nr += st.recv_rows[u];
+    int64_t nr = 0;
+    int64_t nr_mb[3] = {0, 0, 0};  // first received record of each micro-batch
+    for (int m = 0; m < M; ++m) {
+        for (int r = 0; r < R; ++r) {
+            const int64_t n = at(st.recv_rows, m, r);
+            if (n < 0 || n > T * k)
+                throw_error("ep", "rank ", me, " layer ", L, ": rank ", r, " announces ", n, " rows for a batch of ", T,
+                            " tokens (ranks disagree about the batch)");
+            at(st.rd, m, r) = nr * rec;
+            at(st.rb, m, r) = n * rec;
+            nr += n;
+        }
+        nr_mb[m + 1] = nr;
+        if (nr > T * k)
+            throw_error("ep", "rank ", me, " layer ", L, ": ", nr, " rows received for a batch of ", T, " tokens x ", k,
+                        " slots (ranks disagree about the batch)");
     }
-    if (nr > T * k)
-        throw_error("ep", "rank ", me, " layer ", L, ": ", nr, " rows received for a batch of ", T,
-                    " tokens x ", k, " slots (ranks disagree about the batch)");
-    g.all_to_all_v(st.send_buf.data(), st.sb.data(), st.sd.data(), st.recv_buf.data(), st.rb.data(), st.rd.data());
+    int hd[2] = {-1, -1}, hc[2] = {-1, -1};
+    for (int m = 0; m < M; ++m)
+        hd[m] = g.start_all_to_all_v(st.send_buf.data(), &at(st.sb, m, 0), &at(st.sd, m, 0), st.recv_buf.data(),
+                                     &at(st.rb, m, 0), &at(st.rd, m, 0));
     lap(et.dispatch);
 
-    // ---- group received records by expert (counting sort), decode into xp, grouped FFN
-    std::fill(b.counts, b.counts + E, 0);
-    for (int64_t i = 0; i < nr; ++i) {
-        int32_t e;
-        std::memcpy(&e, st.recv_buf.data() + static_cast<size_t>(i) * rec, 4);
-        if (e < 0 || e >= E || !pl.holds(L, e, me))
-            throw_error("ep", "rank ", me, " layer ", L, ": received a row for expert ", e,
-                        ", which this rank does not hold (ranks use different placements)");
-        ++b.counts[e];
+    for (int m = 0; m < M; ++m) {
+        g.wait(hd[m]);
+        lap(et.dispatch);
+        // ---- group this micro-batch's records by expert (counting sort), decode, grouped FFN
+        const int64_t base = nr_mb[m], n = nr_mb[m + 1] - base;
+        std::fill(b.counts, b.counts + E, 0);
+        for (int64_t i = base; i < base + n; ++i) {
+            int32_t e;
+            std::memcpy(&e, st.recv_buf.data() + i * rec, 4);
+            if (e < 0 || e >= E || !pl.holds(L, e, me))
+                throw_error("ep", "rank ", me, " layer ", L, ": received a row for expert ", e,
+                            ", which this rank does not hold (ranks use different placements)");
+            ++b.counts[e];
+        }
+        b.offsets[0] = 0;
+        for (int e = 0; e < E; ++e) b.offsets[e + 1] = b.offsets[e] + b.counts[e];
+        std::fill(b.counts, b.counts + E, 0);
+        for (int64_t i = base; i < base + n; ++i) {
+            const char* r = st.recv_buf.data() + i * rec;
+            int32_t e;
+            std::memcpy(&e, r, 4);
+            const int64_t pos = b.offsets[e] + b.counts[e]++;
+            st.recv_pos[static_cast<size_t>(i)] = static_cast<int32_t>(pos);
+            ep_decode_row(r + 4, D, cz, b.xp + (base + pos) * D);
+        }
+        if (n > 0)
+            GroupedFfn::run(pool, ffn_, E, b.offsets, b.xp + base * D, b.h + base * F, b.yp + base * D, b.ffn_scratch,
+                            b.act_scratch);
+        for (int64_t i = base; i < base + n; ++i)
+            std::memcpy(st.ret_send.data() + i * D, b.yp + (base + st.recv_pos[static_cast<size_t>(i)]) * D,
+                        static_cast<size_t>(row_f32));
+        lap(et.experts);
+        // ---- combine: expert outputs back to their source ranks (f32), in the order received
+        for (int r = 0; r < R; ++r) {
+            at(st.cb, m, r) = at(st.recv_rows, m, r) * row_f32;
+            at(st.cd, m, r) = at(st.rd, m, r) / rec * row_f32;
+            at(st.qb, m, r) = at(st.send_rows, m, r) * row_f32;
+            at(st.qd, m, r) = at(st.sd, m, r) / rec * row_f32;
+        }
+        hc[m] = g.start_all_to_all_v(st.ret_send.data(), &at(st.cb, m, 0), &at(st.cd, m, 0), st.ret_recv.data(),
+                                     &at(st.qb, m, 0), &at(st.qd, m, 0));
+        lap(et.combine);
     }
-    b.offsets[0] = 0;
-    for (int e = 0; e < E; ++e) b.offsets[e + 1] = b.offsets[e] + b.counts[e];
-    std::fill(b.counts, b.counts + E, 0);
-    for (int64_t i = 0; i < nr; ++i) {
-        const char* r = st.recv_buf.data() + static_cast<size_t>(i) * rec;
-        int32_t e;
-        std::memcpy(&e, r, 4);
-        const int64_t pos = b.offsets[e] + b.counts[e]++;
-        st.recv_pos[static_cast<size_t>(i)] = static_cast<int32_t>(pos);
-        ep_decode_row(r + 4, D, cz, b.xp + pos * D);
-    }
-    GroupedFfn::run(pool, ffn_, E, b.offsets, b.xp, b.h, b.yp, b.ffn_scratch, b.act_scratch);
-    lap(et.experts);
 
-    // ---- combine: expert outputs back to their source ranks (f32), in the order received
-    for (int64_t i = 0; i < nr; ++i)
-        std::memcpy(st.ret_send.data() + i * D, b.yp + static_cast<int64_t>(st.recv_pos[static_cast<size_t>(i)]) * D,
-                    sizeof(float) * static_cast<size_t>(D));
-    const int64_t row_f32 = D * static_cast<int64_t>(sizeof(float));
-    int64_t sent_back = 0;
-    for (int r = 0; r < R; ++r) {
-        const size_t u = static_cast<size_t>(r);
-        st.sb[u] = st.recv_rows[u] * row_f32;
-        st.sd[u] = (r == 0 ? 0 : st.sd[u - 1] + st.sb[u - 1]);
-        st.rb[u] = st.send_rows[u] * row_f32;
-        st.rd[u] = (r == 0 ? 0 : st.rd[u - 1] + st.rb[u - 1]);
-        if (r != me) sent_back += st.sb[u];
-    }
-    g.all_to_all_v(st.ret_send.data(), st.sb.data(), st.sd.data(), st.ret_recv.data(), st.rb.data(), st.rd.data());
-    lap(et.combine);
-
-    // ---- shared experts and the weighted sum of the own slice, in slot order
+    // ---- shared experts of the own slice (while the combine is in flight)
     if (spec_.n_shared > 0 && Tn > 0) shared_experts(pool, x + t0 * D, Tn, b);
     lap(et.shared);
+    for (int m = 0; m < M; ++m) g.wait(hc[m]);
+    // ---- weighted sum of the own slice, in slot order
     DispatchPlan back;
     back.slot_row = st.slot_send.data();
     if (Tn > 0)
@@ -235,11 +255,15 @@ void MoeBlock::forward_ep(ThreadPool& pool, const float* x, int64_t T, float* y,
     g.all_gather_v(y + t0 * D, y, st.sb.data(), st.sd.data());
     lap(et.gather);
 
-    int64_t rows_out = 0;
-    for (int r = 0; r < R; ++r)
-        if (r != me) rows_out += st.send_rows[static_cast<size_t>(r)];
+    int64_t rows_out = 0, sent_back = 0;
+    for (int m = 0; m < M; ++m)
+        for (int r = 0; r < R; ++r)
+            if (r != me) {
+                rows_out += at(st.send_rows, m, r);
+                sent_back += at(st.recv_rows, m, r) * row_f32;
+            }
     et.rows_sent += rows_out;
-    et.bytes_sent += rows_out * static_cast<int64_t>(rec) + sent_back;
+    et.bytes_sent += rows_out * rec + sent_back;
     et.gather_bytes += Tn * row_f32 * (R - 1);
     et.tokens += T;
     ++et.calls;

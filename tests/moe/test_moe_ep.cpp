@@ -34,7 +34,7 @@ std::vector<float> single(Case& c) {
 
 // Runs the EP block on R thread-ranks; returns each rank's y and its EP times.
 std::vector<std::vector<float>> run_ep(Case& c, int R, const dist::Placement& pl, EpCompress cz,
-                                       std::vector<EpStageTimes>* times = nullptr) {
+                                       std::vector<EpStageTimes>* times = nullptr, bool overlap = false) {
     dist::ThreadHub hub(R);
     std::vector<std::vector<float>> ys(static_cast<size_t>(R));
     if (times) times->assign(static_cast<size_t>(R), {});
@@ -44,7 +44,7 @@ std::vector<std::vector<float>> run_ep(Case& c, int R, const dist::Placement& pl
             dist::ThreadGroup g(hub, r);
             kernels::CpuKernels k = kernels::CpuKernels::from_env();
             MoeBlock b(c.spec, c.model.views(0), k, c.T, 1);
-            b.use_ep(EpConfig{&g, &pl, cz});
+            b.use_ep(EpConfig{&g, &pl, cz, overlap});
             ThreadPool pool(1);
             auto& y = ys[static_cast<size_t>(r)];
             y.assign(static_cast<size_t>(c.T * c.spec.n_embd), -1.0f);
@@ -94,10 +94,12 @@ TEST_P(EpBitwise, EveryRankCountAndPlacement) {
         for (int which = 0; which < 2; ++which) {
             const dist::Placement pl = which == 0 ? dist::Placement::contiguous(1, 16, R)
                                                   : random_placement(1, 16, R, 100 + static_cast<uint64_t>(R));
-            const auto ys = run_ep(c, R, pl, EpCompress::None);
-            for (int r = 0; r < R; ++r)
-                EXPECT_EQ(std::memcmp(ys[static_cast<size_t>(r)].data(), ref.data(), ref.size() * 4), 0)
-                    << "R=" << R << " rank " << r << " placement " << pl.algorithm;
+            for (bool overlap : {false, true}) {
+                const auto ys = run_ep(c, R, pl, EpCompress::None, nullptr, overlap);
+                for (int r = 0; r < R; ++r)
+                    EXPECT_EQ(std::memcmp(ys[static_cast<size_t>(r)].data(), ref.data(), ref.size() * 4), 0)
+                        << "R=" << R << " rank " << r << " placement " << pl.algorithm << " overlap " << overlap;
+            }
         }
 }
 
@@ -108,8 +110,10 @@ INSTANTIATE_TEST_SUITE_P(Moe, EpBitwise, testing::ValuesIn(all_variants()),
 TEST(Ep, FewerTokensThanRanks) {
     Case c = make_case(Variant::Qwen2Shared, 2, 41);
     const std::vector<float> ref = single(c);
-    const auto ys = run_ep(c, 4, dist::Placement::contiguous(1, 16, 4), EpCompress::None);
-    for (const auto& y : ys) EXPECT_EQ(std::memcmp(y.data(), ref.data(), ref.size() * 4), 0);
+    for (bool overlap : {false, true}) {
+        const auto ys = run_ep(c, 4, dist::Placement::contiguous(1, 16, 4), EpCompress::None, nullptr, overlap);
+        for (const auto& y : ys) EXPECT_EQ(std::memcmp(y.data(), ref.data(), ref.size() * 4), 0);
+    }
 }
 
 double nmse_f(const std::vector<float>& a, const std::vector<float>& ref) {
@@ -119,6 +123,19 @@ double nmse_f(const std::vector<float>& a, const std::vector<float>& ref) {
         den += double(ref[i]) * ref[i];
     }
     return num / den;
+}
+
+// With overlap the traffic is the same: the counters add up over the two micro-batches.
+TEST(Ep, OverlapSameTraffic) {
+    Case c = make_case(Variant::DeepSeekV3, 31, 91);
+    std::vector<EpStageTimes> a, b;
+    run_ep(c, 3, dist::Placement::contiguous(1, 16, 3), EpCompress::None, &a, false);
+    run_ep(c, 3, dist::Placement::contiguous(1, 16, 3), EpCompress::None, &b, true);
+    for (int r = 0; r < 3; ++r) {
+        EXPECT_EQ(a[static_cast<size_t>(r)].rows_sent, b[static_cast<size_t>(r)].rows_sent);
+        EXPECT_EQ(a[static_cast<size_t>(r)].bytes_sent, b[static_cast<size_t>(r)].bytes_sent);
+        EXPECT_GT(a[static_cast<size_t>(r)].rows_sent, 0);
+    }
 }
 
 // bf16 keeps 8 significant bits (relative error <= 2^-9 per value, NMSE of the inputs ~ 2^-18 / 3

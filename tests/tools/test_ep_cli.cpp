@@ -114,6 +114,9 @@ TEST(EpCli, ReplicatedPlacementAndCompression) {
     CliRun r = sh(kMpirun + "-np 3 " + bin() + eval_args(m, out) + " --ep --placement " + plf);
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_EQ(std::memcmp(read_f32(out).data(), want.data(), want.size() * 4), 0);
+    r = sh(kMpirun + "-np 3 " + bin() + eval_args(m, out) + " --ep --ep-overlap --placement " + plf);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(std::memcmp(read_f32(out).data(), want.data(), want.size() * 4), 0) << "--ep-overlap";
     for (const auto& [c, bound] : std::vector<std::pair<std::string, double>>{{"bf16", 1e-4}, {"int8", 1e-2}}) {
         r = sh(kMpirun + "-np 2 " + bin() + eval_args(m, out) + " --ep --ep-compress " + c);
         ASSERT_EQ(r.rc, 0) << r.err;

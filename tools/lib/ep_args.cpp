@@ -20,6 +20,8 @@ const char* const kEpUsage =
     "  --ep-compress C  dispatch rows as none (f32, exact; default), bf16 or int8 (+ row scale)\n"
     "  --ep-timeout S   stop with an error when one collective waits longer (default 120 s)\n"
     "  --ep-nodes N     simulate N nodes (rank -> rank * N / R) instead of MPI's shared-memory groups\n"
+    "  --ep-overlap     two micro-batches per MoE layer: one's all-to-all (MPI_Ialltoallv) runs while\n"
+    "                   the other's experts compute\n"
     "  --ep-profile     print the per-layer, per-rank stage profile (stderr)\n"
     "  --ep-profile-json FILE  write that profile as JSON\n";
 
@@ -33,15 +35,16 @@ bool parse_ep_arg(int argc, char** argv, int& i, const char* cmd, EpArgs& ep) {
         if (!(ep.timeout_s > 0)) throw_error(cmd, "--ep-timeout needs a positive number of seconds");
     } else if (a == "--ep-nodes") ep.nodes = static_cast<int>(parse_int(arg_value(argc, argv, i, cmd), "--ep-nodes", cmd, 1, 1 << 20));
     else if (a == "--ep-profile") ep.profile = true;
+    else if (a == "--ep-overlap") ep.overlap = true;
     else if (a == "--ep-profile-json") ep.profile_json = arg_value(argc, argv, i, cmd);
     else return false;
     return true;
 }
 
 void check_no_ep_options(const EpArgs& ep, const char* cmd) {
-    if (!ep.placement.empty() || ep.compress != EpCompress::None || ep.nodes > 0 || ep.profile ||
+    if (!ep.placement.empty() || ep.compress != EpCompress::None || ep.nodes > 0 || ep.profile || ep.overlap ||
         !ep.profile_json.empty())
-        throw_error(cmd, "--placement, --ep-compress, --ep-nodes and --ep-profile need --ep");
+        throw_error(cmd, "--placement, --ep-compress, --ep-nodes, --ep-overlap and --ep-profile need --ep");
 }
 
 namespace {
@@ -90,7 +93,7 @@ EpRuntime::EpRuntime(const EpArgs& args, model::Model& m, int argc, char** argv,
     else placement_ = dist::Placement::load(args.placement);
     placement_.check_model(L, E, R, args.placement.empty() ? "contiguous" : args.placement);
     for (int64_t il = 0; il < c.n_layer; ++il)
-        if (MoeBlock* b = m.moe_block(il)) b->use_ep(EpConfig{group_.get(), &placement_, args.compress});
+        if (MoeBlock* b = m.moe_block(il)) b->use_ep(EpConfig{group_.get(), &placement_, args.compress, args.overlap});
 }
 
 EpRuntime::~EpRuntime() = default;
@@ -134,8 +137,8 @@ void EpRuntime::report(const model::Model& m) {
     if (!args_.profile_json.empty()) {
         std::FILE* f = std::fopen(args_.profile_json.c_str(), "w");
         if (!f) throw_error("ep", "cannot create ", args_.profile_json, ": ", std::strerror(errno));
-        std::fprintf(f, "{\"ranks\": %d, \"placement\": \"%s\", \"compress\": \"%s\", \"layers\": [", R,
-                     placement_.algorithm.c_str(), ep_compress_name(args_.compress));
+        std::fprintf(f, "{\"ranks\": %d, \"placement\": \"%s\", \"compress\": \"%s\", \"overlap\": %s, \"layers\": [",
+                     R, placement_.algorithm.c_str(), ep_compress_name(args_.compress), args_.overlap ? "true" : "false");
         for (int j = 0; j < nl; ++j) {
             std::fprintf(f, "%s\n {\"layer\": %lld, \"ranks\": [", j ? "," : "",
                          static_cast<long long>(layers[static_cast<size_t>(j)]));

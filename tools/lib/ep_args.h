@@ -24,6 +24,7 @@ struct EpArgs {
     EpCompress compress = EpCompress::None;
     double timeout_s = 120;    // watchdog limit for one collective
     int nodes = 0;             // > 0: simulate this many nodes
+    bool overlap = false;      // two micro-batches, non-blocking all-to-alls
     bool profile = false;      // print the per-layer, per-rank stage profile (rank 0, stderr)
     std::string profile_json;  // write it as JSON here (rank 0)
 };
