@@ -43,6 +43,7 @@ struct EpStageTimes {
     int64_t rows_sent = 0;    // (token, slot) rows sent to other ranks
     int64_t bytes_sent = 0;   // dispatch + combine bytes sent to other ranks
     int64_t gather_bytes = 0; // all_gather bytes sent to other ranks
+    int64_t inter_node_bytes = 0;  // dispatch + combine + gather bytes sent to ranks on other nodes
     int64_t tokens = 0;       // tokens of the whole batch, summed over calls
     double total() const { return route + layout + wait + dispatch + experts + shared + combine + gather; }
 };

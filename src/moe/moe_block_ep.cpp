@@ -261,7 +261,11 @@ void MoeBlock::forward_ep(ThreadPool& pool, const float* x, int64_t T, float* y,
             if (r != me) {
                 rows_out += at(st.send_rows, m, r);
                 sent_back += at(st.recv_rows, m, r) * row_f32;
+                if (g.node_of(r) != g.node_of(me))
+                    et.inter_node_bytes += at(st.send_rows, m, r) * rec + at(st.recv_rows, m, r) * row_f32;
             }
+    for (int r = 0; r < R; ++r)
+        if (g.node_of(r) != g.node_of(me)) et.inter_node_bytes += Tn * row_f32;
     et.rows_sent += rows_out;
     et.bytes_sent += rows_out * rec + sent_back;
     et.gather_bytes += Tn * row_f32 * (R - 1);

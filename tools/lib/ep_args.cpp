@@ -100,8 +100,9 @@ EpRuntime::~EpRuntime() = default;
 
 void EpRuntime::report(const model::Model& m) {
     if (!args_.profile && args_.profile_json.empty()) return;
-    // Per layer: route, layout, wait, dispatch, experts, shared, combine, gather (s), calls, rows, bytes.
-    constexpr int kF = 11;
+    // Per layer: route, layout, wait, dispatch, experts, shared, combine, gather (s), calls, rows,
+    // bytes, inter-node bytes (all incl. the gather for the last).
+    constexpr int kF = 12;
     std::vector<int64_t> layers;
     for (int64_t il = 0; il < m.config().n_layer; ++il)
         if (m.moe_block(il)) layers.push_back(il);
@@ -110,7 +111,7 @@ void EpRuntime::report(const model::Model& m) {
     for (int j = 0; j < nl; ++j) {
         const EpStageTimes& t = *m.moe_block(layers[static_cast<size_t>(j)])->ep_times();
         const double v[kF] = {t.route,   t.layout,  t.wait,   t.dispatch, t.experts, t.shared, t.combine, t.gather,
-                              double(t.calls), double(t.rows_sent), double(t.bytes_sent)};
+                              double(t.calls), double(t.rows_sent), double(t.bytes_sent), double(t.inter_node_bytes)};
         std::copy(v, v + kF, mine.begin() + j * kF);
     }
     std::vector<int64_t> bytes(static_cast<size_t>(R), nl * kF * 8), displs(static_cast<size_t>(R));
@@ -118,20 +119,20 @@ void EpRuntime::report(const model::Model& m) {
     group_->all_gather_v(mine.data(), all.data(), bytes.data(), displs.data());
     if (!is_root()) return;
     static const char* names[kF] = {"route", "layout", "wait", "dispatch", "experts", "shared", "combine", "gather",
-                                    "calls", "rows_sent", "bytes_sent"};
+                                    "calls", "rows_sent", "bytes_sent", "inter_node_bytes"};
     auto at = [&](int r, int j, int f) { return all[static_cast<size_t>((r * nl + j) * kF + f)]; };
     if (args_.profile) {
         std::fprintf(stderr, "\nEP stage profile (ms per layer per rank, summed over calls; wait = the counts exchange,"
                              " where ranks meet)\n| layer | rank |");
         for (int f = 0; f < 8; ++f) std::fprintf(stderr, " %s |", names[f]);
-        std::fprintf(stderr, " rows sent | bytes sent |\n|---|---|");
-        for (int f = 0; f < 10; ++f) std::fprintf(stderr, "---:|");
+        std::fprintf(stderr, " rows sent | bytes sent | inter-node bytes |\n|---|---|");
+        for (int f = 0; f < 11; ++f) std::fprintf(stderr, "---:|");
         std::fprintf(stderr, "\n");
         for (int j = 0; j < nl; ++j)
             for (int r = 0; r < R; ++r) {
                 std::fprintf(stderr, "| %lld | %d |", static_cast<long long>(layers[static_cast<size_t>(j)]), r);
                 for (int f = 0; f < 8; ++f) std::fprintf(stderr, " %.3f |", 1e3 * at(r, j, f));
-                std::fprintf(stderr, " %.0f | %.0f |\n", at(r, j, 9), at(r, j, 10));
+                std::fprintf(stderr, " %.0f | %.0f | %.0f |\n", at(r, j, 9), at(r, j, 10), at(r, j, 11));
             }
     }
     if (!args_.profile_json.empty()) {
