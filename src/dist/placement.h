@@ -39,7 +39,7 @@ struct Placement {
     // by a fixed low-discrepancy sequence weighted by their shares, the same on every rank.
     int pick(int layer, int expert, uint64_t key) const;
     bool holds(int layer, int expert, int rank) const;
-    // Experts (any layer) with a replica on rank r, counted per layer: [layer] -> count.
+    // Number of experts of `layer` with a replica on `rank`.
     int64_t experts_on(int layer, int rank) const;
 };
 
