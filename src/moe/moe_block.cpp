@@ -7,37 +7,9 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "moe/combine.h"
+#include "moe/moe_block_buffers.h"
 
 namespace moe {
-
-// Every scratch buffer of one forward, with its shape.
-struct MoeBlock::Buffers {
-    float* logits;          // [T, E]
-    float* scores;          // [T, E]
-    float* select;          // [T, E]
-    int32_t* ids;           // [T, k]
-    float* weights;         // [T, k]
-    int32_t* ids_exact;     // [T, k]  (temperature only: exact routing, to count changes)
-    float* weights_exact;   // [T, k]
-    void* route_scratch;    // n_threads * route_token_scratch_bytes
-    int64_t* counts;        // [E]
-    int64_t* offsets;       // [E + 1]
-    int32_t* row_token;     // [T * k]
-    int32_t* row_slot;      // [T * k]
-    int32_t* slot_row;      // [T * k]
-    float* xp;              // [T * k, D] permuted inputs
-    float* h;               // [T * k, F] act(gate) * up
-    float* yp;              // [T * k, D] expert outputs, permuted order
-    void* ffn_scratch;      // GroupedFfn::scratch_bytes(max(E, 1), n_threads)
-    void* act_scratch;      // [T * k rows] ActQ8 activations of max(D, F, Fs) values (int8 kernels)
-    float* hs;              // [T, Fs] shared experts
-    float* ys;              // [T, D]
-    float* sgate;           // [T] sigmoid(shared gate . x)
-    int64_t* shared_offsets;// [2]
-    int64_t* load;          // [E]  capacity
-    float* totals;          // [T]
-    uint8_t* moved;         // [T]
-};
 
 template <typename Alloc>
 MoeBlock::Buffers MoeBlock::carve(const MoeSpec& s, int64_t T, int n_threads, const MoeApprox& ap, Alloc&& alloc) {
@@ -186,26 +158,11 @@ void MoeBlock::run_from_store(ThreadPool& pool, const float* x, int64_t T, const
     }
 }
 
-void MoeBlock::forward(ThreadPool& pool, const float* x, int64_t T, float* y, const MoeObserve& obs) {
-    if (T < 1 || T > max_tokens_)
-        throw_error("moe", "layer ", weights_.layer, ": batch of ", T, " tokens, the block was planned for 1..",
-                    max_tokens_);
-    if (pool.size() > n_threads_)
-        throw_error("moe", "thread pool of ", pool.size(), " threads, the block was planned for ", n_threads_);
-    const int64_t D = spec_.n_embd, E = spec_.n_expert;
+// Routing of x [T, D] into routing_ (+ approximations and observers); trace rows start at trace_base.
+void MoeBlock::route_tokens(ThreadPool& pool, const float* x, int64_t T, const Buffers& b, const MoeObserve& obs,
+                            int64_t trace_base) {
+    const int64_t E = spec_.n_expert;
     const int k = spec_.top_k;
-    Arena& arena = shared_ ? *shared_ : arena_;
-    arena.reset();
-    const Buffers b = carve(spec_, T, n_threads_, approx_, [&](size_t bytes) { return arena.alloc(bytes); });
-    StageTimes* times = obs.times;
-    Timer timer;
-    auto lap = [&](double& slot) {
-        if (!times) return;
-        slot += timer.seconds();
-        timer.reset();
-    };
-
-    // ---- route
     routing_ = Routing{T, k, static_cast<int>(E), b.ids, b.weights, b.scores, b.select};
     ApproxReport rep;
     rep.tokens = approx_.any() ? T : 0;
@@ -238,7 +195,58 @@ void MoeBlock::forward(ThreadPool& pool, const float* x, int64_t T, float* y, co
                        b.totals, b.moved, rep);
     if (obs.approx) obs.approx->add(rep);
     if (obs.stats) obs.stats->add(routing_);
-    if (obs.trace) obs.trace->add(weights_.layer, routing_, obs.trace_token_base);
+    if (obs.trace) obs.trace->add(weights_.layer, routing_, trace_base);
+}
+
+// b.ys [T, D] = gate * shared_ffn(x) (and b.sgate), for spec_.n_shared > 0.
+void MoeBlock::shared_experts(ThreadPool& pool, const float* x, int64_t T, const Buffers& b) {
+    const int64_t D = spec_.n_embd;
+    if (spec_.shared_gate_sigmoid) {
+        kernels::MatmulArgs a;
+        a.w = weights_.gate_inp_shexp.data;
+        a.w_row_stride = static_cast<size_t>(D) * sizeof(float);
+        a.x = x;
+        a.ldx = D;
+        a.y = b.sgate;
+        a.ldy = 1;
+        a.m = T;
+        a.K = D;
+        a.n0 = 0;
+        a.n1 = 1;
+        (*dot_)(a);
+        for (int64_t t = 0; t < T; ++t) b.sgate[t] = 1.0f / (1.0f + std::exp(-b.sgate[t]));
+    }
+    b.shared_offsets[0] = 0;
+    b.shared_offsets[1] = T;
+    GroupedFfn::run(pool, shared_ffn_, 1, b.shared_offsets, x, b.hs, b.ys, b.ffn_scratch, b.act_scratch);
+}
+
+void MoeBlock::forward(ThreadPool& pool, const float* x, int64_t T, float* y, const MoeObserve& obs) {
+    if (T < 1 || T > max_tokens_)
+        throw_error("moe", "layer ", weights_.layer, ": batch of ", T, " tokens, the block was planned for 1..",
+                    max_tokens_);
+    if (pool.size() > n_threads_)
+        throw_error("moe", "thread pool of ", pool.size(), " threads, the block was planned for ", n_threads_);
+    const int64_t D = spec_.n_embd, E = spec_.n_expert;
+    Arena& arena = shared_ ? *shared_ : arena_;
+    arena.reset();
+    const Buffers b = carve(spec_, T, n_threads_, approx_, [&](size_t bytes) { return arena.alloc(bytes); });
+    StageTimes* times = obs.times;
+    Timer timer;
+    auto lap = [&](double& slot) {
+        if (!times) return;
+        slot += timer.seconds();
+        timer.reset();
+    };
+
+    if (ep_) {
+        if (store_)
+            throw_error("moe", "layer ", weights_.layer, ": expert parallelism (--ep) with an expert cache (--mem) ",
+                        "is not supported; drop one of the two");
+        forward_ep(pool, x, T, y, obs, b);
+        return;
+    }
+    route_tokens(pool, x, T, b, obs, obs.trace_token_base);
     if (times) lap(times->route);
 
     // ---- dispatch (plan + permute)
@@ -259,24 +267,7 @@ void MoeBlock::forward(ThreadPool& pool, const float* x, int64_t T, float* y, co
 
     // ---- shared experts (all tokens, one "expert" group over x itself)
     if (spec_.n_shared > 0) {
-        if (spec_.shared_gate_sigmoid) {
-            kernels::MatmulArgs a;
-            a.w = weights_.gate_inp_shexp.data;
-            a.w_row_stride = static_cast<size_t>(D) * sizeof(float);
-            a.x = x;
-            a.ldx = D;
-            a.y = b.sgate;
-            a.ldy = 1;
-            a.m = T;
-            a.K = D;
-            a.n0 = 0;
-            a.n1 = 1;
-            (*dot_)(a);
-            for (int64_t t = 0; t < T; ++t) b.sgate[t] = 1.0f / (1.0f + std::exp(-b.sgate[t]));
-        }
-        b.shared_offsets[0] = 0;
-        b.shared_offsets[1] = T;
-        GroupedFfn::run(pool, shared_ffn_, 1, b.shared_offsets, x, b.hs, b.ys, b.ffn_scratch, b.act_scratch);
+        shared_experts(pool, x, T, b);
         if (times) lap(times->shared);
     }
 

@@ -11,11 +11,13 @@
 // other tokens in the batch (only the capacity approximation couples tokens).
 #include <cstdint>
 #include <vector>
+#include <memory>
 
 #include "core/arena.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "moe/approx.h"
+#include "moe/ep.h"
 #include "moe/dispatch.h"
 #include "moe/expert_store.h"
 #include "moe/experts.h"
@@ -71,8 +73,21 @@ public:
     void prefetch_for(ThreadPool& pool, const float* x, int64_t T);
     static size_t plan_scratch(const MoeSpec& spec, int64_t max_tokens, int n_threads, const MoeApprox& approx);
 
+    // Expert parallelism (ep.h): from now on forward() runs the EP path over cfg.group with this
+    // layer's placement; every rank of the group must call forward() with the same x. Checks the
+    // placement against the block; approximations are not supported with EP (moe::Error).
+    void use_ep(const EpConfig& cfg);
+    const EpStageTimes* ep_times() const { return ep_ ? &ep_->times : nullptr; }
+    void reset_ep_times() {
+        if (ep_) ep_->times = {};
+    }
+
 private:
     struct Buffers;
+    void route_tokens(ThreadPool& pool, const float* x, int64_t T, const Buffers& b, const MoeObserve& obs,
+                      int64_t trace_base);
+    void shared_experts(ThreadPool& pool, const float* x, int64_t T, const Buffers& b);
+    void forward_ep(ThreadPool& pool, const float* x, int64_t T, float* y, const MoeObserve& obs, const Buffers& b);
     template <typename Alloc>
     static Buffers carve(const MoeSpec& spec, int64_t T, int n_threads, const MoeApprox& approx, Alloc&& alloc);
     // The routed experts of the current plan through store_, in groups of <= capacity() experts.
@@ -101,6 +116,7 @@ private:
     std::vector<int32_t> pred_ids_;         // [E] predicted experts (union over tokens)
     std::vector<int32_t> pred_scratch_;     // [E + k]
     std::vector<uint8_t> pred_mark_;        // [E]
+    std::unique_ptr<EpState> ep_;
 };
 
 }  // namespace moe

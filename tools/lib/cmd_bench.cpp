@@ -36,6 +36,7 @@
 #include "model/param_count.h"
 #include "runtime/session.h"
 #include "tools/lib/commands.h"
+#include "tools/lib/ep_args.h"
 #include "tools/lib/infer_args.h"
 
 #if defined(__AVX512F__)
@@ -64,6 +65,7 @@ void bench_usage(std::FILE* out) {
                  "  --membw       only measure the read bandwidth with -t threads and print GB/s\n"
                  "  --membw-mib M buffer size for the bandwidth measurement (default 1024)\n"
                  "%s", kCacheUsage);
+    std::fputs(kEpUsage, out);
 }
 
 std::vector<int32_t> random_tokens(int64_t n, int64_t V, uint64_t seed) {
@@ -257,6 +259,7 @@ std::vector<Split> split_of(const model::ForwardStats& s) {
 
 int cmd_bench(int argc, char** argv) {
     const char* cmd = "bench";
+    EpArgs epa;
     std::string model, out_fmt = "md";
     int64_t n_prompt = 512, n_gen = 128, reps = 5, membw_mib = 1024;
     bool membw_only = false;
@@ -294,6 +297,7 @@ int cmd_bench(int argc, char** argv) {
             membw_only = true;
         } else if (a == "--membw-mib") {
             membw_mib = parse_int(arg_value(argc, argv, i, cmd), "--membw-mib", cmd, 1, 1 << 20);
+        } else if (parse_ep_arg(argc, argv, i, cmd, epa)) {
         } else {
             std::fprintf(stderr, "moe bench: unknown option '%s'\n", a.c_str());
             bench_usage(stderr);
@@ -325,7 +329,10 @@ int cmd_bench(int argc, char** argv) {
     Timer load_timer;
     auto m = model::Model::load(model, mo);
     const double load_s = load_timer.seconds();
-    const double touch_s = touch_weights(*m);
+    std::unique_ptr<EpRuntime> ep;  // EP: touch nothing up front (each rank touches only its experts)
+    if (epa.on) ep = std::make_unique<EpRuntime>(epa, *m, argc, argv, cmd);
+    else check_no_ep_options(epa, cmd);
+    const double touch_s = ep ? 0.0 : touch_weights(*m);
     const int threads = m->options().n_threads;
     ThreadPool pool(threads);
     runtime::Session session(*m, pool, {mo.n_ctx, 1, kv_type});
@@ -404,6 +411,7 @@ int cmd_bench(int argc, char** argv) {
             std::printf("}%s\n", i + 1 < rows.size() ? "," : "");
         }
         std::printf("  ]\n}\n");
+        if (ep) ep->report(*m);
         return 0;
     }
 
@@ -442,6 +450,7 @@ int cmd_bench(int argc, char** argv) {
                 human_size(rss).c_str(), rss / (file + kv_bytes), human_size(file).c_str(), human_size(kv_bytes).c_str(),
                 load_s, touch_s);
     std::printf("\nbuild: moe-engine %s (%s)\n", MOE_VERSION, MOE_BUILD_FLAGS);
+    if (ep) ep->report(*m);
     return 0;
 }
 

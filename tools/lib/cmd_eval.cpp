@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "runtime/session.h"
 #include "tools/lib/commands.h"
+#include "tools/lib/ep_args.h"
 #include "tools/lib/infer_args.h"
 
 namespace moe::tools {
@@ -24,14 +25,17 @@ void eval_usage(std::FILE* out) {
                  "  float32 logits [n_tokens][n_vocab] (little-endian, no header) to FILE: row i = logits\n"
                  "  after tokens 0..i.\n"
                  "  --batch N     rows per forward call (default 512)\n"
+                 "  --routing-trace FILE  write every MoE layer's routing of every token as TSV (as moe run)\n"
                  "%s", kCacheUsage);
+    std::fputs(kEpUsage, out);
 }
 
 }  // namespace
 
 int cmd_eval(int argc, char** argv) {
     const char* cmd = "eval";
-    std::string model, out_path, token_arg;
+    EpArgs epa;
+    std::string model, out_path, token_arg, trace_path;
     bool have_tokens = false;
     model::ModelOptions mo;
     runtime::SessionOptions so;
@@ -45,6 +49,8 @@ int cmd_eval(int argc, char** argv) {
         } else if (a == "--tokens") {
             token_arg = arg_value(argc, argv, i, cmd);
             have_tokens = true;
+        } else if (a == "--routing-trace") {
+            trace_path = arg_value(argc, argv, i, cmd);
         } else if (a == "--logits-out") {
             out_path = arg_value(argc, argv, i, cmd);
         } else if (a == "-t" || a == "--threads") {
@@ -56,6 +62,7 @@ int cmd_eval(int argc, char** argv) {
         } else if (a == "--kv-type") {
             so.kv_type = parse_kv_type(arg_value(argc, argv, i, cmd), cmd);
         } else if (parse_cache_option(argc, argv, i, cmd, mo.cache)) {
+        } else if (parse_ep_arg(argc, argv, i, cmd, epa)) {
         } else {
             std::fprintf(stderr, "moe eval: unknown option '%s'\n", a.c_str());
             eval_usage(stderr);
@@ -70,6 +77,11 @@ int cmd_eval(int argc, char** argv) {
     const std::vector<int32_t> tokens = parse_token_list(token_arg, cmd);
     if (tokens.empty()) throw_error(cmd, "--tokens is empty; give at least one token id");
     auto m = model::Model::load(model, mo);
+    std::unique_ptr<EpRuntime> ep;
+    if (epa.on && !trace_path.empty())
+        throw_error(cmd, "--routing-trace with --ep would record only this rank's tokens; record it without --ep");
+    if (epa.on) ep = std::make_unique<EpRuntime>(epa, *m, argc, argv, cmd);
+    else check_no_ep_options(epa, cmd);
     const int64_t V = m->config().n_vocab;
     for (size_t i = 0; i < tokens.size(); ++i)
         if (tokens[i] >= V)
@@ -78,8 +90,15 @@ int cmd_eval(int argc, char** argv) {
     ThreadPool pool(m->options().n_threads);
     runtime::Session session(*m, pool, so);
     std::vector<float> logits(tokens.size() * static_cast<size_t>(V));
+    RoutingTrace trace;
+    if (!trace_path.empty()) session.stats().trace = &trace;
     session.eval(0, tokens, logits.data(), true);
+    if (!trace_path.empty()) trace.write_tsv(trace_path);
 
+    if (ep && !ep->is_root()) {  // every rank has the same logits; rank 0 writes them
+        ep->report(*m);
+        return 0;
+    }
     std::FILE* f = std::fopen(out_path.c_str(), "wb");
     if (!f) throw_error(cmd, "cannot create ", out_path, ": ", std::strerror(errno));
     const size_t n = std::fwrite(logits.data(), sizeof(float), logits.size(), f);
@@ -91,6 +110,7 @@ int cmd_eval(int argc, char** argv) {
     if (const ExpertCache* c = m->expert_cache()) std::fprintf(stderr, "moe eval: %s\n", c->summary().c_str());
     std::fprintf(stderr, "moe eval: wrote %zu x %lld float32 logits to %s\n", tokens.size(), static_cast<long long>(V),
                  out_path.c_str());
+    if (ep) ep->report(*m);
     return 0;
 }
 

@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dist/placement.h"
+
 #include "core/dtype.h"
 #include "core/error.h"
 #include "format/gguf.h"
@@ -40,7 +42,9 @@ void inspect_usage(std::FILE* out) {
                  "  --type T     count bytes as if the weights were T (f32, f16, bf16, q8_0, q4_0, q4_K, ...);\n"
                  "               norms, biases and router weights stay f32, as llama.cpp stores them\n"
                  "  --json       machine-readable output\n"
-                 "  --tensors    list every tensor (default: one block per distinct block layout)\n");
+                 "  --tensors    list every tensor (default: one block per distinct block layout)\n"
+                 "  --ep R       weight bytes each of R expert-parallel ranks maps (dense part + its experts)\n"
+                 "  --placement FILE  with --ep: that placement (default: contiguous blocks of experts)\n");
 }
 
 struct Options {
@@ -48,6 +52,8 @@ struct Options {
     int64_t ctx = 4096, batch = 1;
     std::optional<DType> type;
     bool json = false, all_tensors = false;
+    int ep = 0;             // > 0: per-rank bytes for this many expert-parallel ranks
+    std::string placement;  // with ep: placement file
 };
 
 int64_t parse_pos(const char* s, const char* opt) {
@@ -73,6 +79,8 @@ Options parse(int argc, char** argv) {
             o.type = dtype_from_name(t);
             if (!o.type) throw_error("inspect", "--type '", t, "' is not a known tensor type (e.g. f16, bf16, q8_0, q4_K)");
         } else if (a == "--json") o.json = true;
+        else if (a == "--ep") o.ep = static_cast<int>(parse_pos(val(), "--ep"));
+        else if (a == "--placement") o.placement = val();
         else if (a == "--tensors") o.all_tensors = true;
         else if (!a.empty() && a[0] == '-') throw_error("inspect", "unknown option '", a, "' (see moe inspect --help)");
         else if (o.path.empty()) o.path = a;
@@ -122,6 +130,22 @@ std::string shape_str(const std::vector<int64_t>& s) {
     std::string r = "[";
     for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
     return r + "]";
+}
+
+// Bytes rank r maps under EP: every non-routed tensor, plus each routed-expert tensor's share of
+// the experts the placement puts on r in that layer ([rank] -> bytes).
+std::vector<uint64_t> ep_rank_bytes(const std::vector<model::TensorDesc>& ts, const model::ModelConfig& c,
+                                    const dist::Placement& p) {
+    std::vector<uint64_t> out(static_cast<size_t>(p.n_ranks), 0);
+    for (const auto& t : ts) {
+        const int l = model::tensor_layer(t.name);
+        const bool routed = t.role == model::TensorRole::RoutedExpert && l >= 0 && l < p.n_layers && c.n_expert > 0;
+        for (int r = 0; r < p.n_ranks; ++r)
+            out[static_cast<size_t>(r)] +=
+                routed ? t.nbytes() / static_cast<uint64_t>(c.n_expert) * static_cast<uint64_t>(p.experts_on(l, r))
+                       : t.nbytes();
+    }
+    return out;
 }
 
 // Storage type holding the most bytes among matrices (the "file's weight type").
@@ -410,8 +434,27 @@ int cmd_inspect(int argc, char** argv) {
     const uint64_t kv_tok = model::kv_bytes_per_token(cfg, DType::F16);
     const model::MemoryPlan plan = model::plan_memory(cfg, pc, {o.ctx, o.batch, DType::F16});
 
+    std::vector<uint64_t> ep_bytes;
+    if (o.ep > 0) {
+        if (!cfg.is_moe()) throw_error("inspect", "--ep needs a MoE model; ", o.path, " has no routed experts");
+        dist::Placement pl = o.placement.empty()
+                                 ? dist::Placement::contiguous(static_cast<int>(cfg.n_layer), static_cast<int>(cfg.n_expert), o.ep)
+                                 : dist::Placement::load(o.placement);
+        pl.check_model(static_cast<int>(cfg.n_layer), static_cast<int>(cfg.n_expert), o.ep,
+                       o.placement.empty() ? "contiguous" : o.placement);
+        ep_bytes = ep_rank_bytes(tensors, cfg, pl);
+    } else if (!o.placement.empty()) {
+        throw_error("inspect", "--placement needs --ep R");
+    }
     if (!o.json) {
         print_human(o, kind, cfg, file ? &*file : nullptr, tensors, wtype, retyped, pc, plan, kv_tok);
+        if (!ep_bytes.empty()) {
+            std::printf("\nExpert parallelism (%d ranks, %s placement): weight bytes each rank maps\n", o.ep,
+                        o.placement.empty() ? "contiguous" : o.placement.c_str());
+            for (size_t r = 0; r < ep_bytes.size(); ++r)
+                std::printf("  rank %-4zu %12s  (%.1f%% of the file's weights)\n", r, human_bytes(ep_bytes[r]).c_str(),
+                            100.0 * static_cast<double>(ep_bytes[r]) / static_cast<double>(pc.resident_bytes));
+        }
         return 0;
     }
     ordered_json j;
@@ -459,6 +502,7 @@ int cmd_inspect(int argc, char** argv) {
                         {"kv_bytes", plan.kv_bytes},
                         {"scratch_bytes", plan.scratch_bytes},
                         {"total_bytes", plan.total_bytes}};
+    if (!ep_bytes.empty()) j["ep"] = {{"ranks", o.ep}, {"rank_weight_bytes", ep_bytes}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
 }

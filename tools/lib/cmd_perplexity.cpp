@@ -19,6 +19,7 @@
 #include "runtime/session.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/lib/commands.h"
+#include "tools/lib/ep_args.h"
 #include "tools/lib/infer_args.h"
 
 namespace moe::tools {
@@ -33,6 +34,7 @@ void perplexity_usage(std::FILE* out) {
                  "  --chunks N   score only the first N chunks (default: all)\n"
                  "  --batch N    rows per forward call (default 512)\n"
                  "%s", kCacheUsage);
+    std::fputs(kEpUsage, out);
 }
 
 // -log softmax(logits)[target], in double with max subtraction.
@@ -48,6 +50,7 @@ double nll_of(const float* logits, int64_t V, int32_t target) {
 
 int cmd_perplexity(int argc, char** argv) {
     const char* cmd = "perplexity";
+    EpArgs epa;
     std::string model, file;
     int64_t n_ctx = 512, max_chunks = -1;
     model::ModelOptions mo;
@@ -69,6 +72,7 @@ int cmd_perplexity(int argc, char** argv) {
         } else if (a == "--batch" || a == "-b") {
             mo.max_batch = parse_int(arg_value(argc, argv, i, cmd), "--batch", cmd, 1, 1 << 20);
         } else if (parse_cache_option(argc, argv, i, cmd, mo.cache)) {
+        } else if (parse_ep_arg(argc, argv, i, cmd, epa)) {
         } else {
             std::fprintf(stderr, "moe perplexity: unknown option '%s'\n", a.c_str());
             perplexity_usage(stderr);
@@ -83,6 +87,9 @@ int cmd_perplexity(int argc, char** argv) {
     const std::string text = read_file(file, cmd);
     mo.n_ctx = n_ctx;
     auto m = model::Model::load(model, mo);
+    std::unique_ptr<EpRuntime> ep;
+    if (epa.on) ep = std::make_unique<EpRuntime>(epa, *m, argc, argv, cmd);
+    else check_no_ep_options(epa, cmd);
     const tokenizer::Tokenizer& tok = m->tokenizer();
     tokenizer::EncodeOptions eo;  // BOS when the vocab adds one (llama.cpp: add_special = true), no EOS
     eo.add_eos = false;
@@ -129,6 +136,7 @@ int cmd_perplexity(int argc, char** argv) {
     if (const ExpertCache* c = m->expert_cache()) std::fprintf(stderr, "moe perplexity: %s\n", c->summary().c_str());
     std::fprintf(stderr, "moe perplexity: %lld tokens scored in %.2f s (%.1f tok/s evaluated)\n",
                  static_cast<long long>(count), t.seconds(), static_cast<double>(n_chunk * n_ctx) / t.seconds());
+    if (ep) ep->report(*m);
     return 0;
 }
 

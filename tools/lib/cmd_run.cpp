@@ -8,6 +8,7 @@
 #include "model/model.h"
 #include "runtime/session.h"
 #include "tools/lib/commands.h"
+#include "tools/lib/ep_args.h"
 #include "tools/lib/infer_args.h"
 
 namespace moe::tools {
@@ -33,12 +34,14 @@ void run_usage(std::FILE* out) {
                  "                   and generated) as TSV: layer, token position, experts, weights\n"
                  "%s",
                  trained_default_model_path().c_str(), kDefaultPreset, kCacheUsage);
+    std::fputs(kEpUsage, out);
 }
 
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
     const char* cmd = "run";
+    EpArgs epa;
     std::string model, prompt, trace_path;
     bool have_prompt = false;
     runtime::GenerateOptions gen;
@@ -73,6 +76,7 @@ int cmd_run(int argc, char** argv) {
         } else if (a == "--kv-type") {
             so.kv_type = parse_kv_type(arg_value(argc, argv, i, cmd), cmd);
         } else if (parse_cache_option(argc, argv, i, cmd, mo.cache)) {
+        } else if (parse_ep_arg(argc, argv, i, cmd, epa)) {
         } else {
             std::fprintf(stderr, "moe run: unknown option '%s'\n", a.c_str());
             run_usage(stderr);
@@ -97,6 +101,11 @@ int cmd_run(int argc, char** argv) {
         std::fclose(f);
     }
     auto m = model::Model::load(model, mo);
+    std::unique_ptr<EpRuntime> ep;
+    if (epa.on && !trace_path.empty())
+        throw_error(cmd, "--routing-trace with --ep would record only this rank's tokens; record it without --ep");
+    if (epa.on) ep = std::make_unique<EpRuntime>(epa, *m, argc, argv, cmd);
+    else check_no_ep_options(epa, cmd);
     std::fprintf(stderr, "moe run: %s\n", m->describe().c_str());
     ThreadPool pool(m->options().n_threads);
     runtime::Session session(*m, pool, so);
@@ -117,6 +126,7 @@ int cmd_run(int argc, char** argv) {
         trace.write_tsv(trace_path);
         std::fprintf(stderr, "routing trace: %zu records (layer x token) written to %s\n", trace.size(), trace_path.c_str());
     }
+    if (ep) ep->report(*m);
     return 0;
 }
 

@@ -16,6 +16,8 @@ const Command kCommands[] = {
     {"detokenize", "print the text of token ids (-m MODEL --ids 1,2,3)", cmd_detokenize},
     {"train", "train a small MoE on a text file and write it as GGUF (--data TEXT --out MODEL.gguf)", cmd_train},
     {"bench-moe", "time the MoE block alone over shapes (T,E,k,D,F): tokens/s, stage split, GFLOP/s, GB/s", cmd_bench_moe},
+    {"place", "plan expert placement for --ep from loads (--counts JSON | --trace TSV) --ranks R [--nodes N] [--replicas K]", cmd_place},
+    {"sim-ep", "simulate --ep all-to-all bytes/time per layer and token for a config on N nodes x G ranks", cmd_sim_ep},
 };
 }  // namespace
 

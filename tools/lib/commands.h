@@ -28,5 +28,7 @@ int cmd_perplexity(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_train(int argc, char** argv);
 int cmd_cache_sim(int argc, char** argv);
+int cmd_place(int argc, char** argv);
+int cmd_sim_ep(int argc, char** argv);
 
 }  // namespace moe::tools

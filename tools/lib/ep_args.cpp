@@ -1,0 +1,159 @@
+#include "tools/lib/ep_args.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+#include "core/error.h"
+#include "dist/mpi_group.h"
+#include "model/model.h"
+#include "tools/lib/infer_args.h"
+
+namespace moe::tools {
+
+const char* const kEpUsage =
+    "  expert parallelism (run under mpirun -np R; docs/EP.md):\n"
+    "  --ep             spread the experts over the MPI ranks (every rank: attention, router;\n"
+    "                   experts only where the placement puts them)\n"
+    "  --placement FILE expert -> ranks file from `moe place` (default: contiguous blocks)\n"
+    "  --ep-compress C  dispatch rows as none (f32, exact; default), bf16 or int8 (+ row scale)\n"
+    "  --ep-timeout S   stop with an error when one collective waits longer (default 120 s)\n"
+    "  --ep-nodes N     simulate N nodes (rank -> rank * N / R) instead of MPI's shared-memory groups\n"
+    "  --ep-overlap     two micro-batches per MoE layer: one's all-to-all (MPI_Ialltoallv) runs while\n"
+    "                   the other's experts compute\n"
+    "  --ep-profile     print the per-layer, per-rank stage profile (stderr)\n"
+    "  --ep-profile-json FILE  write that profile as JSON\n";
+
+bool parse_ep_arg(int argc, char** argv, int& i, const char* cmd, EpArgs& ep) {
+    const std::string a = argv[i];
+    if (a == "--ep") ep.on = true;
+    else if (a == "--placement") ep.placement = arg_value(argc, argv, i, cmd);
+    else if (a == "--ep-compress") ep.compress = parse_ep_compress(arg_value(argc, argv, i, cmd));
+    else if (a == "--ep-timeout") {
+        ep.timeout_s = parse_double(arg_value(argc, argv, i, cmd), "--ep-timeout", cmd);
+        if (!(ep.timeout_s > 0)) throw_error(cmd, "--ep-timeout needs a positive number of seconds");
+    } else if (a == "--ep-nodes") ep.nodes = static_cast<int>(parse_int(arg_value(argc, argv, i, cmd), "--ep-nodes", cmd, 1, 1 << 20));
+    else if (a == "--ep-profile") ep.profile = true;
+    else if (a == "--ep-overlap") ep.overlap = true;
+    else if (a == "--ep-profile-json") ep.profile_json = arg_value(argc, argv, i, cmd);
+    else return false;
+    return true;
+}
+
+void check_no_ep_options(const EpArgs& ep, const char* cmd) {
+    if (!ep.placement.empty() || ep.compress != EpCompress::None || ep.nodes > 0 || ep.profile || ep.overlap ||
+        !ep.profile_json.empty())
+        throw_error(cmd, "--placement, --ep-compress, --ep-nodes, --ep-overlap and --ep-profile need --ep");
+}
+
+namespace {
+
+// Model identity: file size + FNV-1a of the first 8 MiB (header, metadata, tensor table and the
+// first tensors). Hashing whole multi-GB files at every start would cost seconds per rank; two
+// different model files that agree on size and on their first 8 MiB are not detected.
+uint64_t model_digest(const std::string& path, std::string& detail) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw_error("ep", "cannot open ", path, ": ", std::strerror(errno));
+    f.seekg(0, std::ios::end);
+    const uint64_t size = static_cast<uint64_t>(f.tellg());
+    f.seekg(0);
+    std::vector<char> buf(std::min<uint64_t>(size, 8u << 20));
+    f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    uint64_t h = dist::fnv1a(&size, sizeof size);
+    h = dist::fnv1a(buf.data(), buf.size(), h);
+    detail = path + " (" + std::to_string(size) + " bytes)";
+    return h;
+}
+
+}  // namespace
+
+EpRuntime::EpRuntime(const EpArgs& args, model::Model& m, int argc, char** argv, const char* cmd) : args_(args) {
+    dist::MpiGroupSpec gs;
+    gs.timeout_s = args.timeout_s;
+    gs.simulate_nodes = args.nodes;
+    group_ = std::make_unique<dist::MpiGroup>(gs);
+    if (!is_root()) {
+        std::fflush(stdout);
+        if (!std::freopen("/dev/null", "w", stdout)) throw_error("ep", "cannot silence stdout of rank ", group_->rank());
+    }
+    // Same model and the same flags everywhere, before any work.
+    std::string detail;
+    dist::check_same(*group_, model_digest(m.path(), detail), "model file", detail);
+    std::string flags;
+    for (int i = 0; i < argc; ++i) flags += std::string(argv[i]) + '\x1f';
+    if (!args.placement.empty()) flags += "placement:" + tools::read_file(args.placement, cmd);
+    dist::check_same(*group_, dist::fnv1a(flags.data(), flags.size()), "command line (flags or placement file)",
+                     "'" + flags.substr(0, 200) + "'");
+
+    const auto& c = m.config();
+    const int L = static_cast<int>(c.n_layer), E = static_cast<int>(c.n_expert), R = group_->size();
+    if (E < 1) throw_error("ep", "--ep needs a MoE model; ", m.path(), " has no experts");
+    if (args.placement.empty()) placement_ = dist::Placement::contiguous(L, E, R);
+    else placement_ = dist::Placement::load(args.placement);
+    placement_.check_model(L, E, R, args.placement.empty() ? "contiguous" : args.placement);
+    for (int64_t il = 0; il < c.n_layer; ++il)
+        if (MoeBlock* b = m.moe_block(il)) b->use_ep(EpConfig{group_.get(), &placement_, args.compress, args.overlap});
+}
+
+EpRuntime::~EpRuntime() = default;
+
+void EpRuntime::report(const model::Model& m) {
+    if (!args_.profile && args_.profile_json.empty()) return;
+    // Per layer: route, layout, wait, dispatch, experts, shared, combine, gather (s), calls, rows,
+    // bytes, inter-node bytes (all incl. the gather for the last).
+    constexpr int kF = 12;
+    std::vector<int64_t> layers;
+    for (int64_t il = 0; il < m.config().n_layer; ++il)
+        if (m.moe_block(il)) layers.push_back(il);
+    const int R = group_->size(), nl = static_cast<int>(layers.size());
+    std::vector<double> mine(static_cast<size_t>(nl * kF)), all(static_cast<size_t>(nl * kF * R));
+    for (int j = 0; j < nl; ++j) {
+        const EpStageTimes& t = *m.moe_block(layers[static_cast<size_t>(j)])->ep_times();
+        const double v[kF] = {t.route,   t.layout,  t.wait,   t.dispatch, t.experts, t.shared, t.combine, t.gather,
+                              double(t.calls), double(t.rows_sent), double(t.bytes_sent), double(t.inter_node_bytes)};
+        std::copy(v, v + kF, mine.begin() + j * kF);
+    }
+    std::vector<int64_t> bytes(static_cast<size_t>(R), nl * kF * 8), displs(static_cast<size_t>(R));
+    for (int r = 0; r < R; ++r) displs[static_cast<size_t>(r)] = int64_t(r) * nl * kF * 8;
+    group_->all_gather_v(mine.data(), all.data(), bytes.data(), displs.data());
+    if (!is_root()) return;
+    static const char* names[kF] = {"route", "layout", "wait", "dispatch", "experts", "shared", "combine", "gather",
+                                    "calls", "rows_sent", "bytes_sent", "inter_node_bytes"};
+    auto at = [&](int r, int j, int f) { return all[static_cast<size_t>((r * nl + j) * kF + f)]; };
+    if (args_.profile) {
+        std::fprintf(stderr, "\nEP stage profile (ms per layer per rank, summed over calls; wait = the counts exchange,"
+                             " where ranks meet)\n| layer | rank |");
+        for (int f = 0; f < 8; ++f) std::fprintf(stderr, " %s |", names[f]);
+        std::fprintf(stderr, " rows sent | bytes sent | inter-node bytes |\n|---|---|");
+        for (int f = 0; f < 11; ++f) std::fprintf(stderr, "---:|");
+        std::fprintf(stderr, "\n");
+        for (int j = 0; j < nl; ++j)
+            for (int r = 0; r < R; ++r) {
+                std::fprintf(stderr, "| %lld | %d |", static_cast<long long>(layers[static_cast<size_t>(j)]), r);
+                for (int f = 0; f < 8; ++f) std::fprintf(stderr, " %.3f |", 1e3 * at(r, j, f));
+                std::fprintf(stderr, " %.0f | %.0f | %.0f |\n", at(r, j, 9), at(r, j, 10), at(r, j, 11));
+            }
+    }
+    if (!args_.profile_json.empty()) {
+        std::FILE* f = std::fopen(args_.profile_json.c_str(), "w");
+        if (!f) throw_error("ep", "cannot create ", args_.profile_json, ": ", std::strerror(errno));
+        std::fprintf(f, "{\"ranks\": %d, \"placement\": \"%s\", \"compress\": \"%s\", \"overlap\": %s, \"layers\": [",
+                     R, placement_.algorithm.c_str(), ep_compress_name(args_.compress), args_.overlap ? "true" : "false");
+        for (int j = 0; j < nl; ++j) {
+            std::fprintf(f, "%s\n {\"layer\": %lld, \"ranks\": [", j ? "," : "",
+                         static_cast<long long>(layers[static_cast<size_t>(j)]));
+            for (int r = 0; r < R; ++r) {
+                std::fprintf(f, "%s{", r ? ", " : "");
+                for (int x = 0; x < kF; ++x)
+                    std::fprintf(f, "%s\"%s%s\": %.9g", x ? ", " : "", names[x], x < 8 ? "_s" : "", at(r, j, x));
+                std::fprintf(f, "}");
+            }
+            std::fprintf(f, "]}");
+        }
+        std::fprintf(f, "\n]}\n");
+        std::fclose(f);
+    }
+}
+
+}  // namespace moe::tools
