@@ -195,6 +195,14 @@ void ExpertCache::acquire(int layer, const int32_t* ids, int n, ExpertSlices* ou
         } else {
             ++st.misses;
             slot = take_slot(st);
+            if (slot < 0) {
+                // Every slot not held by this call has a prefetch in flight: let them land.
+                Timer t;
+                reader_.drain();
+                reap();
+                st.stall_s += t.seconds();
+                slot = take_slot(st);
+            }
             MOE_ASSERT(slot >= 0, "no evictable slot");
             slot_key_[static_cast<size_t>(slot)] = key;
             where_[key] = slot;

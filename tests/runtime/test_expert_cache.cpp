@@ -158,6 +158,23 @@ TEST_P(CacheArch, EveryPolicyBitwiseEqualToResident) {
     }
 }
 
+TEST_P(CacheArch, PrefetchDuringSmallPrefillBatchesBitwise) {
+    // Prefill in batches of 2 (a layer's <= 4 experts fit the top_k + 2 slots, so the next layer's
+    // prediction is prefetched during prefill too, and prefetches may occupy every free slot).
+    const std::string path = testutil::gen_model(temp_dir(), GetParam(), DType::F16, 11);
+    const model::MemoryBudget b = budget_of(path);
+    const auto prompt = tokens(16, 320, 6), gen = tokens(6, 320, 7);
+    const Outcome ref = run_model(path, {}, prompt, gen, 2);
+    for (int extra : {1, 2, 5}) {
+        model::ExpertCacheOptions co;
+        co.mem_budget = b.minimum + static_cast<uint64_t>(extra) * b.slot;
+        const Outcome got = run_model(path, co, prompt, gen, 2);
+        EXPECT_EQ(0, std::memcmp(ref.logits.data(), got.logits.data(), ref.logits.size() * sizeof(float)))
+            << GetParam() << " extra " << extra;
+        EXPECT_GT(got.counters.prefetch_issued, 0) << extra;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Presets, CacheArch, ::testing::ValuesIn(kPresets));
 
 TEST(ExpertCache, BudgetBelowMinimumNamesTheMinimum) {
