@@ -117,16 +117,17 @@ def main():
     t0 = None
     for i in range(a.steps + a.warmup_steps):
         if i == a.warmup_steps:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
         x, y = data[i, :, :-1], data[i, :, 1:]
         loss = F.cross_entropy(net(x).reshape(-1, a.vocab), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
         opt.step()
-    dt = time.perf_counter() - t0
+    dt, dc = time.perf_counter() - t0, time.process_time() - c0
+    n = a.steps * a.batch * a.ctx
     print(f"pytorch {torch.__version__}: {n_params} params, {a.steps} steps of {a.batch}x{a.ctx} tokens, "
-          f"{a.threads} threads: {a.steps * a.batch * a.ctx / dt:.0f} tok/s (loss {loss.item():.3f})")
+          f"{a.threads} threads: {n / dt:.0f} tok/s, cpu {dc:.1f} s: {n / dc:.0f} tok per cpu-s (loss {loss.item():.3f})")
 
 
 if __name__ == "__main__":

@@ -9,5 +9,5 @@ MODEL=models/shakespeare-moe.gguf
 "$BUILD/moe" version
 echo "== moe inspect $MODEL"
 "$BUILD/moe" inspect "$MODEL"
-echo "== moe run -p \"ROMEO:\" -n 160 --seed 1   (no -m: the built-in default model)"
-"$BUILD/moe" run -p "ROMEO:" -n 160 --seed 1
+echo "== moe run -p \"ROMEO:\" -n 120 --seed 1   (no -m: the built-in default model)"
+"$BUILD/moe" run -p "ROMEO:" -n 120 --seed 1

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -245,10 +246,11 @@ TrainResult run_training(const TrainSpec& spec) {
     double win_ce = 0, win_aux = 0, win_z = 0;
     int64_t win_n = 0;
     Timer wall;
-    double train_s = 0;
+    double train_s = 0, train_cpu = 0;  // wall and process CPU seconds (all threads) of the steps
     int64_t step = step0;
     for (; step < steps; ++step) {
         Timer st;
+        const std::clock_t c0 = std::clock();
         Rng rng(seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(step) * 0xd1b54a32d192ed03ull + 1);
         const uint64_t span = d.train.size() - static_cast<size_t>(T) - 1;
         for (int64_t b = 0; b < B; ++b) {
@@ -311,6 +313,7 @@ TrainResult run_training(const TrainSpec& spec) {
             }
         }
         train_s += st.seconds();
+        train_cpu += static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
         win_ce += l.ce, win_aux += l.aux, win_z += l.z;
         ++win_n;
         const bool last = step + 1 == steps || step + 1 == spec.stop_at ||
@@ -362,8 +365,9 @@ TrainResult run_training(const TrainSpec& spec) {
     const EvalOut ev = evaluate(pool, reps, net.params, d, B, 0, use_bias ? &bias : nullptr);
     res.val_loss = ev.loss;
     res.val_bpb = ev.bpb;
-    std::fprintf(lg, "final: step %lld  val loss %.4f nats/token  val bpb %.4f  train %.1f s  %.0f tok/s\n",
-                 static_cast<long long>(step), ev.loss, ev.bpb, train_s, res.tokens_per_s);
+    std::fprintf(lg, "final: step %lld  val loss %.4f nats/token  val bpb %.4f  train %.1f s  %.0f tok/s  (cpu %.1f s: %.0f tok per cpu-s)\n",
+                 static_cast<long long>(step), ev.loss, ev.bpb, train_s, res.tokens_per_s, train_cpu,
+                 train_cpu > 0 ? static_cast<double>((step - step0) * B * T) / train_cpu : 0.0);
     res.val_load.clear();
     if (cfg.n_expert > 1)
         for (size_t il = 0; il < ev.counts.size(); ++il) {

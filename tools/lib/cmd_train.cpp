@@ -21,7 +21,7 @@ void train_usage(std::FILE* out) {
                  "  --out FILE           final model GGUF (needs --experts >= 2)\n"
                  "  --type T             weights of --out: f32, f16 (default) or q8_0\n"
                  "  --name NAME          general.name of --out (default moe-train)\n"
-                 "shape (defaults: the built-in Shakespeare model):\n"
+                 "shape (defaults; the shipped Shakespeare model used --experts 16, docs/TRAINING.md):\n"
                  "  --vocab-size N (1024) --embd N (128) --layers N (4) --heads N (4) --kv-heads N (2)\n"
                  "  --head-dim N (32) --ff N (128, per expert) --experts N (8; 1 = dense) --top-k N (2)\n"
                  "  --ctx N (128) --rope-base F (10000)\n"
