@@ -907,6 +907,8 @@ MatmulFn qmm_avx512_kernel(DType t) {
         case DType::IQ3_S: return qmm512<DIQ3_S>;
         case DType::IQ1_S: return qmm512<DIQ1_S>;
         case DType::IQ1_M: return qmm512<DIQ1_M>;
+        case DType::MXFP4: return qmm512<DMXFP4>;
+        case DType::TQ2_0: return qmm512<DTQ2_0>;
         default: return nullptr;
     }
 }
