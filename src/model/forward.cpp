@@ -54,6 +54,7 @@ void carve(const ModelConfig& c, int64_t T, Alloc&& alloc, float** out_f, int32_
                              T * D, T * qd, T * ad, T * F,      T * F,            std::max<int64_t>(qa, 1),
                              std::max<int64_t>(kva, 1), std::max<int64_t>(qm, 1), std::max<int64_t>(qm, 1),
                              std::max<int64_t>(lat, 1), std::max<int64_t>(lat, 1)};
+    static_assert(sizeof(sizes) / sizeof(sizes[0]) == kBufs, "one size per float buffer");
     for (size_t i = 0; i < std::size(sizes); ++i) out_f[i] = static_cast<float*>(alloc(sizes[i] * sizeof(float)));
     for (int i = 0; i < 2; ++i) out_i[i] = static_cast<int32_t*>(alloc(T * sizeof(int32_t)));
     *out_xq = alloc(static_cast<size_t>(T) * ref::act_q8_row_bytes(max_proj_in(c)));
