@@ -1,6 +1,6 @@
 // deepseek2 (DeepSeek-V2, V2-Lite, V3; llama.cpp src/models/deepseek2.cpp), counted from configs.
-// MLA attention in the classic GGUF layout (attn_kv_b, not the split attn_k_b/attn_v_b that newer
-// converters write; same parameter count), q_lora_rank 0 = plain attn_q (V2-Lite), leading dense
+// MLA attention in the classic GGUF layout (attn_kv_b) or the split attn_k_b/attn_v_b that newer
+// converters write (same parameter count), q_lora_rank 0 = plain attn_q (V2-Lite), leading dense
 // blocks, shared experts of width n_ff_exp * n_shared, exp_probs_b selection bias for V3. The MTP
 // (nextn) block is not part of the main model and is not listed.
 #include "model/arch.h"
@@ -21,7 +21,12 @@ void catalog_deepseek2(const ModelConfig& c, CatalogBuilder& b) {
             b.layer(il, "attn_q.weight", {c.n_embd, c.n_head * qk_head});
         }
         b.layer(il, "attn_kv_a_mqa.weight", {c.n_embd, c.kv_lora_rank + c.qk_rope_head_dim});
-        b.layer(il, "attn_kv_b.weight", {c.kv_lora_rank, c.n_head * (c.qk_nope_head_dim + c.v_head_dim)});
+        if (c.mla_split_kv_b) {  // the same matrix, split per head (k part transposed)
+            b.layer(il, "attn_k_b.weight", {c.qk_nope_head_dim, c.kv_lora_rank, c.n_head});
+            b.layer(il, "attn_v_b.weight", {c.kv_lora_rank, c.v_head_dim, c.n_head});
+        } else {
+            b.layer(il, "attn_kv_b.weight", {c.kv_lora_rank, c.n_head * (c.qk_nope_head_dim + c.v_head_dim)});
+        }
         b.layer(il, "attn_output.weight", {c.n_head * c.v_head_dim, c.n_embd});
         b.layer(il, "ffn_norm.weight", {c.n_embd});
         if (!c.is_moe_layer(il)) {

@@ -21,6 +21,17 @@ struct LayerDesc {
                                             // Whole: rows of n_head*head_dim (attn_{q,k}_norm [n_embd])
     bool qkv_bias = false;                  // attn_{q,k,v}.bias
     float attn_scale = 0.0f;                // 0 = 1/sqrt(head_dim_k)
+    // Multi-head latent attention (deepseek2, attn_mla.cpp): q (plain or q_a -> norm -> q_b),
+    // kv_a_mqa -> [latent, rope key], latent normed; the cache holds [latent, roped key] per token
+    // and attention runs in the absorbed form (kv_b folded into q and the output).
+    bool mla = false;
+};
+
+// Shape of one layer's KV cache rows (runtime::KvCacheSpec): standard attention caches
+// n_head_kv x head_dim_k keys and values; MLA one row of kv_lora_rank + rope dims and no V
+// buffer (head_dim_v 0: V is the latent part of the K row).
+struct KvShape {
+    int64_t n_head_kv = 0, head_dim_k = 0, head_dim_v = 0;
 };
 
 struct ArchDesc {
@@ -28,6 +39,7 @@ struct ArchDesc {
     LayerDesc layer;    // the same for every block of the supported architectures
     MoeSpec moe;        // MoE blocks (config.is_moe_layer(il)); ignored for dense blocks
     RopeSpec rope;      // head_dim, n_rot, base, scaling from the file's metadata
+    KvShape kv;         // filled by describe_arch
 };
 
 // Architectures the forward pass runs, in a stable order ("llama, qwen2moe, qwen3moe, olmoe").
@@ -48,6 +60,7 @@ ArchDesc describe_llama(const ModelConfig& c);
 ArchDesc describe_qwen2moe(const ModelConfig& c);
 ArchDesc describe_qwen3moe(const ModelConfig& c);
 ArchDesc describe_olmoe(const ModelConfig& c);
+ArchDesc describe_deepseek2(const ModelConfig& c);
 }  // namespace detail
 
 }  // namespace moe::model

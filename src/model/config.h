@@ -88,6 +88,8 @@ struct ModelConfig {
     int64_t qk_rope_head_dim = 0;
     int64_t qk_nope_head_dim = 0;
     int64_t v_head_dim = 0;
+    bool mla_split_kv_b = false;  // attn_k_b + attn_v_b (newer converters, key_length_mla) instead of attn_kv_b
+    float rope_yarn_log_mul = 0.0f;  // rope.scaling.yarn_log_multiplier as stored (0.1 * mscale_all_dim)
 
     // Position encoding and norms.
     int64_t n_rot = 0;                  // rope.dimension_count

@@ -112,7 +112,10 @@ ModelConfig config_from_gguf(const gguf::File& f) {
         c.n_ff_shexp = c.n_ff_exp * c.n_shared_expert;
         c.expert_weights_norm = r.opt_b("expert_weights_norm").value_or(false);
         c.n_layer_nextn = r.opt("nextn_predict_layers").value_or(0);
-        // Newer converters store the MLA head sizes separately (key_length is then the latent).
+        // Newer converters store the MLA head sizes separately (key_length is then the latent) and
+        // split attn_kv_b into attn_k_b / attn_v_b (llama.cpp: is_mla() when both *_mla keys exist).
+        c.mla_split_kv_b = r.opt("attention.key_length_mla").has_value() && r.opt("attention.value_length_mla").has_value();
+        c.rope_yarn_log_mul = static_cast<float>(r.opt_f("rope.scaling.yarn_log_multiplier").value_or(0.0));
         c.head_dim_k = r.opt("attention.key_length_mla").value_or(c.head_dim_k);
         c.head_dim_v = r.opt("attention.value_length_mla").value_or(c.head_dim_v);
         c.qk_rope_head_dim = c.n_rot;

@@ -28,10 +28,12 @@ void ForwardStats::reset(int64_t n_layer, int n_expert) {
 
 namespace {
 
+constexpr int kBufs = 17;  // float buffers of Forward::Buffers, in declaration order
+
 // Scratch layout for T rows (the same function sizes the plan and carves the arena).
 // Longest input of any projection (D, attention output, dense FFN hidden).
 int64_t max_proj_in(const ModelConfig& c) {
-    int64_t k = std::max(c.n_embd, c.n_head * c.head_dim_v);
+    int64_t k = std::max({c.n_embd, c.n_head * c.head_dim_v, c.q_lora_rank});
     for (int64_t il = 0; il < c.n_layer; ++il)
         if (!c.is_moe_layer(il)) k = std::max(k, c.n_ff);
     return k;
@@ -44,7 +46,15 @@ void carve(const ModelConfig& c, int64_t T, Alloc&& alloc, float** out_f, int32_
     bool dense = false;  // dense FFN scratch only when some block is dense
     for (int64_t il = 0; il < c.n_layer; ++il) dense = dense || !c.is_moe_layer(il);
     const int64_t F = dense ? c.n_ff : 1;
-    const int64_t sizes[] = {T * D, T * D, T * qd, T * kd, T * vd, T * ad, T * D, T * qd, T * ad, T * F, T * F};
+    // MLA scratch (1 element each otherwise): q_a, kv_a, absorbed queries, latent outputs.
+    const int64_t mla = c.is_mla() ? 1 : 0, rr = c.kv_lora_rank + c.qk_rope_head_dim;
+    const int64_t qa = mla * T * std::max<int64_t>(c.q_lora_rank, 1), kva = mla * T * rr,
+                  qm = mla * T * c.n_head * rr, lat = mla * T * c.n_head * c.kv_lora_rank;
+    const int64_t sizes[] = {T * D, T * D, T * qd, T * kd,      T * vd,           T * ad,
+                             T * D, T * qd, T * ad, T * F,      T * F,            std::max<int64_t>(qa, 1),
+                             std::max<int64_t>(kva, 1), std::max<int64_t>(qm, 1), std::max<int64_t>(qm, 1),
+                             std::max<int64_t>(lat, 1), std::max<int64_t>(lat, 1)};
+    static_assert(sizeof(sizes) / sizeof(sizes[0]) == kBufs, "one size per float buffer");
     for (size_t i = 0; i < std::size(sizes); ++i) out_f[i] = static_cast<float*>(alloc(sizes[i] * sizeof(float)));
     for (int i = 0; i < 2; ++i) out_i[i] = static_cast<int32_t*>(alloc(T * sizeof(int32_t)));
     *out_xq = alloc(static_cast<size_t>(T) * ref::act_q8_row_bytes(max_proj_in(c)));
@@ -72,7 +82,7 @@ void add_inplace(int64_t n, float* x, const float* y) { ref::add(n, x, y, x); }
 
 Forward::Forward(Model& model) : m_(model), max_batch_(model.options().max_batch) {
     ArenaPlan plan;
-    float* f[11];
+    float* f[kBufs];
     int32_t* i[2];
     void* xq;
     carve(m_.config(), max_batch_, [&](size_t bytes) { plan.add(bytes); return nullptr; }, f, i, &xq);
@@ -92,6 +102,9 @@ Forward::Forward(Model& model) : m_(model), max_batch_(model.options().max_batch
         p.gate = make_proj(k, w.ffn_gate);
         p.up = make_proj(k, w.ffn_up);
         p.down = make_proj(k, w.ffn_down);
+        p.q_a = make_proj(k, w.wq_a);
+        p.q_b = make_proj(k, w.wq_b);
+        p.kv_a = make_proj(k, w.wkv_a);
     }
     head_ = make_proj(k, W.output);
 }
@@ -208,11 +221,14 @@ void Forward::attention_layer(ThreadPool& pool, int64_t il, const BatchRow* rows
                               ForwardStats* stats) {
     const ModelConfig& c = m_.config();
     const LayerDesc& ld = m_.desc().layer;
+    if (ld.mla) {
+        attention_mla(pool, il, rows, n, kv, stats);
+        return;
+    }
     const LayerWeights& w = m_.weights().layers[static_cast<size_t>(il)];
     const LayerProj& P = proj_[static_cast<size_t>(il)];
-    const kernels::Isa isa = m_.kernels().isa();
     const int64_t D = c.n_embd, Hq = c.n_head, Hkv = c.n_head_kv, dk = c.head_dim_k, dv = c.head_dim_v;
-    const int64_t qd = Hq * dk, kd = Hkv * dk, vd = Hkv * dv, ad = Hq * dv;
+    const int64_t qd = Hq * dk, kd = Hkv * dk, vd = Hkv * dv;
 
     rmsnorm_rows(pool, n, D, b_.x, w.attn_norm.as<float>(), b_.xn);
     // q, k and v read the same normed rows: prepare them once (int8 kernels), then each projection.
@@ -254,8 +270,18 @@ void Forward::attention_layer(ThreadPool& pool, int64_t il, const BatchRow* rows
     as.head_dim_v = dv;
     as.scale = ld.attn_scale;
     as.kv_type = kv.type();
-    // One attention call per sequence present in the batch over that sequence's cache.
     Timer att_timer;
+    attend_sequences(pool, il, rows, n, kv, as, b_.q, b_.qs, b_.att, b_.atts);
+    if (stats) stats->attention += att_timer.seconds();
+    project(pool, P.o, b_.att, prepare(pool, P.o, b_.att, n), n, b_.y);
+}
+
+void Forward::attend_sequences(ThreadPool& pool, int64_t il, const BatchRow* rows, int64_t n, const KvStore& kv,
+                               const AttentionSpec& as, const float* q, float* q_gather, float* out,
+                               float* out_gather) {
+    const kernels::Isa isa = m_.kernels().isa();
+    const int64_t qd = as.n_head * as.head_dim_k, ad = as.n_head * as.head_dim_v;
+    // One attention call per sequence present in the batch over that sequence's cache.
     for (int64_t s = 0; s < kv.n_seq(); ++s) {
         const int64_t ns = seq_count_[static_cast<size_t>(s)];
         if (ns == 0) continue;
@@ -264,29 +290,27 @@ void Forward::attention_layer(ThreadPool& pool, int64_t il, const BatchRow* rows
         int32_t max_pos = 0;
         for (int64_t r = 0; r < n; ++r) {
             if (rows[r].seq != s) continue;
-            if (!whole) std::memcpy(b_.qs + m * qd, b_.q + r * qd, sizeof(float) * qd);
+            if (!whole) std::memcpy(q_gather + m * qd, q + r * qd, sizeof(float) * qd);
             b_.idx[m++] = static_cast<int32_t>(r);
             max_pos = std::max(max_pos, rows[r].pos);
         }
         AttentionArgs a;
-        a.q = whole ? b_.q : b_.qs;
+        a.q = whole ? q : q_gather;
         a.k = kv.k(il, s);
-        a.v = kv.v(il, s);
+        a.v = m_.desc().kv.head_dim_v == 0 ? a.k : kv.v(il, s);  // MLA: V inside the K rows
         a.pos = whole ? b_.pos : b_.idx;  // rewritten below for the gathered case
         if (!whole)
             for (int64_t j = 0; j < m; ++j) b_.idx[j] = rows[b_.idx[j]].pos;
         a.n_tokens = m;
         a.n_kv = static_cast<int64_t>(max_pos) + 1;
-        a.out = whole ? b_.att : b_.atts;
+        a.out = whole ? out : out_gather;
         cpu::attention(as, a, &pool, isa);
         if (!whole) {
             int64_t j = 0;
             for (int64_t r = 0; r < n; ++r)
-                if (rows[r].seq == s) std::memcpy(b_.att + r * ad, b_.atts + (j++) * ad, sizeof(float) * ad);
+                if (rows[r].seq == s) std::memcpy(out + r * ad, out_gather + (j++) * ad, sizeof(float) * ad);
         }
     }
-    if (stats) stats->attention += att_timer.seconds();
-    project(pool, P.o, b_.att, prepare(pool, P.o, b_.att, n), n, b_.y);
 }
 
 int64_t Forward::run(ThreadPool& pool, const BatchRow* rows, int64_t n, KvStore& kv, float* logits,
@@ -305,11 +329,12 @@ int64_t Forward::run(ThreadPool& pool, const BatchRow* rows, int64_t n, KvStore&
     };
 
     arena_.reset();
-    float* f[11];
+    float* f[kBufs];
     int32_t* ip[2];
     void* xq;
     carve(c, n, [&](size_t bytes) { return arena_.alloc(bytes); }, f, ip, &xq);
-    b_ = Buffers{f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], ip[0], ip[1], xq};
+    b_ = Buffers{f[0],  f[1],  f[2],  f[3],  f[4],  f[5],  f[6],  f[7],  f[8], f[9],
+                 f[10], f[11], f[12], f[13], f[14], f[15], f[16], ip[0], ip[1], xq};
 
     for (int64_t r = 0; r < n; ++r) b_.idx[r] = rows[r].token;
     ref::embedding_lookup({W.token_embd.type, c.n_vocab, D}, W.token_embd.data, b_.idx, n, b_.x);

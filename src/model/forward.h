@@ -17,6 +17,7 @@
 #include "core/arena.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "kernels/ref/attention.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "moe/routing_stats.h"
 
@@ -89,6 +90,13 @@ private:
     void check(ThreadPool& pool, const BatchRow* rows, int64_t n, const KvStore& kv);
     void attention_layer(ThreadPool& pool, int64_t il, const BatchRow* rows, int64_t n, KvStore& kv,
                          ForwardStats* stats);
+    // MLA variant (attn_mla.cpp): same contract, result in b_.y.
+    void attention_mla(ThreadPool& pool, int64_t il, const BatchRow* rows, int64_t n, KvStore& kv,
+                       ForwardStats* stats);
+    // One attention kernel call per sequence present in the batch (queries q [n, Hq, as.head_dim_k]
+    // -> out [n, Hq, as.head_dim_v]), gathering the rows of a sequence when the batch mixes them.
+    void attend_sequences(ThreadPool& pool, int64_t il, const BatchRow* rows, int64_t n, const KvStore& kv,
+                          const AttentionSpec& as, const float* q, float* q_gather, float* out, float* out_gather);
     // Activations x[n, K] prepared for `p`'s kernel: ActQ8 rows into b_.xq for the int8 kernels
     // (once per x, shared by every projection of x), nothing for the float kernels.
     const void* prepare(ThreadPool& pool, const Proj& p, const float* x, int64_t n);
@@ -106,11 +114,13 @@ private:
     std::vector<int64_t> seq_count_;  // rows per sequence of the current batch (sized n_seq)
     struct LayerProj {
         Proj q, k, v, o, gate, up, down;  // gate/up/down: dense FFN blocks only
+        Proj q_a, q_b, kv_a;              // MLA
     };
     std::vector<LayerProj> proj_;     // per layer, resolved once
     Proj head_;
     struct Buffers {
         float *x, *xn, *q, *k, *v, *att, *y, *qs, *atts, *g, *u;
+        float *qa, *kva, *qm, *qms, *lat, *lats;  // MLA: [T, q_lora], [T, r+rope], 2x [T, H, r+rope], 2x [T, H, r]
         int32_t *pos, *idx;
         void* xq;
     } b_{};

@@ -71,6 +71,32 @@ void write_builtin_vocab(gguf::Writer& w, int64_t n_vocab) {
     w.set_bool("tokenizer.ggml.add_bos_token", false);
 }
 
+// deepseek2 keys as llama.cpp's converter writes them (classic attn_kv_b layout: key_length =
+// nope + rope, value_length = v, no *_mla keys). q_lora_rank is written even when 0: llama.cpp
+// reads it unless the block count is one of the "lite" counts, and 0 there means plain attn_q.
+void write_deepseek2(gguf::Writer& w, const ModelConfig& c) {
+    const std::string p = c.arch + ".";
+    auto u32 = [&](const char* k, int64_t v) { w.set_u32(p + k, checked_cast<uint32_t>(v, kC, k)); };
+    u32("leading_dense_block_count", c.n_layer_dense_lead);
+    u32("attention.q_lora_rank", c.q_lora_rank);
+    u32("attention.kv_lora_rank", c.kv_lora_rank);
+    u32("expert_feed_forward_length", c.n_ff_exp);
+    u32("expert_shared_count", c.n_shared_expert);
+    w.set_f32(p + "expert_weights_scale", c.expert_weights_scale);
+    w.set_bool(p + "expert_weights_norm", c.expert_weights_norm);
+    u32("expert_gating_func", static_cast<int64_t>(c.gating));
+    if (c.n_expert_groups > 1) {
+        u32("expert_group_count", c.n_expert_groups);
+        u32("expert_group_used_count", c.n_group_used);
+    }
+    if (c.rope_scaling == RopeScaling::Yarn) {
+        w.set_string(p + "rope.scaling.type", "yarn");
+        w.set_f32(p + "rope.scaling.factor", c.rope_scaling_factor);
+        u32("rope.scaling.original_context_length", c.rope_orig_ctx);
+        w.set_f32(p + "rope.scaling.yarn_log_multiplier", c.rope_yarn_log_mul);
+    }
+}
+
 void write_hparams(gguf::Writer& w, const ModelConfig& c) {
     const std::string p = c.arch + ".";
     auto u32 = [&](const char* k, int64_t v) { w.set_u32(p + k, checked_cast<uint32_t>(v, kC, k)); };
@@ -89,6 +115,7 @@ void write_hparams(gguf::Writer& w, const ModelConfig& c) {
     u32("expert_used_count", c.n_expert_used);
     if (c.arch == kArchQwen2Moe || c.arch == kArchQwen3Moe) u32("expert_feed_forward_length", c.n_ff_exp);
     if (c.arch == kArchQwen2Moe) u32("expert_shared_feed_forward_length", c.n_ff_shexp);
+    if (c.arch == kArchDeepseek2) write_deepseek2(w, c);
 }
 
 }  // namespace
@@ -113,7 +140,8 @@ void gen_row_values(const ModelConfig& cfg, const TensorSpec& t, uint64_t seed, 
     } else if (ends_with(t.name, ".bias")) {
         scale = 0.02f;
     } else if (t.role == TensorRole::Router) {
-        scale = kRouterScale / std::sqrt(static_cast<float>(cfg.n_embd));
+        const float rs = cfg.gating == GatingFunc::Sigmoid ? kRouterScaleSigmoid : kRouterScale;
+        scale = rs / std::sqrt(static_cast<float>(cfg.n_embd));
     } else {
         scale = 1.0f / std::sqrt(static_cast<float>(n));
     }

@@ -10,7 +10,8 @@
 //  - norm weights: 1 + 0.1 N(0,1); biases: 0.02 N(0,1);
 //  - router (ffn_gate_inp): N(0,1) * kRouterScale / sqrt(n_embd), so router logits for a unit-RMS
 //    input have standard deviation kRouterScale and the top-k choice is decisive (the expected gap
-//    between the two largest of 8 standard normals is ~0.57, i.e. ~4.5 logits here).
+//    between the two largest of 8 standard normals is ~0.57, i.e. ~4.5 logits here);
+//    kRouterScaleSigmoid for sigmoid gating (see there);
 // The same underlying f32 values are written whatever the storage type, so an F32 and a Q8_0 file
 // of the same seed differ only by rounding.
 #include <cstdint>
@@ -24,6 +25,9 @@
 namespace moe::model {
 
 inline constexpr float kRouterScale = 8.0f;
+// Sigmoid gating (DeepSeek-V3) selects on sigmoid(logit): at logit sd 8 most scores sit within
+// 1e-3 of 1 and the choice among them is a near-tie; sd 2 keeps the scores spread over (0, 1).
+inline constexpr float kRouterScaleSigmoid = 2.0f;
 
 struct GenSpec {
     std::string preset;          // name from presets()

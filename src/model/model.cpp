@@ -20,6 +20,14 @@ void check_rope_scaling_key(const gguf::File& f, const ModelConfig& c) {
     if (type && *type != "none" && *type != "linear" && *type != "yarn")
         throw_error("model", f.path(), ": rope scaling type '", *type, "' (key ", c.arch,
                     ".rope.scaling.type) is not supported (supported: none, linear, yarn)");
+    // Keys config_from_gguf does not map: refuse rather than run a different model.
+    if (auto g = f.get_int(c.arch + ".expert_gating_func"); g && (*g < 1 || *g > 3))
+        throw_error("model", f.path(), ": expert gating function ", *g, " (key ", c.arch,
+                    ".expert_gating_func) is not supported (supported: 1 softmax, 2 sigmoid, 3 softmax over top-k)");
+    for (const char* k : {".attention.temperature_scale", ".attention.temperature_length"})
+        if (f.find(c.arch + k))
+            throw_error("model", f.path(), ": attention temperature tuning (key ", c.arch, k,
+                        ") is not supported by the forward pass");
 }
 }  // namespace
 

@@ -74,6 +74,52 @@ ModelConfig qwen2moe(const std::string& name, int64_t vocab, int64_t embd, int64
     return c;
 }
 
+// deepseek2: MLA sizes (q_lora 0 = plain attn_q, V2-Lite), YaRN (factor, original context,
+// yarn_log_multiplier = 0.1 * mscale_all_dim as the converter stores it), dense lead, experts.
+struct Ds2 {
+    int64_t vocab, embd, layers, heads, q_lora, kv_lora, nope, rope, v, ff, ff_exp, E, k, shared, dense_lead, ctx;
+    float yarn_factor;
+    int64_t yarn_orig;
+    float yarn_log_mul;
+};
+ModelConfig deepseek2(const std::string& name, const Ds2& s) {
+    ModelConfig c = base(kArchDeepseek2, name, s.vocab, s.embd, s.layers, s.heads, s.heads, s.nope + s.rope, s.ctx,
+                         1e4f, 1e-6f);
+    c.head_dim_v = c.v_head_dim = s.v;
+    c.n_rot = c.qk_rope_head_dim = s.rope;
+    c.qk_nope_head_dim = s.nope;
+    c.q_lora_rank = s.q_lora;
+    c.kv_lora_rank = s.kv_lora;
+    c.n_ff = s.ff;
+    c.n_ff_exp = s.ff_exp;
+    c.n_expert = s.E;
+    c.n_expert_used = s.k;
+    c.n_shared_expert = s.shared;
+    c.n_ff_shexp = s.ff_exp * s.shared;
+    c.n_layer_dense_lead = s.dense_lead;
+    if (s.yarn_factor > 1.0f) {
+        c.rope_scaling = RopeScaling::Yarn;
+        c.rope_scaling_factor = s.yarn_factor;
+        c.rope_orig_ctx = s.yarn_orig;
+        c.rope_yarn_log_mul = s.yarn_log_mul;
+    }
+    return c;
+}
+
+ModelConfig tiny_deepseek3(int64_t tv) {
+    // V3 routing: sigmoid scores + exp_probs_b selection bias, 4 groups of 4 (top-2 groups),
+    // renormalised top-4 weights scaled by 2.5; q through q_a / q_b; 1 shared expert.
+    ModelConfig c = deepseek2("tiny-deepseek3", {tv, 64, 3, 4, 64, 32, 16, 16, 16, 96, 32, 16, 4, 1, 1, 4096,
+                                                 4.0f, 128, 0.1f});
+    c.gating = GatingFunc::Sigmoid;
+    c.selection_bias = true;
+    c.n_expert_groups = 4;
+    c.n_group_used = 2;
+    c.expert_weights_norm = true;
+    c.expert_weights_scale = 2.5f;
+    return c;
+}
+
 std::vector<Preset> make_presets() {
     const int64_t tv = builtin_vocab_size();
     std::vector<Preset> p;
@@ -85,6 +131,12 @@ std::vector<Preset> make_presets() {
                  olmoe("olmoe-1b-7b", 50304, 2048, 16, 16, 16, 128, 1024, 64, 8, 4096)});
     p.push_back({"qwen1.5-moe-a2.7b", "Qwen1.5-MoE-A2.7B (qwen2moe, 60 experts top-4 + gated shared expert, ~14.3B params)",
                  qwen2moe("qwen1.5-moe-a2.7b", 151936, 2048, 24, 16, 16, 128, 5632, 1408, 5632, 60, 4, 8192)});
+    // DeepSeek-V2-Lite (config.json): 27 layers, 16 heads, kv_lora 512, no q_lora, nope 128 +
+    // rope 64, v 128, first layer dense (10944), 64 experts top-6 of 1408 + 2 shared, softmax, YaRN
+    // 40x from 4096 with mscale_all_dim 0.707.
+    p.push_back({"deepseek-v2-lite", "DeepSeek-V2-Lite (deepseek2, MLA, 64 experts top-6 + 2 shared, ~15.7B params)",
+                 deepseek2("deepseek-v2-lite", {102400, 2048, 27, 16, 0, 512, 128, 64, 128, 10944, 1408, 64, 6, 2, 1,
+                                                163840, 40.0f, 4096, 0.0707f})});
     // Tiny presets: n_embd 64, 2 layers, 4 heads / 2 kv heads (olmoe: 4, llama.cpp needs
     // n_head_kv == n_head there), 8 experts top-2, n_ff_exp 32.
     p.push_back({"tiny-mixtral", "tiny llama-arch MoE (test model)",
@@ -96,6 +148,13 @@ std::vector<Preset> make_presets() {
                  qwen3moe("tiny-qwen3moe", tv, 64, 2, 4, 2, 32, 64, 32, 8, 2, 512)});
     p.push_back({"tiny-olmoe", "tiny olmoe with whole-projection q/k norms (test model)",
                  olmoe("tiny-olmoe", tv, 64, 2, 4, 4, 16, 32, 8, 2, 512)});
+    // tiny deepseek2: V2-Lite's structure (plain q, softmax, dense first layer, 2 shared experts,
+    // YaRN with mscale) at n_embd 64, kv_lora 32, heads of 16 + 16 (rope), v 16.
+    p.push_back({"tiny-deepseek2", "tiny deepseek2 (V2-Lite-like MLA, YaRN, dense lead, 2 shared experts; test model)",
+                 deepseek2("tiny-deepseek2", {tv, 64, 3, 4, 0, 32, 16, 16, 16, 96, 32, 8, 2, 2, 1, 4096, 4.0f, 128,
+                                              0.0707f})});
+    p.push_back({"tiny-deepseek3", "tiny deepseek2 with V3 routing (sigmoid, groups, selection bias; test model)",
+                 tiny_deepseek3(tv)});
     for (const auto& x : p) x.config.validate();
     return p;
 }

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <unordered_map>
+#include <vector>
 
 #include "core/error.h"
 #include "format/gguf.h"
@@ -107,6 +108,52 @@ private:
     std::unordered_map<std::string, TensorView> views_;
 };
 
+// f32 copy of a bound matrix (any type with a row dequantizer), rows of ne0.
+std::vector<float> to_f32(const TensorView& t) {
+    std::vector<float> out(static_cast<size_t>(t.nelements()));
+    for (int64_t r = 0; r < t.nrows(); ++r)
+        ref::dequant_row(t.type, static_cast<const char*>(t.data) + r * t.nb[1], out.data() + r * t.ne[0], t.ne[0]);
+    return out;
+}
+
+TensorView own_f32(ModelWeights& w, const std::string& name, std::vector<float> v, int64_t ne0, int64_t ne1,
+                   int64_t ne2) {
+    auto buf = std::make_unique<float[]>(v.size());
+    std::memcpy(buf.get(), v.data(), v.size() * sizeof(float));
+    const int64_t ne[3] = {ne0, ne1, ne2};
+    TensorView t = make_view(name, DType::F32, 3, ne, buf.get());
+    w.converted_bytes += v.size() * sizeof(float);
+    w.owned.push_back(std::move(buf));
+    return t;
+}
+
+// MLA tensors of one block; kv_b becomes per-head f32 k_b / v_b (see weights.h). The absorbed
+// products are small per-head GEMVs (nope x r, r x v) that the f32 kernel runs with strided
+// inputs; f32 keeps them exact for every file type (V2-Lite: 8 MB per layer).
+void bind_mla(const Binder& b, ModelWeights& w, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+    const int64_t H = c.n_head, r = c.kv_lora_rank, nope = c.qk_nope_head_dim, dv = c.v_head_dim;
+    l.wq_a = b.get(p + "attn_q_a.weight");
+    l.q_a_norm = b.get(p + "attn_q_a_norm.weight");
+    l.wq_b = b.get(p + "attn_q_b.weight");
+    l.wkv_a = b.get(p + "attn_kv_a_mqa.weight");
+    l.kv_a_norm = b.get(p + "attn_kv_a_norm.weight");
+    if (c.mla_split_kv_b) {
+        l.k_b = own_f32(w, p + "attn_k_b", to_f32(b.get(p + "attn_k_b.weight")), nope, r, H);
+        l.v_b = own_f32(w, p + "attn_v_b", to_f32(b.get(p + "attn_v_b.weight")), r, dv, H);
+        return;
+    }
+    const std::vector<float> kv = to_f32(b.get(p + "attn_kv_b.weight"));  // rows h*(nope+dv) + i, of r
+    std::vector<float> kb(static_cast<size_t>(H * r * nope)), vb(static_cast<size_t>(H * dv * r));
+    for (int64_t h = 0; h < H; ++h) {
+        const float* base = kv.data() + h * (nope + dv) * r;
+        for (int64_t i = 0; i < nope; ++i)      // k_b[h][j][i] = kv_b row (h, i) element j
+            for (int64_t j = 0; j < r; ++j) kb[static_cast<size_t>((h * r + j) * nope + i)] = base[i * r + j];
+        std::memcpy(vb.data() + h * dv * r, base + nope * r, sizeof(float) * static_cast<size_t>(dv * r));
+    }
+    l.k_b = own_f32(w, p + "attn_k_b", std::move(kb), nope, r, H);
+    l.v_b = own_f32(w, p + "attn_v_b", std::move(vb), r, dv, H);
+}
+
 }  // namespace
 
 ModelWeights bind_weights(const gguf::File& file, const ModelConfig& cfg, const ArchDesc& desc,
@@ -129,6 +176,7 @@ ModelWeights bind_weights(const gguf::File& file, const ModelConfig& cfg, const 
         l.wk = b.get(p + "attn_k.weight");
         l.wv = b.get(p + "attn_v.weight");
         l.wo = b.get(p + "attn_output.weight");
+        if (desc.layer.mla) bind_mla(b, w, cfg, p, l);
         if (desc.layer.qkv_bias) {
             l.bq = b.get(p + "attn_q.bias");
             l.bk = b.get(p + "attn_k.bias");
@@ -143,6 +191,7 @@ ModelWeights bind_weights(const gguf::File& file, const ModelConfig& cfg, const 
             MoeWeights& m = l.moe;
             m.layer = static_cast<int>(il);
             m.router = b.get(p + "ffn_gate_inp.weight");
+            if (desc.moe.has_selection_bias) m.selection_bias = b.get(p + "exp_probs_b.bias");
             m.gate_exps = b.get(p + "ffn_gate_exps.weight");
             m.up_exps = b.get(p + "ffn_up_exps.weight");
             m.down_exps = b.get(p + "ffn_down_exps.weight");
@@ -159,7 +208,9 @@ ModelWeights bind_weights(const gguf::File& file, const ModelConfig& cfg, const 
             l.ffn_down = b.get(p + "ffn_down.weight");
         }
         // Internal invariant: the catalog lists every tensor the description asks for.
-        MOE_ASSERT(l.wq.data && l.wk.data && l.wv.data && l.wo.data && l.attn_norm.data && l.ffn_norm.data);
+        MOE_ASSERT(desc.layer.mla || (l.wq.data && l.wk.data && l.wv.data));
+        MOE_ASSERT(!desc.layer.mla || ((l.wq.data || l.wq_b.data) && l.wkv_a.data && l.k_b.data && l.v_b.data));
+        MOE_ASSERT(l.wo.data && l.attn_norm.data && l.ffn_norm.data);
         MOE_ASSERT(!desc.layer.qkv_bias || (l.bq.data && l.bk.data && l.bv.data));
         MOE_ASSERT(desc.layer.qk_norm == QkNorm::None || (l.q_norm.data && l.k_norm.data));
     }

@@ -38,6 +38,14 @@ struct LayerWeights {
     TensorView bq, bk, bv;           // biases (LayerDesc::qkv_bias), else data == nullptr
     TensorView wo;                   // [Hq*dv, D]
     TensorView q_norm, k_norm;       // [head_dim] (PerHead) or [n_embd] (Whole); else empty
+    // MLA (LayerDesc::mla; r = kv_lora_rank, dq = nope + rope, H heads); wq is the plain q
+    // [D, H*dq] or empty when q goes through q_a [D, q_lora] -> q_a_norm -> q_b [q_lora, H*dq].
+    TensorView wq_a, q_a_norm, wq_b;
+    TensorView wkv_a, kv_a_norm;     // attn_kv_a_mqa [D, r + rope], attn_kv_a_norm [r]
+    // kv_b split per head for the absorbed form, f32 (owned): k_b [nope, r, H] (per head: r rows
+    // of nope, q_lat = k_b_h q_nope) and v_b [r, v, H] (per head: v rows of r, out = v_b_h o_lat).
+    // From attn_k_b / attn_v_b, or rearranged from attn_kv_b [r, H*(nope + v)] at load.
+    TensorView k_b, v_b;
     TensorView ffn_norm;             // [D]
     MoeWeights moe;                  // MoE blocks
     TensorView ffn_gate, ffn_up, ffn_down;  // dense blocks: [D, F], [D, F], [F, D]

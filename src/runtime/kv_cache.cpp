@@ -22,13 +22,14 @@ void validate(const KvCacheSpec& s) {
         throw_error(kComp, "cache type ", dtype_name(s.type), " is not supported (use f32 or f16)");
     if (s.n_ctx <= 0) throw_error(kComp, "context of ", s.n_ctx, " tokens (must be > 0; use --ctx)");
     if (s.n_seq <= 0) throw_error(kComp, "n_seq is ", s.n_seq, " (must be > 0)");
-    if (s.n_layer <= 0 || s.n_head_kv <= 0 || s.head_dim_k <= 0 || s.head_dim_v <= 0)
+    if (s.n_layer <= 0 || s.n_head_kv <= 0 || s.head_dim_k <= 0 || s.head_dim_v < 0)
         throw_error(kComp, "invalid shape: n_layer ", s.n_layer, ", n_head_kv ", s.n_head_kv, ", head_dim_k ",
-                    s.head_dim_k, ", head_dim_v ", s.head_dim_v, " (all must be > 0)");
+                    s.head_dim_k, ", head_dim_v ", s.head_dim_v, " (must be > 0; head_dim_v >= 0)");
 }
 
 // One K (or V) buffer: n_ctx * n_head_kv * head_dim elements, padded to kAlign bytes.
 uint64_t buffer_bytes(const KvCacheSpec& s, int64_t head_dim) {
+    if (head_dim == 0) return 0;  // no V buffer (MLA)
     const int64_t dims[3] = {s.n_ctx, s.n_head_kv, head_dim};
     const uint64_t n = checked_product(dims, 3, kComp, "KV cache size");
     return checked_align(checked_mul(n, elem_bytes(s.type), kComp, "KV cache size"), kAlign, kComp, "KV cache size");
@@ -106,7 +107,7 @@ void KvCache::write(int64_t layer, int64_t seq, int64_t pos0, int64_t n, const f
     const int64_t ok = pos0 * spec_.n_head_kv * spec_.head_dim_k, ov = pos0 * spec_.n_head_kv * spec_.head_dim_v;
     if (spec_.type == DType::F32) {
         std::memcpy(reinterpret_cast<float*>(kb) + ok, k, static_cast<size_t>(nk) * sizeof(float));
-        std::memcpy(reinterpret_cast<float*>(vb) + ov, v, static_cast<size_t>(nv) * sizeof(float));
+        if (nv > 0) std::memcpy(reinterpret_cast<float*>(vb) + ov, v, static_cast<size_t>(nv) * sizeof(float));
     } else {
         uint16_t* kd = reinterpret_cast<uint16_t*>(kb) + ok;
         uint16_t* vd = reinterpret_cast<uint16_t*>(vb) + ov;

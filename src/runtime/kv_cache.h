@@ -23,7 +23,7 @@ struct KvCacheSpec {
     int64_t n_seq = 1;      // sequence slots
     int64_t n_head_kv = 0;
     int64_t head_dim_k = 0;
-    int64_t head_dim_v = 0;
+    int64_t head_dim_v = 0;   // 0: no V buffer (MLA: V is part of each K row; write() ignores v)
     DType type = DType::F32;  // F32 or F16
 };
 

@@ -18,9 +18,9 @@ KvCacheSpec kv_spec(const model::Model& m, const SessionOptions& o, int64_t n_ct
     s.n_layer = c.n_layer;
     s.n_ctx = n_ctx;
     s.n_seq = o.n_seq;
-    s.n_head_kv = c.n_head_kv;
-    s.head_dim_k = c.head_dim_k;
-    s.head_dim_v = c.head_dim_v;
+    s.n_head_kv = m.desc().kv.n_head_kv;
+    s.head_dim_k = m.desc().kv.head_dim_k;
+    s.head_dim_v = m.desc().kv.head_dim_v;
     s.type = o.kv_type;
     return s;
 }

@@ -1,5 +1,6 @@
 // fp64 reference forward (see reference_forward_util.h). Deliberately simple and slow.
 #include "runtime/reference_forward_util.h"
+#include "runtime/reference_detail.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,17 +15,9 @@
 
 namespace moe::testref {
 
-namespace {
+namespace detail {
 
-using Vec = std::vector<double>;
-
-struct Tensor {
-    Vec data;
-    int64_t ne[4] = {1, 1, 1, 1};
-    bool present = false;
-};
-
-Tensor load(const gguf::File& f, const std::string& name, bool required = true) {
+Tensor load(const gguf::File& f, const std::string& name, bool required) {
     Tensor t;
     const gguf::TensorInfo* info = f.find_tensor(name);
     if (!info) {
@@ -56,7 +49,7 @@ Tensor load(const gguf::File& f, const std::string& name, bool required = true) 
 }
 
 // y[n] = sum_i W[off + n*K + i] x[i], n < N.
-Vec matvec(const Tensor& W, const Vec& x, int64_t K, int64_t N, size_t off = 0) {
+Vec matvec(const Tensor& W, const Vec& x, int64_t K, int64_t N, size_t off) {
     Vec y(static_cast<size_t>(N), 0.0);
     for (int64_t n = 0; n < N; ++n) {
         double s = 0;
@@ -77,6 +70,11 @@ void rmsnorm_chunk(Vec& x, size_t off, int64_t len, const Tensor& w, double eps)
 
 double silu(double v) { return v / (1.0 + std::exp(-v)); }
 
+}  // namespace detail
+
+namespace {
+using namespace detail;
+
 struct Layer {
     Tensor attn_norm, wq, wk, wv, bq, bk, bv, wo, q_norm, k_norm, ffn_norm;
     Tensor router, gate_e, up_e, down_e, gate_s, up_s, down_s, gate_inp_s;
@@ -88,6 +86,7 @@ struct Layer {
 std::vector<double> reference_forward(const gguf::File& f, const std::vector<int32_t>& tokens) {
     const model::ModelConfig c = model::config_from_gguf(f);
     const std::string arch = c.arch;
+    if (arch == "deepseek2") return reference_forward_deepseek2(f, tokens);
     if (arch != "llama" && arch != "qwen2moe" && arch != "qwen3moe" && arch != "olmoe")
         throw std::runtime_error("reference: no reference for " + arch);
     // Architecture rules, from llama.cpp's graph builders (src/models/<arch>.cpp):

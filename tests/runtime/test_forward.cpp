@@ -34,7 +34,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* const kPresets[] = {"tiny-mixtral", "tiny-qwen2moe", "tiny-qwen3moe", "tiny-olmoe"};
+const char* const kPresets[] = {"tiny-mixtral", "tiny-qwen2moe",  "tiny-qwen3moe",
+                                "tiny-olmoe",   "tiny-deepseek2", "tiny-deepseek3"};
 
 const fs::path& temp_dir() {
     static const fs::path dir = [] {
@@ -226,10 +227,12 @@ TEST_P(ForwardArch, F16KvCacheClose) {
 //    ~ (max/127)^2 / 12 / mean(x^2) ~ 2.5e-5 for roughly Gaussian blocks where max ~ 2.2 sd). A row
 //    goes through ~5 quantized matmuls in sequence per layer (q/k/v, o, gate/up, down), 2 layers +
 //    the head, ~11 in all, and attention softmax and SwiGLU can amplify by a few: ~1e-3. Bound:
-//    3e-3 on the mean over rows and on every row whose routing agrees; a near-tie of two experts
-//    may flip under the activation rounding (a different expert is not an arithmetic error), so
-//    at most a quarter of the rows may exceed it (observed on the tiny presets: mean 6e-4..1.3e-3,
-//    0-2 of 20 rows above 3e-3, worst 1.2e-2). A wrong block decode would give NMSE ~1.
+//    3e-3 on every row whose routing agrees; a near-tie of two experts (or, with V3's group-limited
+//    routing, of two groups) may flip under the activation rounding (a different expert is not an
+//    arithmetic error), so at most a quarter of the rows may exceed it, and the mean of the best
+//    three quarters must stay under half the bound (a systematic error moves every row; observed
+//    on the tiny presets: 0-4 of 20 rows above 3e-3, trimmed means 4e-4..1e-3, worst single row 0.35
+//    on tiny-deepseek3 q8_0, a group flip). A wrong block decode would give NMSE ~1.
 TEST_P(ForwardArch, StoredTypesMatchFp64ReferenceOnDequantizedWeights) {
     for (DType type : {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
         const std::string path = typed_model_path(GetParam(), type);
@@ -244,17 +247,25 @@ TEST_P(ForwardArch, StoredTypesMatchFp64ReferenceOnDequantizedWeights) {
         const double bound = exact_acts ? 1e-6 : 3e-3;
         double worst = 0, sum = 0;
         int over = 0;
+        std::vector<double> errs;
         for (size_t i = 0; i < toks.size(); ++i) {
             const double err = testref::nmse(got.data() + i * V, ref.data() + i * V, V);
             worst = std::max(worst, err);
             sum += err;
+            errs.push_back(err);
             if (err > bound) ++over;
         }
+        std::sort(errs.begin(), errs.end());
+        const size_t keep = errs.size() * 3 / 4;
+        double trimmed = 0;
+        for (size_t i = 0; i < keep; ++i) trimmed += errs[i] / static_cast<double>(keep);
         if (exact_acts) EXPECT_EQ(0, over) << dtype_name(type) << " worst " << worst;
         else EXPECT_LE(over * 4, static_cast<int>(toks.size())) << dtype_name(type) << " worst " << worst;
-        EXPECT_LE(sum / static_cast<double>(toks.size()), bound) << dtype_name(type);
-        std::printf("[ %s %s ] NMSE vs fp64 reference on dequantized weights: mean %.3g, worst %.3g, %d/%zu rows > %.0e\n",
-                    GetParam(), dtype_name(type), sum / static_cast<double>(toks.size()), worst, over, toks.size(), bound);
+        EXPECT_LE(trimmed, bound / 2) << dtype_name(type);
+        std::printf("[ %s %s ] NMSE vs fp64 reference on dequantized weights: mean %.3g (best 3/4: %.3g), worst %.3g, "
+                    "%d/%zu rows > %.0e\n",
+                    GetParam(), dtype_name(type), sum / static_cast<double>(toks.size()), trimmed, worst, over,
+                    toks.size(), bound);
     }
 }
 

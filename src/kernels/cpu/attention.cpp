@@ -54,7 +54,7 @@ void accum_scalar(float* acc, const float* w, const void* vp, int64_t stride, in
 void attend_heads(const TileOps& ops, const AttentionSpec& s, const float* q, int64_t nh, const char* k,
                   const char* v, size_t elem, int64_t n_keys, float scale, float* out) {
     const int64_t dk = s.head_dim_k, dv = s.head_dim_v;
-    const int64_t k_stride = s.n_head_kv * dk, v_stride = s.n_head_kv * dv;
+    const int64_t k_stride = s.n_head_kv * dk, v_stride = attention_v_stride(s);
     alignas(64) float acc[kAttentionHeadsPerItem][kAttentionMaxHeadDim];
     alignas(64) float sc[kAttentionTile];
     float m[kAttentionHeadsPerItem], l[kAttentionHeadsPerItem];
@@ -227,7 +227,7 @@ struct QRow {
 template <typename T>
 void attend_block(const AttentionSpec& s, const QRow* rows, int64_t R, const char* kp, const char* vp, float scale) {
     const int64_t dk = s.head_dim_k, dv = s.head_dim_v;
-    const int64_t ks = s.n_head_kv * dk, vs = s.n_head_kv * dv;
+    const int64_t ks = s.n_head_kv * dk, vs = attention_v_stride(s);
     const T* K = reinterpret_cast<const T*>(kp);
     const T* V = reinterpret_cast<const T*>(vp);
     const int64_t dvec = dk & ~int64_t{15};

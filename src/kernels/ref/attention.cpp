@@ -54,7 +54,7 @@ void attention(const AttentionSpec& s, const AttentionArgs& a) {
             }
             for (auto& x : acc) x = 0.0f;
             for (int64_t j = 0; j < n; ++j) {
-                const int64_t vbase = (j * s.n_head_kv + g) * dv;
+                const int64_t vbase = j * attention_v_stride(s) + g * dv;
                 const float wj = w[static_cast<size_t>(j)];
                 for (int64_t i = 0; i < dv; ++i) acc[static_cast<size_t>(i)] += wj * load_kv(s.kv_type, a.v, vbase + i);
             }

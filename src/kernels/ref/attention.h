@@ -20,12 +20,18 @@ struct AttentionSpec {
     int64_t head_dim_v = 0;
     float scale = 0.0f;      // 0 -> 1 / sqrt(head_dim_k)
     DType kv_type = DType::F32;  // F32 or F16 cache
+    // Elements between consecutive V rows; 0 = n_head_kv * head_dim_v (separate V buffer). MLA sets
+    // it to the K row length: V is then the first head_dim_v elements of each K row (latent cache).
+    int64_t v_row_stride = 0;
 };
+inline int64_t attention_v_stride(const AttentionSpec& s) {
+    return s.v_row_stride > 0 ? s.v_row_stride : s.n_head_kv * s.head_dim_v;
+}
 
 struct AttentionArgs {
     const float* q = nullptr;   // [n_tokens, n_head, head_dim_k]
     const void* k = nullptr;    // [n_kv, n_head_kv, head_dim_k] of kv_type (KV cache layout)
-    const void* v = nullptr;    // [n_kv, n_head_kv, head_dim_v] of kv_type
+    const void* v = nullptr;    // [n_kv, n_head_kv, head_dim_v] of kv_type (row stride: attention_v_stride)
     const int32_t* pos = nullptr;  // [n_tokens]: query t attends to cache rows 0 .. pos[t]
     int64_t n_tokens = 0;
     int64_t n_kv = 0;           // valid cache rows; every pos[t] < n_kv
