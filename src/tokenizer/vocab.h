@@ -35,6 +35,9 @@ enum class ModelType {
 };
 
 inline constexpr int32_t kNoToken = -1;
+// Largest vocabulary accepted (8x the largest real one, Gemma 3's 262144): bounds the tokenizer's
+// tables, whose memory is ~100x the vocab's bytes in the file (docs/SECURITY.md, resource bounds).
+inline constexpr size_t kMaxVocab = size_t(1) << 21;
 
 struct Vocab {
     std::string source = "<memory>";  // file the vocab came from (for error messages)
