@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/qmatmul.h"
 #include "kernels/ref/quant_formats.h"
 #include "kernels/ref/quantize_act.h"
@@ -35,7 +36,7 @@ bool qmm_avx512_usable() {
     static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                            __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") &&
-                           __builtin_cpu_supports("f16c");
+                           cpu_has_f16c();
     return ok;
 #else
     return false;
