@@ -32,9 +32,13 @@ constexpr uint64_t kMaxKeyBytes = 65535;
 // Smallest encodings, used to bound counts by the bytes left before anything is allocated.
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;             // key length, value type, 1-byte value
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // name length, n_dims, 1 dim, type, offset
-// Cap on array elements over the whole file: each parsed element costs a Value (~100 bytes), so
-// this bounds memory to a few GB whatever the file claims. Real vocabularies are < 1M entries.
-constexpr uint64_t kMaxMetadataElements = uint64_t(1) << 24;
+// Cap on array elements over the whole file: each parsed element costs a Value (~90 bytes), so
+// this bounds metadata memory to ~400 MB whatever the file claims. The largest real vocabularies
+// (Gemma 3, 262k tokens x tokens/scores/token_type) need < 1M. docs/SECURITY.md lists the bounds.
+constexpr uint64_t kMaxMetadataElements = uint64_t(1) << 22;
+// Cap on tensors: each info costs ~300 bytes (TensorInfo + name index); real files have < 50k
+// (DeepSeek-V3 with one tensor per expert would be 45k).
+constexpr uint64_t kMaxTensors = uint64_t(1) << 18;
 constexpr const char* kFix = "; re-download or re-convert the file";
 constexpr const char* kDamaged = " (the file is truncated or damaged); re-download or re-convert the file";
 
@@ -190,6 +194,9 @@ private:
         if (n_tensors_ > in_.left() / kMinTensorInfoBytes)
             in_.fail("tensor count ", n_tensors_, " is impossible: each tensor info needs at least ",
                      kMinTensorInfoBytes, " bytes and only ", in_.left(), " bytes follow the header", kDamaged);
+        if (n_tensors_ > kMaxTensors)
+            in_.fail("tensor count ", n_tensors_, " is more than the limit of ", kMaxTensors,
+                     " tensors (real models have < 50000)", kDamaged);
         const uint64_t info_min = checked_mul(n_tensors_, kMinTensorInfoBytes, "gguf", "tensor info size");
         if (n_kv_ > (in_.left() - info_min) / kMinKvBytes)
             in_.fail("metadata key/value count ", n_kv_, " is impossible: each pair needs at least ", kMinKvBytes,

@@ -6,6 +6,7 @@
 // reads only these fields.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace moe::gguf {
@@ -120,5 +121,7 @@ ModelConfig config_from_gguf(const gguf::File& file);
 // deepseek_v3, gpt_oss, llama) or a DeepSeek inference config (dim / n_layers / moe_inter_dim ...)
 // to a ModelConfig. Throws moe::Error naming the file and the missing or mistyped field.
 ModelConfig config_from_hf_json(const std::string& path);
+// Same over text in memory (`name` is used in messages; fuzz/targets/hf_config.cpp drives it).
+ModelConfig config_from_hf_text(std::string_view text, const std::string& name = "<memory>");
 
 }  // namespace moe::model

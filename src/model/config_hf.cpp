@@ -212,8 +212,9 @@ void map_gpt_oss(const hf::Config& j, ModelConfig& c) {
 
 }  // namespace
 
-ModelConfig config_from_hf_json(const std::string& path) {
-    const hf::Config j = hf::Config::load(path);
+namespace {
+ModelConfig config_from_hf(const hf::Config& j) {
+    const std::string& path = j.path();
     ModelConfig c;
     c.source = path;
     const auto model_type = j.get_string("model_type");
@@ -240,6 +241,14 @@ ModelConfig config_from_hf_json(const std::string& path) {
     }
     c.validate();
     return c;
+}
+
+}  // namespace
+
+ModelConfig config_from_hf_json(const std::string& path) { return config_from_hf(hf::Config::load(path)); }
+
+ModelConfig config_from_hf_text(std::string_view text, const std::string& name) {
+    return config_from_hf(hf::Config::parse(text, name));
 }
 
 }  // namespace moe::model

@@ -35,9 +35,14 @@ Model::Model() : kernels_(kernels::CpuKernels::from_env()) {}
 Model::~Model() = default;
 
 std::unique_ptr<Model> Model::load(const std::string& path, const ModelOptions& opts) {
+    return load(gguf::File::open(path), opts);
+}
+
+std::unique_ptr<Model> Model::load(gguf::File file, const ModelOptions& opts) {
     std::unique_ptr<Model> m(new Model());
-    m->path_ = path;
-    m->file_ = std::make_unique<gguf::File>(gguf::File::open(path));
+    m->path_ = file.path();
+    m->file_ = std::make_unique<gguf::File>(std::move(file));
+    const std::string& path = m->path_;
     const gguf::File& f = *m->file_;
     if (auto arch = f.get_string("general.architecture");
         arch && std::find(forward_archs().begin(), forward_archs().end(), *arch) == forward_archs().end())

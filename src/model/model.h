@@ -64,6 +64,9 @@ struct ModelOptions {
 class Model {
 public:
     static std::unique_ptr<Model> load(const std::string& path, const ModelOptions& opts = {});
+    // Same over an already opened/parsed file (e.g. gguf::File::parse of bytes in memory: the
+    // fuzz target fuzz/targets/gguf_bind.cpp). The bytes must outlive the model.
+    static std::unique_ptr<Model> load(gguf::File file, const ModelOptions& opts = {});
     ~Model();
     Model(const Model&) = delete;
     Model& operator=(const Model&) = delete;

@@ -93,8 +93,9 @@ void Vocab::finalize() {
     const size_t n = tokens.size();
     if (n == 0)
         throw_error(kC, source, ": tokenizer.ggml.tokens is empty; the vocabulary needs at least one token");
-    if (n > static_cast<size_t>(INT32_MAX))
-        throw_error(kC, source, ": tokenizer.ggml.tokens has ", n, " entries (more than token ids can hold)");
+    if (n > kMaxVocab)
+        throw_error(kC, source, ": tokenizer.ggml.tokens has ", n, " entries, more than the limit of ", kMaxVocab,
+                    " (real vocabularies have at most ~262k); the file is damaged or hostile");
     if (!scores.empty() && scores.size() != n)
         throw_error(kC, source, ": tokenizer.ggml.scores has ", scores.size(), " entries but tokenizer.ggml.tokens has ",
                     n, "; the arrays must have the same length (re-convert the vocabulary)");

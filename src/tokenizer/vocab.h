@@ -38,6 +38,9 @@ inline constexpr int32_t kNoToken = -1;
 // Vocab::strip bits: when the token is matched in text, whitespace before (left) / after (right)
 // it is dropped from the neighbouring text.
 inline constexpr uint8_t kStripLeft = 1, kStripRight = 2;
+// Largest vocabulary accepted (8x the largest real one, Gemma 3's 262144): bounds the tokenizer's
+// tables, whose memory is ~100x the vocab's bytes in the file (docs/SECURITY.md, resource bounds).
+inline constexpr size_t kMaxVocab = size_t(1) << 21;
 
 struct Vocab {
     std::string source = "<memory>";  // file the vocab came from (for error messages)

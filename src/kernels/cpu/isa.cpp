@@ -1,5 +1,9 @@
 #include "kernels/cpu/isa.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 namespace moe::kernels {
 
 const char* isa_name(Isa isa) {
@@ -29,6 +33,15 @@ bool isa_supported(Isa isa) {
 #endif
     }
     return false;
+}
+
+bool cpu_has_f16c() {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+#else
+    return false;
+#endif
 }
 
 Isa best_isa() {

@@ -15,5 +15,8 @@ std::optional<Isa> isa_from_name(std::string_view name);  // "scalar", "avx2", "
 bool isa_supported(Isa isa);                               // this CPU can run the path
 Isa best_isa();
 std::vector<Isa> supported_isas();                         // every path this CPU can run
+// F16C (CPUID.1:ECX bit 29), read with <cpuid.h>: clang's __builtin_cpu_supports has no "f16c",
+// and the fuzz build (fuzz/fuzz.cmake) compiles the kernels with clang.
+bool cpu_has_f16c();
 
 }  // namespace moe::kernels

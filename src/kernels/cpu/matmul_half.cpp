@@ -15,6 +15,7 @@
 
 #include "core/fp16.h"
 #include "kernels/cpu/fma_tile.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/qmatmul.h"
 
 namespace moe::kernels {
@@ -92,7 +93,7 @@ void half_avx2(const MatmulArgs& a) { drive256<LoadHalfx8<T>>(a); }
 
 bool avx512_half_usable() {
     static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c");
+                           __builtin_cpu_supports("avx512vl") && cpu_has_f16c();
     return ok;
 }
 
@@ -102,7 +103,7 @@ MatmulFn half_kernel(DType t, Isa isa) {
     if (t != DType::F16 && t != DType::BF16) return nullptr;
     const bool f16 = t == DType::F16;
     if (isa == Isa::Avx512 && avx512_half_usable()) return f16 ? half_avx512<DType::F16> : half_avx512<DType::BF16>;
-    if (isa != Isa::Scalar && __builtin_cpu_supports("f16c")) return f16 ? half_avx2<DType::F16> : half_avx2<DType::BF16>;
+    if (isa != Isa::Scalar && cpu_has_f16c()) return f16 ? half_avx2<DType::F16> : half_avx2<DType::BF16>;
     return f16 ? half_scalar<DType::F16> : half_scalar<DType::BF16>;
 }
 

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/qmatmul.h"
 #include "kernels/cpu/qmatmul_decode.h"
 #include "kernels/ref/iq_tables.h"
@@ -37,7 +38,7 @@ bool qmm_avx512_usable() {
     static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                            __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") &&
-                           __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+                           cpu_has_f16c() && __builtin_cpu_supports("bmi2");
     return ok;
 #else
     return false;
