@@ -12,6 +12,7 @@ const Command kCommands[] = {
     {"bench", "prompt and generation tokens/s, llama-bench-style rows (-m MODEL -p 512 -n 128 -t 2)", cmd_bench},
     {"tokenize", "print the token ids of a text (-m MODEL -p TEXT | -f FILE)", cmd_tokenize},
     {"detokenize", "print the text of token ids (-m MODEL --ids 1,2,3)", cmd_detokenize},
+    {"serve", "OpenAI-compatible HTTP server with continuous batching (-m MODEL --port 8080 --parallel 4)", cmd_serve},
     {"bench-moe", "time the MoE block alone over shapes (T,E,k,D,F): tokens/s, stage split, GFLOP/s, GB/s", cmd_bench_moe},
 };
 }  // namespace
