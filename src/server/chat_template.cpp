@@ -91,8 +91,9 @@ std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& m
             if (gen) s += "<|im_start|>assistant\n";
             break;
         case ChatFamily::Mistral: {
-            // Mixtral-8x7B-Instruct: "[INST] " + user + " [/INST]" and assistant + eos; a system
-            // message is put before the next user message (Mistral's v1-v3 convention).
+            // Mixtral-8x7B-Instruct: "[INST] " + user + " [/INST]" then assistant + eos (no space
+            // between, as that template writes it). It has no system role: a system message is
+            // put before the next user message, followed by a blank line (Mistral's convention).
             bool in_turn = false;
             for (const ChatMessage& m : msgs) {
                 if (!in_turn) {
@@ -102,7 +103,7 @@ std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& m
                 if (m.role == "system") s += m.content + "\n\n";
                 else if (m.role == "user") s += m.content + " [/INST]";
                 else {
-                    s += " " + m.content + spec.eos;
+                    s += m.content + spec.eos;
                     in_turn = false;
                 }
             }

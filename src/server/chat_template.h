@@ -6,7 +6,7 @@
 //
 //   chatml    "<|im_start|>{role}\n{content}<|im_end|>\n" ... "<|im_start|>assistant\n"  (Qwen, ...;
 //             a default system message when the template text carries one, as Qwen2 does)
-//   mistral   "[INST] {system}\n\n{user} [/INST] {assistant}</s>[INST] ..."      (Mixtral/Mistral v1-v3)
+//   mistral   "[INST] {system}\n\n{user} [/INST]{assistant}</s>[INST] ..."       (Mixtral-8x7B-Instruct)
 //   llama3    "<|start_header_id|>{role}<|end_header_id|>\n\n{trimmed}<|eot_id|>" ...
 //   deepseek2 "{system}\n\nUser: {user}\n\nAssistant: {assistant}<｜end▁of▁sentence｜>" ... "Assistant:"
 //   deepseek3 "{systems}<｜User｜>{user}<｜Assistant｜>{assistant}<｜end▁of▁sentence｜>" ...
