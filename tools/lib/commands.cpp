@@ -13,6 +13,7 @@ const Command kCommands[] = {
     {"tokenize", "print the token ids of a text (-m MODEL -p TEXT | -f FILE)", cmd_tokenize},
     {"detokenize", "print the text of token ids (-m MODEL --ids 1,2,3)", cmd_detokenize},
     {"serve", "OpenAI-compatible HTTP server with continuous batching (-m MODEL --port 8080 --parallel 4)", cmd_serve},
+    {"bench-serve", "load generator for an OpenAI server: N streaming clients, tok/s, TTFT and ITL p50/p99", cmd_bench_serve},
     {"bench-moe", "time the MoE block alone over shapes (T,E,k,D,F): tokens/s, stage split, GFLOP/s, GB/s", cmd_bench_moe},
 };
 }  // namespace

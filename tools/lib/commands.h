@@ -27,5 +27,6 @@ int cmd_eval(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
+int cmd_bench_serve(int argc, char** argv);
 
 }  // namespace moe::tools
