@@ -38,6 +38,7 @@ struct Scheduler::Slot {
     std::shared_ptr<Request> req;
     std::vector<int32_t> cached;  // tokens whose K/V are in this slot's cache rows, in order
     size_t n_prompt_done = 0;     // prompt tokens in the cache (prefill progress)
+    size_t exact = 0;             // leading cached rows computed with the model's own k (reusable)
     int32_t next = 0;             // sampled token to feed at the next step (Decode)
     int64_t generated = 0;
     int64_t reused = 0;
@@ -59,7 +60,10 @@ Scheduler::Scheduler(model::Model& model, ThreadPool& pool, const SchedulerSpec&
         throw_error("server", "--batch ", spec_.batch, " must be in [--parallel = ", spec_.n_slots, ", ",
                     model.options().max_batch, "] (one row per decoding slot per step)");
     if (spec_.max_queue < 0) throw_error("server", "--queue ", spec_.max_queue, " must be >= 0");
-    full_k_ = static_cast<int>(model.config().n_expert_used);
+    full_k_ = cur_k_ = static_cast<int>(model.config().n_expert_used);
+    if (spec_.adaptive_kmin != 0 && (spec_.adaptive_kmin < 1 || spec_.adaptive_kmin > full_k_ || model.config().n_expert == 0))
+        throw_error("server", "--adaptive-topk ", spec_.adaptive_kmin, " must be in [1, ", full_k_,
+                    "] (the model routes to ", full_k_, " experts per token)");
     ends_ = end_tokens(model.tokenizer());
     for (int64_t i = 0; i < spec_.n_slots; ++i) {
         slots_.push_back(std::make_unique<Slot>());
@@ -77,6 +81,9 @@ Scheduler::~Scheduler() {
     }
     cv_.notify_all();
     thread_.join();
+    if (cur_k_ != full_k_)  // leave the model as it was given
+        for (int64_t il = 0; il < model_.config().n_layer; ++il)
+            if (MoeBlock* b = model_.moe_block(il)) b->set_active_k(full_k_);
     for (auto& r : queue_) r->finish("cancelled", 0, 0, "the server is shutting down");
     for (auto& s : slots_)
         if (s->req) s->req->finish("cancelled", s->generated, s->reused, "the server is shutting down");
@@ -100,6 +107,19 @@ void Scheduler::drain() {
     idle_cv_.wait(l, [&] { return queue_.empty() && busy_ == 0; });
 }
 
+void Scheduler::adapt_k(int64_t depth) {
+    if (spec_.adaptive_kmin <= 0) return;
+    const int kmin = spec_.adaptive_kmin;
+    const int want = depth >= spec_.n_slots ? kmin : depth > 0 ? (full_k_ + kmin + 1) / 2 : full_k_;
+    if (want == cur_k_) return;
+    for (int64_t il = 0; il < model_.config().n_layer; ++il)
+        if (MoeBlock* b = model_.moe_block(il)) b->set_active_k(want);
+    log(LogLevel::Info, "server", "adaptive top-k: ", cur_k_, " -> ", want, " experts per token (", depth,
+        " requests queued)");
+    cur_k_ = want;
+    metrics_.topk_change();
+}
+
 void Scheduler::admit_locked() {
     while (!queue_.empty()) {
         // Free slot with the longest common prefix with this prompt (ties: lowest index).
@@ -111,6 +131,8 @@ void Scheduler::admit_locked() {
             if (s->state != State::Free) continue;
             size_t lcp = 0;
             while (lcp < s->cached.size() && lcp < p.size() && s->cached[lcp] == p[lcp]) ++lcp;
+            // Rows computed while --adaptive-topk had lowered k are not reused.
+            lcp = std::min(lcp, s->exact);
             if (!best || lcp > best_lcp) best = s.get(), best_lcp = lcp;
         }
         if (!best) return;
@@ -119,6 +141,7 @@ void Scheduler::admit_locked() {
         Slot& s = *best;
         session_.kv().cache().truncate(s.seq, static_cast<int64_t>(keep));
         s.cached.resize(keep);
+        s.exact = std::min(s.exact, keep);
         s.n_prompt_done = keep;
         s.reused = static_cast<int64_t>(keep);
         s.req = r;
@@ -136,12 +159,15 @@ void Scheduler::admit_locked() {
 
 void Scheduler::loop() {
     for (;;) {
+        int64_t depth = 0;
         {
             std::unique_lock<std::mutex> l(mu_);
             cv_.wait(l, [&] { return stop_ || busy_ > 0 || !queue_.empty(); });
             if (stop_) return;
             admit_locked();
+            depth = static_cast<int64_t>(queue_.size());
         }
+        adapt_k(depth);
         publish_gauges();
         try {
             step();
@@ -176,6 +202,11 @@ void Scheduler::retire(Slot& s, const std::string& reason, const std::string& er
     idle_cv_.notify_all();
 }
 
+void Scheduler::note_row(Slot& s, size_t pos) const {
+    if (cur_k_ != full_k_) s.exact = std::min(s.exact, pos);
+    else if (s.exact == pos) s.exact = pos + 1;
+}
+
 void Scheduler::step() {
     // Retire cancelled requests before spending compute on them.
     for (auto& s : slots_)
@@ -187,6 +218,7 @@ void Scheduler::step() {
         Slot& s = *sp;
         if (s.state != State::Decode) continue;
         rows_.push_back({s.next, static_cast<int32_t>(s.cached.size()), static_cast<int32_t>(s.seq), true});
+        note_row(s, s.cached.size());
         s.cached.push_back(s.next);
         row_slot_.push_back({&s, 0});
     }
@@ -202,6 +234,7 @@ void Scheduler::step() {
             const size_t j = s.n_prompt_done + i;
             const bool last = j + 1 == p.size();
             rows_.push_back({p[j], static_cast<int32_t>(j), static_cast<int32_t>(s.seq), last});
+            note_row(s, j);
             s.cached.push_back(p[j]);
             if (last) row_slot_.push_back({&s, 0});
         }
@@ -300,7 +333,7 @@ void Scheduler::publish_gauges() {
     g.n_slots = spec_.n_slots;
     g.kv_capacity = spec_.n_slots * session_.n_ctx();
     for (auto& s : slots_) g.kv_used += static_cast<int64_t>(s->cached.size());
-    g.current_k = full_k_;
+    g.current_k = cur_k_;
     g.full_k = full_k_;
     metrics_.set_gauges(g);
 }

@@ -31,6 +31,10 @@ struct SchedulerSpec {
     int64_t batch = 256;    // most rows per forward (decode rows + prefill chunk); <= model max_batch
     int64_t max_queue = 16; // requests waiting for a slot; beyond: rejected (503)
     DType kv_type = DType::F32;
+    // --adaptive-topk KMIN (0: off): route with fewer experts per token while requests wait —
+    // KMIN when at least n_slots requests are queued, halfway between KMIN and the model's k
+    // when some are, the model's k when none are. Changes output (opt-in); logged and counted.
+    int adaptive_kmin = 0;
 };
 
 class Scheduler {
@@ -57,6 +61,8 @@ private:
     void sample_slot(Slot& s, const float* logits);
     void retire(Slot& s, const std::string& reason, const std::string& error = "");
     void publish_gauges();
+    void adapt_k(int64_t queue_depth);
+    void note_row(Slot& s, size_t pos) const;  // a row at pos of slot s goes into this step
 
     model::Model& model_;
     SchedulerSpec spec_;
@@ -68,7 +74,7 @@ private:
     std::vector<float> logits_;
     std::vector<float> work_;           // one slot's logits after penalties
     std::vector<int32_t> ends_;         // tokens that end generation (EOS, end-of-turn)
-    int full_k_ = 0;
+    int full_k_ = 0, cur_k_ = 0;
 
     std::mutex mu_;
     std::condition_variable cv_, idle_cv_;

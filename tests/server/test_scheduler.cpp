@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/rng.h"
 #include "core/thread_pool.h"
 #include "model/model.h"
@@ -213,4 +214,31 @@ TEST(StopMatcher, MatchesBruteForceAcrossChunkBoundaries) {
         ASSERT_EQ(hit, expect_hit) << iter;
         ASSERT_EQ(got, expect) << iter;
     }
+}
+
+// --adaptive-topk: with requests queued behind the only slot, k drops to KMIN (logged, counted),
+// and comes back once the queue drains; the last request (queue empty when it runs) routes with
+// the model's k and gives exactly the reference output. The model is left at its k afterwards.
+TEST_F(SchedulerTest, AdaptiveTopkDropsKWhileRequestsQueue) {
+    const auto& tok = model_->tokenizer();
+    const std::vector<int32_t> ref = reference("Once upon a time", 20);
+    {
+        Scheduler sched(*model_, *pool_, {.n_slots = 1, .n_ctx = 256, .batch = 16, .max_queue = 4, .adaptive_kmin = 1},
+                        metrics_);
+        std::vector<std::shared_ptr<Request>> rs;
+        for (int i = 0; i < 3; ++i) rs.push_back(std::make_shared<Request>(params(tok, "Once upon a time", 20)));
+        for (auto& r : rs) ASSERT_EQ(sched.submit(r), Scheduler::Admit::Ok);
+        std::vector<Out> outs;
+        for (auto& r : rs) outs.push_back(collect(*r));
+        EXPECT_EQ(outs[2].ids, ref);
+        const std::string m = metrics_.prometheus();
+        const size_t p = m.find("\nmoe_topk_changes_total ");
+        ASSERT_NE(p, std::string::npos);
+        EXPECT_GE(std::stoi(m.substr(p + 24)), 2) << "k should drop while queued and come back";
+        EXPECT_NE(m.find("\nmoe_topk_current 2\n"), std::string::npos);
+        EXPECT_EQ(model_->moe_block(0)->active_k(), 2);
+    }
+    EXPECT_THROW(Scheduler(*model_, *pool_, {.n_slots = 1, .n_ctx = 256, .batch = 16, .max_queue = 4, .adaptive_kmin = 3},
+                           metrics_),
+                 Error);
 }

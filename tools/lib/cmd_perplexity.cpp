@@ -31,7 +31,9 @@ void perplexity_usage(std::FILE* out) {
                  "  tokens, second half of each chunk scored), so the numbers are comparable.\n"
                  "  --ctx N      chunk length (default 512)\n"
                  "  --chunks N   score only the first N chunks (default: all)\n"
-                 "  --batch N    rows per forward call (default 512)\n");
+                 "  --batch N    rows per forward call (default 512)\n"
+                 "  --top-k K    route every MoE layer with K experts per token instead of the model's k\n"
+                 "               (approximation: the quality cost of `moe serve --adaptive-topk`)\n");
 }
 
 // -log softmax(logits)[target], in double with max subtraction.
@@ -49,6 +51,7 @@ int cmd_perplexity(int argc, char** argv) {
     const char* cmd = "perplexity";
     std::string model, file;
     int64_t n_ctx = 512, max_chunks = -1;
+    int top_k = 0;  // --top-k: experts per token override (0: the model's)
     model::ModelOptions mo;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -67,6 +70,8 @@ int cmd_perplexity(int argc, char** argv) {
             mo.n_threads = static_cast<int>(parse_int(arg_value(argc, argv, i, cmd), "-t", cmd, 1, 1024));
         } else if (a == "--batch" || a == "-b") {
             mo.max_batch = parse_int(arg_value(argc, argv, i, cmd), "--batch", cmd, 1, 1 << 20);
+        } else if (a == "--top-k") {
+            top_k = static_cast<int>(parse_int(arg_value(argc, argv, i, cmd), "--top-k", cmd, 1, 1 << 16));
         } else {
             std::fprintf(stderr, "moe perplexity: unknown option '%s'\n", a.c_str());
             perplexity_usage(stderr);
@@ -81,6 +86,12 @@ int cmd_perplexity(int argc, char** argv) {
     const std::string text = read_file(file, cmd);
     mo.n_ctx = n_ctx;
     auto m = model::Model::load(model, mo);
+    if (top_k > 0) {
+        for (int64_t il = 0; il < m->config().n_layer; ++il)
+            if (MoeBlock* b = m->moe_block(il)) b->set_active_k(top_k);
+        std::fprintf(stderr, "moe perplexity: routing with %d experts per token (the model uses %lld)\n", top_k,
+                     static_cast<long long>(m->config().n_expert_used));
+    }
     const tokenizer::Tokenizer& tok = m->tokenizer();
     tokenizer::EncodeOptions eo;  // BOS when the vocab adds one (llama.cpp: add_special = true), no EOS
     eo.add_eos = false;

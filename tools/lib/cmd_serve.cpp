@@ -22,7 +22,7 @@ void serve_usage(std::FILE* out) {
     std::fprintf(out,
                  "usage: moe serve -m MODEL [--host H] [--port P] [-t N] [--parallel N] [--ctx N] [--batch N]\n"
                  "                 [--queue N] [--api-key KEY] [--alias NAME] [--chat-template NAME]\n"
-                 "                 [--max-body BYTES] [--kv-type f32|f16]\n"
+                 "                 [--max-body BYTES] [--kv-type f32|f16] [--adaptive-topk KMIN]\n"
                  "  OpenAI-compatible server with continuous batching (docs/SERVER.md).\n"
                  "  --host H           address to listen on (default 127.0.0.1)\n"
                  "  --port P           port (default 8080; 0 = any free port, printed at startup)\n"
@@ -36,7 +36,10 @@ void serve_usage(std::FILE* out) {
                  "  --chat-template F  chatml | mistral | llama3 | deepseek2 | deepseek3 | tulu\n"
                  "                     (default: detected from tokenizer.chat_template; unknown -> chatml + warning)\n"
                  "  --max-body BYTES   largest request body (default 1048576; larger -> 413)\n"
-                 "  --kv-type T        KV cache type f32 (default) or f16\n");
+                 "  --kv-type T        KV cache type f32 (default) or f16\n"
+                 "  --adaptive-topk K  APPROXIMATION (changes output): route with fewer experts per token while\n"
+                 "                     requests queue (K when >= --parallel wait, halfway when some do, the\n"
+                 "                     model's k when none); every change is logged and counted in /metrics\n");
 }
 
 }  // namespace
@@ -77,6 +80,8 @@ int cmd_serve(int argc, char** argv) {
             (void)server::parse_chat_family(spec.chat_template);  // fail before loading the model
         } else if (a == "--max-body") {
             spec.max_body = static_cast<size_t>(parse_int(arg_value(argc, argv, i, cmd), "--max-body", cmd, 1024, 1 << 30));
+        } else if (a == "--adaptive-topk") {
+            spec.sched.adaptive_kmin = static_cast<int>(parse_int(arg_value(argc, argv, i, cmd), "--adaptive-topk", cmd, 1, 1 << 16));
         } else if (a == "--kv-type") {
             so.kv_type = parse_kv_type(arg_value(argc, argv, i, cmd), cmd);
         } else {
