@@ -174,8 +174,14 @@ void Scheduler::loop() {
         } catch (const std::exception& e) {
             // A forward error is a bug or bad weights: fail the requests of this step, keep serving.
             log(LogLevel::Error, "server", "step failed: ", e.what());
-            for (auto& s : slots_)
+            // The forward checks its rows before touching the cache, so the cache is as before
+            // the step; the slots' token lists are not: forget them (no prefix reuse).
+            for (auto& s : slots_) {
                 if (s->state != State::Free) retire(*s, "error", e.what());
+                session_.kv().cache().clear(s->seq);
+                s->cached.clear();
+                s->exact = 0;
+            }
         }
         publish_gauges();
     }

@@ -185,6 +185,35 @@ TEST_F(ServeHttp, EndpointsAndShapes) {
     EXPECT_EQ(chat["object"], "chat.completion");
     EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
     EXPECT_EQ(chat["usage"]["completion_tokens"], 5);
+    // Chat streaming: the first delta carries the role, the text equals the non-streamed one,
+    // the last event before [DONE] has finish_reason and usage.
+    {
+        auto cs = c.Post("/v1/chat/completions",
+                         R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":5,"temperature":0,"ignore_eos":true,"stream":true})",
+                         "application/json");
+        ASSERT_TRUE(cs);
+        EXPECT_EQ(cs->status, 200);
+        EXPECT_EQ(cs->get_header_value("Content-Type"), "text/event-stream");
+        const std::string& b = cs->body;
+        ASSERT_GE(b.size(), 14u);
+        EXPECT_EQ(b.substr(b.size() - 14), "data: [DONE]\n\n");
+        std::string text;
+        json last;
+        bool first = true;
+        for (size_t p = 0, e; (e = b.find("\n\n", p)) != std::string::npos; p = e + 2) {
+            const std::string ev = b.substr(p, e - p);
+            if (ev.rfind("data: {", 0) != 0) continue;
+            last = json::parse(ev.substr(6));
+            EXPECT_EQ(last["object"], "chat.completion.chunk");
+            const json& d = last["choices"][0]["delta"];
+            if (first) EXPECT_EQ(d["role"], "assistant");
+            first = false;
+            if (d.contains("content")) text += d["content"].get<std::string>();
+        }
+        EXPECT_EQ(text, chat["choices"][0]["message"]["content"]);
+        EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+        EXPECT_EQ(last["usage"]["completion_tokens"], 5);
+    }
     // Chat logprobs (array shape): greedy, so the chosen token is the first of the top list, and
     // the top list is sorted and holds probabilities that sum to at most 1.
     const json cl = post_json(
