@@ -321,7 +321,10 @@ void Scheduler::sample_slot(Slot& s, const float* raw) {
     }
     bool hit_stop = false;
     c.text = s.stop.push(s.detok->push(id), hit_stop);
-    if (!c.text.empty() || !c.tokens.empty()) s.req->push(std::move(c));
+    // One chunk per token even when its text is empty (held back by a stop string, part of a UTF-8
+    // character, a token without text): a streaming client sees one event per token, as from
+    // llama-server and OpenAI.
+    s.req->push(std::move(c));
     if (hit_stop) return retire(s, "stop");
     // Length: max_tokens reached, or no room to feed the token back.
     if (s.generated >= p.max_tokens || static_cast<int64_t>(s.cached.size()) + 1 > session_.n_ctx())

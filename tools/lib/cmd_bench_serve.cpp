@@ -112,7 +112,7 @@ int cmd_bench_serve(int argc, char** argv) {
             const nlohmann::json body = {{"prompt", prompt_text(id, pw)}, {"max_tokens", mt}, {"temperature", 0},
                                          {"ignore_eos", true}, {"stream", true},
                                          {"stream_options", {{"include_usage", true}}}};
-            std::vector<double> times;  // seconds since send of each text event
+            std::vector<double> times;  // seconds since send of each token event
             int64_t usage_tokens = -1;
             std::string buf;
             Timer t;
@@ -134,8 +134,11 @@ int cmd_bench_serve(int argc, char** argv) {
                     if (j.is_discarded()) continue;
                     if (j.contains("usage") && j["usage"].is_object() && j["usage"].contains("completion_tokens"))
                         usage_tokens = j["usage"]["completion_tokens"].get<int64_t>();
+                    // A token event: a choice with text (possibly empty: tokens without text count)
+                    // that is not the closing one.
                     if (j.contains("choices") && !j["choices"].empty() && j["choices"][0].contains("text") &&
-                        j["choices"][0]["text"].is_string() && !j["choices"][0]["text"].get<std::string>().empty())
+                        j["choices"][0]["text"].is_string() &&
+                        (!j["choices"][0].contains("finish_reason") || j["choices"][0]["finish_reason"].is_null()))
                         times.push_back(t.seconds());
                 }
                 return true;
