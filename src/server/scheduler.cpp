@@ -196,8 +196,8 @@ void Scheduler::retire(Slot& s, const std::string& reason, const std::string& er
         if (!c.text.empty()) s.req->push(std::move(c));
     }
     metrics_.tokens(0, s.generated);
-    s.req->finish(reason, s.generated, s.reused, error);
-    s.req.reset();
+    // Free the slot before telling the client, so a request it submits next sees the free slot.
+    std::shared_ptr<Request> req = std::move(s.req);
     s.sampler.reset();
     s.detok.reset();
     s.state = State::Free;
@@ -205,6 +205,7 @@ void Scheduler::retire(Slot& s, const std::string& reason, const std::string& er
         std::lock_guard<std::mutex> l(mu_);
         --busy_;
     }
+    req->finish(reason, s.generated, s.reused, error);
     idle_cv_.notify_all();
 }
 
