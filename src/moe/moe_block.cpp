@@ -65,7 +65,7 @@ const MoeSpec& validated(const MoeSpec& s) {
 
 MoeBlock::MoeBlock(const MoeSpec& spec, const MoeWeights& weights, const kernels::CpuKernels& kernels,
                    int64_t max_tokens, int n_threads, const MoeApprox& approx)
-    : spec_(validated(spec)), weights_(weights), approx_(approx), max_tokens_(max_tokens), n_threads_(n_threads),
+    : spec_(validated(spec)), weights_(weights), approx_(approx), active_k_(spec_.top_k), max_tokens_(max_tokens), n_threads_(n_threads),
       router_((weights_.validate(spec_), spec_), weights_, kernels) {
     approx_.validate();
     if (max_tokens < 1) throw_error("moe", "max_tokens = ", max_tokens, " must be >= 1");
@@ -88,6 +88,15 @@ void MoeBlock::use_shared_scratch(Arena* arena) {
     else arena_.reserve(scratch_needed_);
     routing_ = Routing{};
     plan_ = DispatchPlan{};
+}
+
+void MoeBlock::set_active_k(int k) {
+    if (k < 1 || k > spec_.top_k)
+        throw_error("moe", "layer ", weights_.layer, ": ", k, " experts per token requested; this layer routes to 1..",
+                    spec_.top_k);
+    if (ep_ && k != spec_.top_k)
+        throw_error("moe", "layer ", weights_.layer, ": fewer experts per token is not supported with --ep");
+    active_k_ = k;
 }
 
 void MoeBlock::set_expert_store(ExpertStore* store) {
@@ -187,6 +196,13 @@ void MoeBlock::route_tokens(ThreadPool& pool, const float* x, int64_t T, const B
         router_.logits(pool, x, T, 1.0f, b.logits);
         router_.route(pool, b.logits, T, routing_, b.route_scratch);
     }
+    if (active_k_ < k)  // fewer experts per token (set_active_k): keep the first active_k_ slots
+        for (int64_t t = 0; t < T; ++t) {
+            int32_t* ids = routing_.ids + t * k;
+            float* w = routing_.weights + t * k;
+            routing_weights(spec_, routing_.scores + t * E, ids, active_k_, w);
+            for (int j = active_k_; j < k; ++j) ids[j] = -1, w[j] = 0.0f;
+        }
     if (approx_.dynamic_topk_threshold > 0.0f) apply_dynamic_topk(approx_.dynamic_topk_threshold, routing_, rep);
     if (approx_.prune_threshold > 0.0f) apply_pruning(approx_.prune_threshold, routing_, rep);
     if (approx_.capacity_factor > 0.0f)

@@ -49,6 +49,13 @@ public:
     // x [T, D] -> y [T, D] (x and y must not overlap). 1 <= T <= max_tokens.
     void forward(ThreadPool& pool, const float* x, int64_t T, float* y, const MoeObserve& obs = {});
 
+    // Experts per token from now on: route exactly as a block of top_k = k would (the first k of
+    // the top_k selection, weights recomputed over those k as the gating says). Opt-in, changes the
+    // output; used by `moe serve --adaptive-topk` and `moe perplexity --top-k`. 1 <= k <= top_k,
+    // else moe::Error. Not thread-safe against a running forward().
+    void set_active_k(int k);
+    int active_k() const { return active_k_; }
+
     // Routing of the last forward (views into scratch, valid until the next forward).
     const Routing& last_routing() const { return routing_; }
     const DispatchPlan& last_plan() const { return plan_; }
@@ -96,6 +103,7 @@ private:
     MoeSpec spec_;
     MoeWeights weights_;
     MoeApprox approx_;
+    int active_k_ = 0;  // experts per token in use (set_active_k); spec_.top_k after construction
     int64_t max_tokens_;
     int n_threads_;
     Router router_;

@@ -415,3 +415,34 @@ TEST(Errors, ShapesSpecAndBatch) {
 }
 
 }  // namespace
+
+// set_active_k(k') routes exactly as a block built with top_k = k' on the same weights (every
+// router variant), and set_active_k(top_k) restores the full output; out-of-range k is an error.
+TEST(MoeBlockActiveK, EqualsABlockBuiltWithTheSmallerK) {
+    const int64_t T = 23, D = 48, F = 40;
+    ThreadPool pool(2);
+    const kernels::CpuKernels kern(kernels::supported_isas().back());
+    for (Variant v : all_variants()) {
+        const MoeSpec s = make_spec(v, 16, 6, D, F);
+        TestModel m = make_model(s, 31);
+        const MoeWeights w = m.views(0);
+        const std::vector<float> x = random_x(T, D, 32);
+        MoeBlock full(s, w, kern, T, 2);
+        const std::vector<float> y6 = run(full, pool, x, T, D);
+        for (int k : {1, 2, 4}) {
+            MoeSpec sk = s;
+            sk.top_k = k;
+            MoeBlock ref(sk, w, kern, T, 2);
+            full.set_active_k(k);
+            EXPECT_EQ(full.active_k(), k);
+            const std::vector<float> yk = run(full, pool, x, T, D), yr = run(ref, pool, x, T, D);
+            EXPECT_TRUE(same_bits(yk.data(), yr.data(), yk.size())) << variant_name(v) << " k " << k;
+            EXPECT_FALSE(same_bits(yk.data(), y6.data(), yk.size())) << variant_name(v) << " k " << k;
+        }
+        full.set_active_k(6);
+        const std::vector<float> back = run(full, pool, x, T, D);
+        EXPECT_TRUE(same_bits(back.data(), y6.data(), back.size())) << variant_name(v);
+        EXPECT_THROW(full.set_active_k(0), Error);
+        EXPECT_THROW(full.set_active_k(7), Error);
+    }
+}

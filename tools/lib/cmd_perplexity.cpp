@@ -33,6 +33,8 @@ void perplexity_usage(std::FILE* out) {
                  "  --ctx N      chunk length (default 512)\n"
                  "  --chunks N   score only the first N chunks (default: all)\n"
                  "  --batch N    rows per forward call (default 512)\n"
+                 "  --top-k K    route every MoE layer with K experts per token instead of the model's k\n"
+                 "               (approximation: the quality cost of `moe serve --adaptive-topk`)\n"
                  "%s", kCacheUsage);
     std::fputs(kEpUsage, out);
 }
@@ -53,6 +55,7 @@ int cmd_perplexity(int argc, char** argv) {
     EpArgs epa;
     std::string model, file;
     int64_t n_ctx = 512, max_chunks = -1;
+    int top_k = 0;  // --top-k: experts per token override (0: the model's)
     model::ModelOptions mo;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -71,6 +74,8 @@ int cmd_perplexity(int argc, char** argv) {
             mo.n_threads = static_cast<int>(parse_int(arg_value(argc, argv, i, cmd), "-t", cmd, 1, 1024));
         } else if (a == "--batch" || a == "-b") {
             mo.max_batch = parse_int(arg_value(argc, argv, i, cmd), "--batch", cmd, 1, 1 << 20);
+        } else if (a == "--top-k") {
+            top_k = static_cast<int>(parse_int(arg_value(argc, argv, i, cmd), "--top-k", cmd, 1, 1 << 16));
         } else if (parse_cache_option(argc, argv, i, cmd, mo.cache)) {
         } else if (parse_ep_arg(argc, argv, i, cmd, epa)) {
         } else {
@@ -90,6 +95,12 @@ int cmd_perplexity(int argc, char** argv) {
     std::unique_ptr<EpRuntime> ep;
     if (epa.on) ep = std::make_unique<EpRuntime>(epa, *m, argc, argv, cmd);
     else check_no_ep_options(epa, cmd);
+    if (top_k > 0) {
+        for (int64_t il = 0; il < m->config().n_layer; ++il)
+            if (MoeBlock* b = m->moe_block(il)) b->set_active_k(top_k);
+        std::fprintf(stderr, "moe perplexity: routing with %d experts per token (the model uses %lld)\n", top_k,
+                     static_cast<long long>(m->config().n_expert_used));
+    }
     const tokenizer::Tokenizer& tok = m->tokenizer();
     tokenizer::EncodeOptions eo;  // BOS when the vocab adds one (llama.cpp: add_special = true), no EOS
     eo.add_eos = false;

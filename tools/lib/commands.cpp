@@ -15,6 +15,8 @@ const Command kCommands[] = {
     {"tokenize", "print the token ids of a text (-m MODEL -p TEXT | -f FILE)", cmd_tokenize},
     {"detokenize", "print the text of token ids (-m MODEL --ids 1,2,3)", cmd_detokenize},
     {"train", "train a small MoE on a text file and write it as GGUF (--data TEXT --out MODEL.gguf)", cmd_train},
+    {"serve", "OpenAI-compatible HTTP server with continuous batching (-m MODEL --port 8080 --parallel 4)", cmd_serve},
+    {"bench-serve", "load generator for an OpenAI server: N streaming clients, tok/s, TTFT and ITL p50/p99", cmd_bench_serve},
     {"bench-moe", "time the MoE block alone over shapes (T,E,k,D,F): tokens/s, stage split, GFLOP/s, GB/s", cmd_bench_moe},
     {"place", "plan expert placement for --ep from loads (--counts JSON | --trace TSV) --ranks R [--nodes N] [--replicas K]", cmd_place},
     {"sim-ep", "simulate --ep all-to-all bytes/time per layer and token for a config on N nodes x G ranks", cmd_sim_ep},

@@ -30,5 +30,7 @@ int cmd_train(int argc, char** argv);
 int cmd_cache_sim(int argc, char** argv);
 int cmd_place(int argc, char** argv);
 int cmd_sim_ep(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
+int cmd_bench_serve(int argc, char** argv);
 
 }  // namespace moe::tools

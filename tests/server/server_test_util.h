@@ -1,0 +1,34 @@
+#pragma once
+// Helpers of the server tests: a temp folder, a tiny generated model, running `moe serve` as a
+// child process on an ephemeral port.
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string>
+
+namespace moe::testutil {
+
+// Per-process temp folder (removed at exit by the test environment the helper installs).
+const std::filesystem::path& server_temp_dir();
+// A tiny random-weight model of `preset`, generated once per process.
+std::string tiny_model(const std::string& preset = "tiny-qwen3moe");
+
+// `moe serve -m MODEL --port 0 ARGS` started in the background; waits for "listening on" and
+// parses the port. stop() sends SIGTERM and returns the exit status (-1: killed or not exited).
+class ServeProcess {
+public:
+    explicit ServeProcess(const std::string& args);
+    ~ServeProcess();
+    int port() const { return port_; }
+    pid_t pid() const { return pid_; }
+    std::string log() const;  // stderr so far
+    int stop(int timeout_ms = 20000);  // SIGTERM, wait
+    int wait_exit(int timeout_ms);
+
+private:
+    pid_t pid_ = -1;
+    int port_ = 0;
+    std::string log_path_;
+};
+
+}  // namespace moe::testutil
