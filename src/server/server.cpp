@@ -3,9 +3,11 @@
 
 #include <httplib.h>
 
+#include <chrono>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <thread>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -62,6 +64,9 @@ void Server::run() { http_->listen_after_bind(); }
 void Server::shutdown() {
     draining_.store(true);
     sched_->drain();
+    // The scheduler is idle, but streams may still be writing their last events: httplib's stop()
+    // cuts chunked responses mid-way, so wait (bounded) until every stream's response is released.
+    for (int i = 0; i < 3000 && open_streams_.load() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     http_->stop();
 }
 
@@ -241,6 +246,13 @@ void Server::routes() {
         }
 
         const bool include_usage = p.include_usage;
+        // Counts this stream as open until httplib releases the response (after its last write).
+        struct OpenStream {
+            std::atomic<int>& n;
+            explicit OpenStream(std::atomic<int>& c) : n(c) { ++n; }
+            ~OpenStream() { --n; }
+        };
+        auto open = std::make_shared<OpenStream>(open_streams_);
         res.set_header("Cache-Control", "no-cache");
         res.set_chunked_content_provider(
             "text/event-stream",
@@ -301,7 +313,7 @@ void Server::routes() {
                 metrics_.request_finished(ep, 200);
                 return true;
             },
-            [r](bool) { r->cancel(); });  // connection ended (done or client gone): nothing more to compute
+            [r, open](bool) { r->cancel(); });  // connection ended (done or client gone): nothing more to compute
     };
     s.Post("/v1/completions", [generate](const httplib::Request& q, httplib::Response& s) { generate(q, s, false); });
     s.Post("/completions", [generate](const httplib::Request& q, httplib::Response& s) { generate(q, s, false); });

@@ -55,6 +55,7 @@ private:
     std::unique_ptr<Scheduler> sched_;
     std::unique_ptr<httplib::Server> http_;
     std::atomic<bool> draining_{false};
+    std::atomic<int> open_streams_{0};  // streaming responses not yet fully written (shutdown waits)
     std::atomic<uint64_t> next_id_{1};
 };
 
