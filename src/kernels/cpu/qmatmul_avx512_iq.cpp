@@ -1,8 +1,37 @@
 // AVX-512 VNNI register decoders for the grid-based IQ types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S,
-// IQ1_S, IQ1_M): included by qmatmul_avx512.cpp after qmatmul_avx512_legacy_k.inc, inside its target
-// pragma and anonymous namespace. Each unit of 64 values is 8 (IQ2 / IQ1) or 16 (IQ3) grid entries
-// fetched with one gather, turned into unsigned levels 128 +- magnitude by a 64-bit sign mask; the
-// scales are computed as in qmatmul_decode_more.h, so every path gives the same bits.
+// IQ1_S, IQ1_M), run by the engine of qmatmul_avx512.h. Each unit of 64 values is 8 (IQ2 / IQ1) or
+// 16 (IQ3) grid entries fetched with one gather, turned into unsigned levels 128 +- magnitude by a
+// 64-bit sign mask; the scales are computed as in qmatmul_decode_more.h, so every path gives the
+// same bits.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "core/fp16.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/qmatmul.h"
+#include "kernels/cpu/qmatmul_decode.h"
+#include "kernels/ref/iq_tables.h"
+#include "kernels/ref/quant_formats.h"
+#include "kernels/ref/quantize_act.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2,bmi2")
+// GCC 12's AVX-512 headers trip -Wuninitialized on their own _mm*_undefined_* helpers (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "kernels/cpu/qmatmul_avx512.h"
+
+namespace moe::kernels {
+
+namespace {
+using namespace avx512;
 
 // Signed grid magnitudes -> unsigned levels 128 +- m (bit 8g + j of neg: element j of group g negative).
 inline __m512i signed_levels(__m512i mag, __mmask64 neg) {
@@ -244,3 +273,23 @@ struct DIQ1_M {
         return _mm512_load_ps(ws);
     }
 };
+
+}  // namespace
+
+MatmulFn qmm512_iq_kernel(DType t) {
+    switch (t) {
+        case DType::IQ2_XXS: return qmm512<DIQ2_XXS>;
+        case DType::IQ2_XS: return qmm512<DIQ2_XS>;
+        case DType::IQ2_S: return qmm512<DIQ2_S>;
+        case DType::IQ3_XXS: return qmm512<DIQ3_XXS>;
+        case DType::IQ3_S: return qmm512<DIQ3_S>;
+        case DType::IQ1_S: return qmm512<DIQ1_S>;
+        case DType::IQ1_M: return qmm512<DIQ1_M>;
+        default: return nullptr;
+    }
+}
+
+}  // namespace moe::kernels
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options

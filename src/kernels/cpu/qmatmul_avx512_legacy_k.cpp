@@ -1,8 +1,36 @@
-// AVX-512 VNNI register decoders for the legacy fallbacks (Q4_1, Q5_0, Q5_1), IQ4_NL, IQ4_XS, Q3_K
-// and Q2_K (the grid-based IQ types: qmatmul_avx512_iq.inc): included by qmatmul_avx512.cpp inside its target pragma and anonymous namespace, where the
-// panel GEMM (repack + rows_block) and the decode GEMV (direct_row) run them. Interface as DQ4_0 /
-// DQ6_K there; levels and scales are the ones of the scalar decoders (qmatmul_decode_more.h), so
-// every path gives the same bits.
+// AVX-512 VNNI register decoders for the legacy fallbacks (Q4_1, Q5_0, Q5_1), IQ4_NL, IQ4_XS, Q3_K,
+// Q2_K, MXFP4 and TQ2_0, run by the engine of qmatmul_avx512.h (panel GEMM: repack + rows_block;
+// decode GEMV: direct_row). Interface as DQ4_0 / DQ6_K (qmatmul_avx512_q8k.cpp); levels and scales
+// are the ones of the scalar decoders (qmatmul_decode_more.h), so every path gives the same bits.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "core/fp16.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/qmatmul.h"
+#include "kernels/cpu/qmatmul_decode.h"
+#include "kernels/ref/iq_tables.h"
+#include "kernels/ref/quant_formats.h"
+#include "kernels/ref/quantize_act.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2,bmi2")
+// GCC 12's AVX-512 headers trip -Wuninitialized on their own _mm*_undefined_* helpers (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "kernels/cpu/qmatmul_avx512.h"
+
+namespace moe::kernels {
+
+namespace {
+using namespace avx512;
 
 // 64-value unit of two 32-value legacy blocks (nibble layout of Q4_0): lanes [b0 lo, b0 hi, b1 lo, b1 hi].
 inline __m512i nibbles2(const uint8_t* qs0, const uint8_t* qs1, bool second) {
@@ -190,3 +218,25 @@ struct DTQ2_0 {
         return _mm512_set1_ps(h2f(row + sb * 66 + 64));
     }
 };
+
+}  // namespace
+
+MatmulFn qmm512_legacy_k_kernel(DType t) {
+    switch (t) {
+        case DType::Q4_1: return qmm512<DLegacy<DType::Q4_1>>;
+        case DType::Q5_0: return qmm512<DLegacy<DType::Q5_0>>;
+        case DType::Q5_1: return qmm512<DLegacy<DType::Q5_1>>;
+        case DType::IQ4_NL: return qmm512<DIQ4_NL>;
+        case DType::IQ4_XS: return qmm512<DIQ4_XS>;
+        case DType::Q3_K: return qmm512<DQ3_K>;
+        case DType::Q2_K: return qmm512<DQ2_K>;
+        case DType::MXFP4: return qmm512<DMXFP4>;
+        case DType::TQ2_0: return qmm512<DTQ2_0>;
+        default: return nullptr;
+    }
+}
+
+}  // namespace moe::kernels
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options

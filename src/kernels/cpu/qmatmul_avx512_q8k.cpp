@@ -1,0 +1,497 @@
+// AVX-512 VNNI kernels for Q8_0, Q4_0, Q4_K, Q5_K and Q6_K: register decoders for the engine in
+// qmatmul_avx512.h and the specialised decode GEMVs of these types.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "core/fp16.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/qmatmul.h"
+#include "kernels/cpu/qmatmul_decode.h"
+#include "kernels/ref/iq_tables.h"
+#include "kernels/ref/quant_formats.h"
+#include "kernels/ref/quantize_act.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2,bmi2")
+// GCC 12's AVX-512 headers trip -Wuninitialized on their own _mm*_undefined_* helpers (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "kernels/cpu/qmatmul_avx512.h"
+
+namespace moe::kernels {
+
+namespace {
+using namespace avx512;
+
+// ---------------------------------------------------------------- per-type decoders
+// A super-block is 256 values for the K-quants and one 64-value unit (2 blocks) for Q8_0/Q4_0.
+// begin(): per super-block state; levels(): the 64 unsigned levels of unit u of the super-block;
+// scales() (Q8_0/Q4_0): the f32 scale of each kG-value granule of the super-block (ws[k * 16]);
+// scale_vec() (K-quants): the granule scales in lanes 0.. and, for Q4_K/Q5_K, dmin*m of each
+// 32-value group in lanes 8..15, as one zmm (transposed to [granule][row] by pack_scales).
+struct DQ8_0 {
+    static constexpr int kShift = 7, kUnits = 1, kSbElems = 64, kG = 32, kSbBytes = 68;
+    static constexpr bool kMin = false, kVecScales = false;
+    struct State {};
+    static void begin(State&, const uint8_t*, int64_t, int64_t) {}
+    static __m512i levels(const State&, const uint8_t* row, int64_t sb, int, int64_t nblocks) {
+        const uint8_t* b0 = row + 2 * sb * 34;
+        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2));
+        const __m256i hi = 2 * sb + 1 < nblocks ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 36))
+                                                : _mm256_set1_epi8(static_cast<char>(0x80));
+        return _mm512_xor_si512(cat256(lo, hi), _mm512_set1_epi8(static_cast<char>(0x80)));
+    }
+    static void scales(const State&, const uint8_t* row, int64_t sb, int64_t nblocks, float* ws, float*) {
+        const uint8_t* b0 = row + 2 * sb * 34;
+        ws[0] = h2f(b0);
+        ws[16] = 2 * sb + 1 < nblocks ? h2f(b0 + 34) : 0.0f;
+    }
+};
+
+struct DQ4_0 {
+    static constexpr int kShift = 3, kUnits = 1, kSbElems = 64, kG = 32, kSbBytes = 36;
+    static constexpr bool kMin = false, kVecScales = false;
+    struct State {};
+    static void begin(State&, const uint8_t*, int64_t, int64_t) {}
+    static __m512i levels(const State&, const uint8_t* row, int64_t sb, int, int64_t nblocks) {
+        const uint8_t* b0 = row + 2 * sb * 18;
+        const __m128i v0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 2));
+        const __m128i v1 = 2 * sb + 1 < nblocks ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 20))
+                                                : _mm_setzero_si128();
+        const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(v0), v1, 1);
+        const __m256i m = _mm256_set1_epi8(0x0F);
+        const __m512i x = cat256(_mm256_and_si256(v, m), _mm256_and_si256(_mm256_srli_epi16(v, 4), m));
+        return _mm512_shuffle_i64x2(x, x, 0xD8);  // [b0 lo, b1 lo, b0 hi, b1 hi] -> [b0 lo, b0 hi, b1 lo, b1 hi]
+    }
+    static void scales(const State&, const uint8_t* row, int64_t sb, int64_t nblocks, float* ws, float*) {
+        const uint8_t* b0 = row + 2 * sb * 18;
+        ws[0] = h2f(b0);
+        ws[16] = 2 * sb + 1 < nblocks ? h2f(b0 + 18) : 0.0f;
+    }
+};
+
+template <bool Five>
+struct DQ45_K {
+    static constexpr int kShift = -1, kUnits = 4, kSbElems = 256, kG = 32, kSbBytes = Five ? 176 : 144;
+    static constexpr bool kMin = true, kVecScales = true;
+    static constexpr int kBytes = Five ? 176 : 144;
+    static constexpr int kQs = Five ? 48 : 16;  // offset of qs in the block
+    struct State {
+        __m256i qh;
+    };
+    static void begin(State& s, const uint8_t* row, int64_t sb, int64_t) {
+        if constexpr (Five) s.qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + sb * kBytes + 16));
+    }
+    static __m512i levels(const State& s, const uint8_t* row, int64_t sb, int c, int64_t) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + sb * kBytes + kQs + 32 * c));
+        const __m256i m = _mm256_set1_epi8(0x0F);
+        __m256i lo = _mm256_and_si256(v, m), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+        if constexpr (Five) {
+            const __m256i sixteen = _mm256_set1_epi8(16);
+            lo = _mm256_mask_add_epi8(lo, _mm256_test_epi8_mask(s.qh, _mm256_set1_epi8(static_cast<char>(1 << (2 * c)))),
+                                      lo, sixteen);
+            hi = _mm256_mask_add_epi8(
+                hi, _mm256_test_epi8_mask(s.qh, _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1)))), hi, sixteen);
+        }
+        return cat256(lo, hi);
+    }
+    // Lanes 0..7: d * sc_j, lanes 8..15: dmin * m_j (the 6-bit fields of get_scale_min_k4, unpacked
+    // four at a time from 32-bit words: bytes 0-3 / 4-7 hold sc/m 0..3 in their low 6 bits and the
+    // top 2 bits of sc/m 4..7; bytes 8-11 hold the low 4 bits of sc 4..7 (low nibble) and m 4..7).
+    static __m512 scale_vec(const State&, const uint8_t* row, int64_t sb, int64_t) {
+        const uint8_t* b = row + sb * kBytes;
+        uint32_t w0, w1, w2;
+        std::memcpy(&w0, b + 4, 4);
+        std::memcpy(&w1, b + 8, 4);
+        std::memcpy(&w2, b + 12, 4);
+        const uint32_t sc_lo = w0 & 0x3f3f3f3fu, m_lo = w1 & 0x3f3f3f3fu;
+        const uint32_t sc_hi = (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u);
+        const uint32_t m_hi = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u);
+        const __m128i v = _mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi), static_cast<int>(m_lo),
+                                         static_cast<int>(m_hi));
+        const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v));
+        return _mm512_mul_ps(f, _mm512_insertf32x8(_mm512_set1_ps(h2f(b)), _mm256_set1_ps(h2f(b + 2)), 1));
+    }
+};
+
+struct DQ6_K {
+    static constexpr int kShift = 5, kUnits = 4, kSbElems = 256, kG = 16, kSbBytes = 210;
+    static constexpr bool kMin = false, kVecScales = true;
+    struct State {};
+    static void begin(State&, const uint8_t*, int64_t, int64_t) {}
+    static __m512i levels(const State&, const uint8_t* row, int64_t sb, int c, int64_t) {
+        const uint8_t* b = row + sb * 210;
+        const int half = c / 2;
+        const __m512i ql = _mm512_loadu_si512(b + 64 * half);
+        // qh of the half in both 256-bit halves; bits 2t..2t+1 of byte l are the top two bits of
+        // value l + 32 t. Unit c % 2 == 0 needs t = 0 | 1, odd t = 2 | 3, moved to bits 4-5 by one
+        // 16-bit variable shift (bits crossing into the other byte of the word are masked off).
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * half)));
+        const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+        __m512i lv, hb;
+        if (c % 2 == 0) {
+            lv = _mm512_and_si512(ql, m4);
+            hb = _mm512_sllv_epi16(qh, cat256(_mm256_set1_epi16(4), _mm256_set1_epi16(2)));
+        } else {
+            lv = _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4);
+            hb = _mm512_srlv_epi16(qh, cat256(_mm256_setzero_si256(), _mm256_set1_epi16(2)));
+        }
+        return _mm512_ternarylogic_epi32(lv, hb, m30, 0xF8);  // lv | (hb & 0x30)
+    }
+    static __m512 scale_vec(const State&, const uint8_t* row, int64_t sb, int64_t) {
+        const uint8_t* b = row + sb * 210;
+        const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192))));
+        return _mm512_mul_ps(f, _mm512_set1_ps(h2f(b + 208)));
+    }
+};
+
+// ---------------------------------------------------------------- decode GEMV, 16 rows x 128 values
+// For Q4_K/Q5_K (and Q8_0 when K % 128 == 0) the decode path works in steps of 128 values: per
+// weight row two 64-byte level vectors L and H (Q4_K: one 64-byte load of qs gives both nibble
+// planes; Q8_0: two units), one vpdpbusd each against the matching activation bytes (prepared once
+// per step for all 16 rows), and a reduction tree (tree4 below) that turns the 32 vpdpbusd results
+// of 16 rows into 4 vectors G[label] whose lane c is row c's exact integer sum of one 32-value
+// granule. Labels: 0 = L bytes 0..31, 1 = H bytes 0..31, 2 = L bytes 32..63, 3 = H bytes 32..63.
+// The scales of 16 rows come from a 4 x 4 transposition of the rows' 16-byte block headers (K-quants)
+// or one gather per block (Q8_0), already as [granule][row] vectors. The f32 chain per output is
+// the one of qmatmul.h, in K order, so the bits equal every other path.
+// Tree levels 1 and 2 for one pair of rows: per 128-bit lane k, [L(r), L(r+1), H(r), H(r+1)] partials.
+inline __m512i pair_sums(__m512i dL0, __m512i dH0, __m512i dL1, __m512i dH1) {
+    // level 1, per row: 128-bit lane k = [L, H, L, H] partials
+    const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(dL0, dH0), _mm512_unpackhi_epi32(dL0, dH0));
+    const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(dL1, dH1), _mm512_unpackhi_epi32(dL1, dH1));
+    return _mm512_add_epi32(_mm512_unpacklo_epi32(t0, t1), _mm512_unpackhi_epi32(t0, t1));
+}
+
+// Levels 3 and 4: u[p] = pair_sums of rows 2p, 2p+1 -> G[label], lane c = row c.
+inline void tree4(const __m512i u[8], __m512i G[4]) {
+    __m512i v[4];
+    for (int q = 0; q < 4; ++q)  // rows 4q..4q+3; lanes: [low(a), high(a), low(b), high(b)]
+        v[q] = _mm512_add_epi32(_mm512_shuffle_i32x4(u[2 * q], u[2 * q + 1], 0x88),
+                                _mm512_shuffle_i32x4(u[2 * q], u[2 * q + 1], 0xDD));
+    // v[q] dword of (label g, local row i): 4 * (2 * (i / 2) + g / 2) + i % 2 + 2 * (g % 2)
+    // X = [label g rows 0-7 | label g+1 rows 0-7] from (v0, v1) (or rows 8-15 from (v2, v3))
+    alignas(64) static constexpr int32_t kIx01[16] = {0, 1, 8, 9, 16, 17, 24, 25, 2, 3, 10, 11, 18, 19, 26, 27};
+    alignas(64) static constexpr int32_t kIx23[16] = {4, 5, 12, 13, 20, 21, 28, 29, 6, 7, 14, 15, 22, 23, 30, 31};
+    const __m512i ix01 = _mm512_load_si512(kIx01), ix23 = _mm512_load_si512(kIx23);
+    const __m512i X01 = _mm512_permutex2var_epi32(v[0], ix01, v[1]), X23 = _mm512_permutex2var_epi32(v[2], ix01, v[3]);
+    const __m512i Y01 = _mm512_permutex2var_epi32(v[0], ix23, v[1]), Y23 = _mm512_permutex2var_epi32(v[2], ix23, v[3]);
+    G[0] = _mm512_shuffle_i64x2(X01, X23, 0x44);
+    G[1] = _mm512_shuffle_i64x2(X01, X23, 0xEE);
+    G[2] = _mm512_shuffle_i64x2(Y01, Y23, 0x44);
+    G[3] = _mm512_shuffle_i64x2(Y01, Y23, 0xEE);
+}
+
+// The 16-byte headers of 16 rows' blocks (rows at p[c]) as 4 vectors, lane c = dword k of row c.
+inline void headers16(const uint8_t* const* p, int64_t off, __m512i T[4]) {
+    __m512i Z[4];
+    for (int i = 0; i < 4; ++i) {
+        __m512i z = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[i] + off)));
+        z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[i + 4] + off)), 1);
+        z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[i + 8] + off)), 2);
+        Z[i] = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[i + 12] + off)), 3);
+    }
+    const __m512i a0 = _mm512_unpacklo_epi32(Z[0], Z[1]), a1 = _mm512_unpackhi_epi32(Z[0], Z[1]);
+    const __m512i a2 = _mm512_unpacklo_epi32(Z[2], Z[3]), a3 = _mm512_unpackhi_epi32(Z[2], Z[3]);
+    T[0] = _mm512_unpacklo_epi64(a0, a2);
+    T[1] = _mm512_unpackhi_epi64(a0, a2);
+    T[2] = _mm512_unpacklo_epi64(a1, a3);
+    T[3] = _mm512_unpackhi_epi64(a1, a3);
+}
+
+inline __m512 half_lo(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
+inline __m512 byte_f(__m512i v, int j) {
+    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 8 * j), _mm512_set1_epi32(0xFF)));
+}
+
+template <bool Five>
+struct G45_K {
+    static constexpr int kSbElems = 256, kSteps = 2, kBytes = Five ? 176 : 144, kQs = Five ? 48 : 16;
+    static constexpr bool kMin = true;
+    static constexpr int kShift = -1;
+    static constexpr int kGranOf[4] = {0, 1, 2, 3};  // granule (within the step) of each label
+    // ws[8], wm[8]: d*sc_j and dmin*m_j of the super-block, lane c = row c.
+    static void scales(const uint8_t* const* w, int64_t sb, __m512* ws, __m512* wm) {
+        __m512i T[4];
+        headers16(w, sb * kBytes, T);
+        const __m512 d = half_lo(T[0]), dmin = half_lo(_mm512_srli_epi32(T[0], 16));
+        const __m512i c3f = _mm512_set1_epi32(0x3f3f3f3f), c0f = _mm512_set1_epi32(0x0f0f0f0f),
+                      c30 = _mm512_set1_epi32(0x30303030);
+        const __m512i sc_lo = _mm512_and_si512(T[1], c3f), m_lo = _mm512_and_si512(T[2], c3f);
+        const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(T[3], c0f), _mm512_and_si512(_mm512_srli_epi32(T[1], 2), c30));
+        const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(T[3], 4), c0f),
+                                             _mm512_and_si512(_mm512_srli_epi32(T[2], 2), c30));
+        for (int j = 0; j < 4; ++j) {
+            ws[j] = _mm512_mul_ps(byte_f(sc_lo, j), d);
+            ws[4 + j] = _mm512_mul_ps(byte_f(sc_hi, j), d);
+            wm[j] = _mm512_mul_ps(byte_f(m_lo, j), dmin);
+            wm[4 + j] = _mm512_mul_ps(byte_f(m_hi, j), dmin);
+        }
+    }
+    // Activation bytes for step s: L = values [128s, +32) ++ [128s+64, +32), H = the other two.
+    static void act(const int8_t* xq, int64_t sb, int s, __m512i& xL, __m512i& xH) {
+        const int8_t* x = xq + 256 * sb + 128 * s;
+        xL = cat256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64)));
+        xH = cat256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32)), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 96)));
+    }
+    static void levels(const uint8_t* row, int64_t sb, int s, __m512i& L, __m512i& H) {
+        const uint8_t* b = row + sb * kBytes;
+        const __m512i v = _mm512_loadu_si512(b + kQs + 64 * s);
+        const __m512i m4 = _mm512_set1_epi8(0x0F);
+        L = _mm512_and_si512(v, m4);
+        H = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        if constexpr (Five) {
+            // qh bit 2*chunk (low nibbles) / 2*chunk+1 (high) of chunks 2s, 2s+1
+            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)));
+            const __m512i bl = cat256(_mm256_set1_epi8(static_cast<char>(1 << (4 * s))), _mm256_set1_epi8(static_cast<char>(1 << (4 * s + 2))));
+            const __m512i bh = cat256(_mm256_set1_epi8(static_cast<char>(1 << (4 * s + 1))), _mm256_set1_epi8(static_cast<char>(1 << (4 * s + 3))));
+            const __m512i sixteen = _mm512_set1_epi8(16);
+            L = _mm512_mask_add_epi8(L, _mm512_test_epi8_mask(qh, bl), L, sixteen);
+            H = _mm512_mask_add_epi8(H, _mm512_test_epi8_mask(qh, bh), H, sixteen);
+        }
+    }
+};
+
+struct G8_0 {  // 4 blocks (128 values) per step; the engine is gemv16_q80
+    static constexpr int kSbElems = 128, kSteps = 1, kBytes = 136;
+    static constexpr bool kMin = false;
+    static constexpr int kShift = 7;
+    static void scales(const uint8_t* const* w, int64_t sb, __m512* ws, __m512*, __m512i rows, const uint8_t* base) {
+        (void)w;
+        for (int b = 0; b < 4; ++b)
+            ws[b] = half_lo(_mm512_i32gather_epi32(rows, base + sb * kBytes + 34 * b, 1));
+    }
+};
+
+// The 16 weight rows n.. of a decode GEMV: their pointers and, for gathers, their byte offsets
+// from row n. Rows past nc re-read row n (their lanes are computed but never stored).
+struct Rows16 {
+    const uint8_t* w[16];
+    alignas(64) int32_t off[16];
+    Rows16(const MatmulArgs& a, int64_t n, int nc) {
+        for (int c = 0; c < 16; ++c) {
+            const int64_t cc = c < nc ? c : 0;
+            w[c] = static_cast<const uint8_t*>(a.w) + (n + cc) * static_cast<int64_t>(a.w_row_stride);
+            off[c] = static_cast<int32_t>(cc * static_cast<int64_t>(a.w_row_stride));  // callers check 15 * stride fits
+        }
+    }
+    __m512i offsets() const { return _mm512_load_si512(off); }
+};
+
+template <class G>
+void gemv16(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
+    const Rows16 rw(a, n, nc);
+    const uint8_t* const* w = rw.w;
+    const __m512i rows = rw.offsets();
+    const int64_t nsb = a.K / G::kSbElems;
+    constexpr int kGran = G::kSbElems / 32;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const PanelShare ps = panel_share(a, n, sb, nsb);
+        __m512 ws[kGran], wm[kGran];
+        if constexpr (G::kMin) G::scales(w, sb, ws, wm);
+        else G::scales(w, sb, ws, wm, rows, w[0]);
+        for (int s = 0; s < G::kSteps; ++s) {
+            __m512i xL, xH, u[8], Gs[4];
+            G::act(x.qs, sb, s, xL, xH);
+            for (int p = 0; p < 8; ++p) {
+                prefetch_share(ps, 8 * s + p, 8 * G::kSteps);
+                __m512i L0, H0, L1, H1;
+                G::levels(w[2 * p], sb, s, L0, H0);
+                G::levels(w[2 * p + 1], sb, s, L1, H1);
+                const __m512i z = _mm512_setzero_si512();
+                u[p] = pair_sums(_mm512_dpbusd_epi32(z, L0, xL), _mm512_dpbusd_epi32(z, H0, xH),
+                                 _mm512_dpbusd_epi32(z, L1, xL), _mm512_dpbusd_epi32(z, H1, xH));
+            }
+            tree4(u, Gs);
+            for (int gi = 0; gi < 4; ++gi) {  // granules of the step in K order
+                int label = 0;
+                for (int l = 0; l < 4; ++l)
+                    if (G::kGranOf[l] == gi) label = l;
+                const int k = 4 * s + gi;                       // granule within the super-block
+                const int64_t g = sb * kGran + k;               // granule within the row
+                __m512i I = Gs[label];
+                if constexpr (G::kShift >= 0)
+                    I = _mm512_add_epi32(I, _mm512_set1_epi32((x.nsum[8 * g] + x.nsum[8 * g + 4]) * (1 << G::kShift)));
+                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(ws[k], _mm512_set1_ps(x.dxv[8 * g])), acc);
+                if constexpr (G::kMin) acc = _mm512_fnmadd_ps(wm[k], _mm512_set1_ps(x.dxs[g]), acc);
+            }
+        }
+    }
+    store_row16(a, r, n, nc, acc);
+}
+
+// Q4_K without the pair tree: per row and step, the low nibbles (v & 0x0F) and the high nibbles
+// kept in place (v & 0xF0 = 16 x level: the granule sums come out x16, exact, and are shifted back
+// after the reduction) are regrouped by two 128-bit shuffles so that lane k of both vectors holds
+// the same granule (first / second 16 values), so the two vpdpbusd accumulate into one vector per
+// row and granule_sums reduces 16 rows to the 4 granules of the step. 128-bit lanes after the
+// shuffles: [g 4s, g 4s+2, g 4s+1 (x16), g 4s+3 (x16)] (g = granule within the super-block).
+struct G4_K1 {
+    static constexpr int kSbElems = 256, kSteps = 2, kBytes = 144, kQs = 16;
+    static void act(const int8_t* xq, int64_t sb, int s, __m512i& xA, __m512i& xB) {
+        // granules 4s..4s+3 at x + 32 (g - 4s): xA = first 16 values of g 4s, 4s+2, 4s+1, 4s+3; xB = second 16
+        const int8_t* x = xq + 256 * sb + 128 * s;
+        const __m512i x0 = _mm512_loadu_si512(x), x1 = _mm512_loadu_si512(x + 64);  // 128-bit lanes: g0a g0b g1a g1b | g2a ...
+        const __m512i a02 = _mm512_shuffle_i64x2(x0, x1, 0x88), b02 = _mm512_shuffle_i64x2(x0, x1, 0xDD);
+        // a02 = [g0a g1a g2a g3a] -> [g0a g2a g1a g3a]
+        xA = _mm512_shuffle_i64x2(a02, a02, 0xD8);
+        xB = _mm512_shuffle_i64x2(b02, b02, 0xD8);
+    }
+    static __m512i dot(const uint8_t* row, int64_t sb, int s, __m512i xA, __m512i xB) {
+        const __m512i v = _mm512_loadu_si512(row + sb * kBytes + kQs + 64 * s);
+        const __m512i lo = _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+        const __m512i hi = _mm512_and_si512(v, _mm512_set1_epi8(static_cast<char>(0xF0)));
+        const __m512i A = _mm512_shuffle_i64x2(lo, hi, 0x88), B = _mm512_shuffle_i64x2(lo, hi, 0xDD);
+        return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), A, xA), B, xB);
+    }
+};
+
+void gemv16_q4k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
+    using G = G4_K1;
+    const Rows16 rw(a, n, nc);
+    const uint8_t* const* w = rw.w;
+    const int64_t nsb = a.K / 256;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const PanelShare ps = panel_share(a, n, sb, nsb);
+        __m512 ws[8], wm[8];
+        G45_K<false>::scales(w, sb, ws, wm);
+        for (int s = 0; s < G::kSteps; ++s) {
+            __m512i xA, xB, dp[16], R[4];
+            G::act(x.qs, sb, s, xA, xB);
+            for (int c = 0; c < 16; ++c) {
+                prefetch_share(ps, 16 * s + c, 16 * G::kSteps);
+                dp[c] = G::dot(w[c], sb, s, xA, xB);
+            }
+            granule_sums(dp, R);
+            // R[0] = g 4s, R[1] = g 4s+2, R[2] = g 4s+1 (x16), R[3] = g 4s+3 (x16)
+            const __m512i I4[4] = {R[0], _mm512_srai_epi32(R[2], 4), R[1], _mm512_srai_epi32(R[3], 4)};
+            for (int gi = 0; gi < 4; ++gi) {
+                const int k = 4 * s + gi;
+                const int64_t g = sb * 8 + k;
+                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I4[gi]), _mm512_mul_ps(ws[k], _mm512_set1_ps(x.dxv[8 * g])), acc);
+                acc = _mm512_fnmadd_ps(wm[k], _mm512_set1_ps(x.dxs[g]), acc);
+            }
+        }
+    }
+    store_row16(a, r, n, nc, acc);
+}
+
+// Q8_0 likewise: per 128-value step (4 blocks) the two 64-byte level vectors [b0 b1] and [b2 b3]
+// are regrouped into first / second 16 values of each block, one vpdpbusd chain per row, then
+// granule_sums: R[h] = block h of the step (lane c = row c).
+void gemv16_q80(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
+    const Rows16 rw(a, n, nc);
+    const uint8_t* const* w = rw.w;
+    const __m512i rows = rw.offsets();
+    const int64_t nsb = a.K / 128;
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const PanelShare ps = panel_share(a, n, sb, nsb);
+        __m512 ws[4];
+        G8_0::scales(w, sb, ws, nullptr, rows, w[0]);
+        const __m512i x0 = _mm512_loadu_si512(x.qs + 128 * sb), x1 = _mm512_loadu_si512(x.qs + 128 * sb + 64);
+        const __m512i xA = _mm512_shuffle_i64x2(x0, x1, 0x88), xB = _mm512_shuffle_i64x2(x0, x1, 0xDD);
+        __m512i dp[16], R[4];
+        for (int c = 0; c < 16; ++c) {
+            prefetch_share(ps, c, 16);
+            const uint8_t* b = w[c] + sb * G8_0::kBytes;
+            const __m512i L = _mm512_xor_si512(cat256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)),
+                                                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 36))), flip);
+            const __m512i H = _mm512_xor_si512(cat256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 70)),
+                                                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 104))), flip);
+            const __m512i A = _mm512_shuffle_i64x2(L, H, 0x88), B = _mm512_shuffle_i64x2(L, H, 0xDD);
+            dp[c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), A, xA), B, xB);
+        }
+        granule_sums(dp, R);
+        for (int k = 0; k < 4; ++k) {
+            const int64_t g = sb * 4 + k;
+            const __m512i I = _mm512_add_epi32(R[k], _mm512_set1_epi32((x.nsum[8 * g] + x.nsum[8 * g + 4]) * 128));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(ws[k], _mm512_set1_ps(x.dxv[8 * g])), acc);
+        }
+    }
+    store_row16(a, r, n, nc, acc);
+}
+
+// Q6_K: 64-value units (16-value granules = the 4 128-bit lanes of one vpdpbusd), the -32 offset
+// folded into the accumulator's start (ActQ8's nsum of the unit, lane 4i = -sum of granule i, x32),
+// the 16 rows' scales from a 4 x 4 transposition of their int8 scale bytes and one gather of d.
+void gemv16_q6k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
+    const Rows16 rw(a, n, nc);
+    const uint8_t* const* w = rw.w;
+    const __m512i rows = rw.offsets();
+    const int64_t nsb = a.K / 256;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const PanelShare ps = panel_share(a, n, sb, nsb);
+        __m512i T[4];
+        headers16(w, sb * 210 + 192, T);  // T[k] lane c: scales 4k..4k+3 of row c
+        // d: bytes 208-209, read as the high half of the dword at 206 (stays inside the block)
+        const __m512 d = half_lo(_mm512_srli_epi32(_mm512_i32gather_epi32(rows, w[0] + sb * 210 + 206, 1), 16));
+        for (int u = 0; u < 4; ++u) {
+            const int64_t U = sb * 4 + u;
+            const __m512i init = _mm512_slli_epi32(_mm512_loadu_si512(x.nsum + 16 * U), 5);
+            const __m512i xq = _mm512_loadu_si512(x.qs + 64 * U);
+            __m512i dp[16], R[4];
+            DQ6_K::State st;
+            for (int c = 0; c < 16; ++c) {
+                prefetch_share(ps, 16 * u + c, 64);
+                dp[c] = _mm512_dpbusd_epi32(init, DQ6_K::levels(st, w[c], sb, u, 0), xq);
+            }
+            granule_sums(dp, R);
+            for (int h = 0; h < 4; ++h) {
+                const int j = 4 * u + h;  // granule within the super-block
+                const int64_t g = U * 4 + h;
+                const __m512 sc = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(T[j / 4], 24 - 8 * (j % 4)), 24));
+                const __m512 ws = _mm512_mul_ps(sc, d);
+                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(R[h]), _mm512_mul_ps(ws, _mm512_set1_ps(x.dxv[4 * g])), acc);
+            }
+        }
+    }
+    store_row16(a, r, n, nc, acc);
+}
+
+// The specialised decode GEMVs (16 rows x 128/256 values) and where they apply.
+struct FastQ4K {
+    static bool usable(const MatmulArgs& a) { return a.K % 256 == 0 && 15 * static_cast<int64_t>(a.w_row_stride) <= INT32_MAX; }
+    static void run(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_q4k(a, x, r, n, nc); }
+};
+struct FastQ5K {
+    static bool usable(const MatmulArgs& a) { return a.K % 256 == 0 && 15 * static_cast<int64_t>(a.w_row_stride) <= INT32_MAX; }
+    static void run(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16<G45_K<true>>(a, x, r, n, nc); }
+};
+struct FastQ80 {
+    static bool usable(const MatmulArgs& a) { return a.K % 128 == 0 && 15 * static_cast<int64_t>(a.w_row_stride) <= INT32_MAX; }
+    static void run(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_q80(a, x, r, n, nc); }
+};
+struct FastQ6K {
+    static bool usable(const MatmulArgs& a) { return 15 * static_cast<int64_t>(a.w_row_stride) <= INT32_MAX; }
+    static void run(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_q6k(a, x, r, n, nc); }
+};
+
+}  // namespace
+
+MatmulFn qmm512_q8k_kernel(DType t) {
+    switch (t) {
+        case DType::Q8_0: return qmm512<DQ8_0, FastQ80>;
+        case DType::Q4_0: return qmm512<DQ4_0>;
+        case DType::Q4_K: return qmm512<DQ45_K<false>, FastQ4K>;
+        case DType::Q5_K: return qmm512<DQ45_K<true>, FastQ5K>;
+        case DType::Q6_K: return qmm512<DQ6_K, FastQ6K>;
+        default: return nullptr;
+    }
+}
+
+}  // namespace moe::kernels
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
