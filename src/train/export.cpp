@@ -36,8 +36,10 @@ void write_vocab(gguf::Writer& w, const tokenizer::Vocab& v) {
     w.set_bool("tokenizer.ggml.add_bos_token", false);
 }
 
+const char* arch_of(const NetConfig& c) { return c.qwen2moe() ? model::kArchQwen2Moe : model::kArchQwen3Moe; }
+
 void write_hparams(gguf::Writer& w, const NetConfig& c) {
-    const std::string p = std::string(model::kArchQwen3Moe) + ".";
+    const std::string p = std::string(arch_of(c)) + ".";
     auto u32 = [&](const char* k, int64_t v) { w.set_u32(p + k, static_cast<uint32_t>(v)); };
     u32("context_length", c.n_ctx);
     u32("embedding_length", c.n_embd);
@@ -53,6 +55,7 @@ void write_hparams(gguf::Writer& w, const NetConfig& c) {
     u32("expert_count", c.n_expert);
     u32("expert_used_count", c.n_expert_used);
     u32("expert_feed_forward_length", c.n_ff);
+    if (c.qwen2moe()) u32("expert_shared_feed_forward_length", c.n_ff_shexp);
 }
 
 void encode(DType t, const float* x, int64_t n, std::vector<unsigned char>& out) {
@@ -87,7 +90,7 @@ void write_gguf(const std::string& path, const NetConfig& c, const std::vector<f
     const std::string tmp = path + ".tmp";
     {
         gguf::Writer w(tmp);
-        w.set_string("general.architecture", model::kArchQwen3Moe);
+        w.set_string("general.architecture", arch_of(c));
         w.set_string("general.name", name);
         w.set_u32("general.file_type", model::file_type_of(type));
         if (type == DType::Q8_0) w.set_u32("general.quantization_version", 2);
@@ -172,7 +175,8 @@ Checkpoint read_checkpoint(const std::string& path) {
         return *v;
     };
     const model::ModelConfig mc = model::config_from_gguf(f);
-    if (mc.arch != model::kArchQwen3Moe) throw_error(kC, path, ": architecture ", mc.arch, " is not a trainer checkpoint");
+    if (mc.arch != model::kArchQwen3Moe && mc.arch != model::kArchQwen2Moe)
+        throw_error(kC, path, ": architecture ", mc.arch, " is not a trainer checkpoint");
     Checkpoint ck;
     NetConfig& c = ck.config;
     c.n_vocab = mc.n_vocab;
@@ -187,6 +191,7 @@ Checkpoint read_checkpoint(const std::string& path) {
     c.n_ctx = mc.n_ctx_train;
     c.rope_base = mc.rope_freq_base;
     c.rms_eps = mc.rms_eps;
+    if (mc.arch == model::kArchQwen2Moe) c.n_ff_shexp = mc.n_ff_shexp;
     c.validate();
     ck.step = static_cast<int64_t>(need("train.step"));
     ck.steps = static_cast<int64_t>(need("train.steps"));

@@ -26,6 +26,77 @@ void rows(ThreadPool* pool, int64_t n, int64_t grain, F&& f) {
     pool->parallel_for(n, grain, [&](int64_t a, int64_t b, int) { f(a, b); });
 }
 
+// Shared expert (qwen2moe): out[t] += sg[t] * sY[t], sg = sigmoid(g . xn[t]), sY = SwiGLU FFN of
+// width Fs over all N rows.
+template <typename R>
+void shared_fwd(ThreadPool* pool, const MoeShape& s, const MoeWeightsT<R>& w, const R* xn, R* out, MoeSaved<R>& sv) {
+    const int64_t N = s.N, D = s.D, Fs = s.Fs;
+    sv.sG.resize(static_cast<size_t>(N * Fs));
+    sv.sU.resize(static_cast<size_t>(N * Fs));
+    sv.sA.resize(static_cast<size_t>(N * Fs));
+    sv.sY.resize(static_cast<size_t>(N * D));
+    sv.sg.resize(static_cast<size_t>(N));
+    mm<R>(pool, N, Fs, D, xn, D, false, w.sh_gate, D, true, sv.sG.data(), false);
+    mm<R>(pool, N, Fs, D, xn, D, false, w.sh_up, D, true, sv.sU.data(), false);
+    swiglu_fwd<R>(N * Fs, sv.sG.data(), sv.sU.data(), sv.sA.data());
+    mm<R>(pool, N, D, Fs, sv.sA.data(), Fs, false, w.sh_down, Fs, true, sv.sY.data(), false);
+    rows(pool, N, 64, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+            const R* x = xn + t * D;
+            R z = 0;
+            for (int64_t c = 0; c < D; ++c) z += w.sh_gate_inp[c] * x[c];
+            const R g = R(1) / (R(1) + std::exp(-z));
+            sv.sg[static_cast<size_t>(t)] = g;
+            const R* y = sv.sY.data() + t * D;
+            R* o = out + t * D;
+            for (int64_t c = 0; c < D; ++c) o[c] += g * y[c];
+        }
+    });
+}
+
+// dxn += the shared expert's input gradient; its parameter gradients accumulated.
+template <typename R>
+void shared_bwd(ThreadPool* pool, const MoeShape& s, const MoeWeightsT<R>& w, const R* xn, const MoeSaved<R>& sv,
+                const R* dout, R* dxn, const MoeGradsT<R>& g) {
+    const int64_t N = s.N, D = s.D, Fs = s.Fs;
+    std::vector<R> dY(static_cast<size_t>(N * D)), dz(static_cast<size_t>(N));
+    rows(pool, N, 64, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+            const R gt = sv.sg[static_cast<size_t>(t)];
+            const R* go = dout + t * D;
+            const R* y = sv.sY.data() + t * D;
+            R* dy = dY.data() + t * D;
+            R d = 0;
+            for (int64_t c = 0; c < D; ++c) {
+                d += go[c] * y[c];
+                dy[c] = gt * go[c];
+            }
+            dz[static_cast<size_t>(t)] = d * gt * (R(1) - gt);  // sigmoid' = g (1 - g)
+        }
+    });
+    std::vector<R> dA(static_cast<size_t>(N * Fs)), dG(static_cast<size_t>(N * Fs)), dU(static_cast<size_t>(N * Fs));
+    mm<R>(pool, N, Fs, D, dY.data(), D, false, w.sh_down, Fs, false, dA.data(), false);       // dA = dY Wd
+    mm<R>(pool, D, Fs, N, dY.data(), D, true, sv.sA.data(), Fs, false, g.sh_down, true);     // dWd += dY^T A
+    swiglu_bwd<R>(N * Fs, sv.sG.data(), sv.sU.data(), dA.data(), dG.data(), dU.data());
+    mm<R>(pool, N, D, Fs, dG.data(), Fs, false, w.sh_gate, D, false, dxn, true);  // dxn += dG Wg + dU Wu
+    mm<R>(pool, N, D, Fs, dU.data(), Fs, false, w.sh_up, D, false, dxn, true);
+    mm<R>(pool, Fs, D, N, dG.data(), Fs, true, xn, D, false, g.sh_gate, true);    // dWg += dG^T xn
+    mm<R>(pool, Fs, D, N, dU.data(), Fs, true, xn, D, false, g.sh_up, true);
+    // Gate vector: dg += sum_t dz_t xn_t (fixed token order); dxn_t += dz_t g.
+    for (int64_t t = 0; t < N; ++t) {
+        const R d = dz[static_cast<size_t>(t)];
+        const R* x = xn + t * D;
+        for (int64_t c = 0; c < D; ++c) g.sh_gate_inp[c] += d * x[c];
+    }
+    rows(pool, N, 64, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+            const R d = dz[static_cast<size_t>(t)];
+            R* o = dxn + t * D;
+            for (int64_t c = 0; c < D; ++c) o[c] += d * w.sh_gate_inp[c];
+        }
+    });
+}
+
 }  // namespace
 
 template <typename R>
@@ -62,6 +133,7 @@ void moe_fwd(ThreadPool* pool, const MoeShape& s, const MoeLossSpec& ls, const M
                 });
                 R ws = 0;
                 for (int64_t j = 0; j < k; ++j) ws += p[idx[static_cast<size_t>(j)]];
+                if (!s.norm_w) ws = 1;
                 for (int64_t j = 0; j < k; ++j) {
                     sv.ids[static_cast<size_t>(t * k + j)] = idx[static_cast<size_t>(j)];
                     sv.w[static_cast<size_t>(t * k + j)] = p[idx[static_cast<size_t>(j)]] / ws;
@@ -115,6 +187,7 @@ void moe_fwd(ThreadPool* pool, const MoeShape& s, const MoeLossSpec& ls, const M
             }
         }
     });
+    if (s.Fs > 0) shared_fwd(pool, s, w, xn, out, sv);
     if (E > 1) {
         if (ls.aux != 0) {
             double a = 0;
@@ -180,6 +253,7 @@ void moe_bwd(ThreadPool* pool, const MoeShape& s, const MoeLossSpec& ls, const M
             }
         }
     });
+    if (s.Fs > 0) shared_bwd(pool, s, w, xn, sv, dout, dxn, g);
     if (E == 1) return;
     // Router: w_j = p_j / S (S = sum of selected p) -> dp_j = (dw_j - sum_l dw_l w_l) / S;
     // aux: dP_i/dp[t,i] = 1/N; z: d lse^2 / dlogit = 2 lse p. Then softmax backward.
@@ -200,7 +274,10 @@ void moe_bwd(ThreadPool* pool, const MoeShape& s, const MoeLossSpec& ls, const M
             }
             for (int64_t e = 0; e < E; ++e)
                 dp[static_cast<size_t>(e)] = static_cast<R>(ls.aux * static_cast<double>(E) * fshare[static_cast<size_t>(e)] / static_cast<double>(N));
-            for (int64_t j = 0; j < k; ++j) dp[static_cast<size_t>(ids[j])] += (dwt[j] - dot) / S;
+            if (s.norm_w)
+                for (int64_t j = 0; j < k; ++j) dp[static_cast<size_t>(ids[j])] += (dwt[j] - dot) / S;
+            else
+                for (int64_t j = 0; j < k; ++j) dp[static_cast<size_t>(ids[j])] += dwt[j];
             R pd = 0;
             for (int64_t e = 0; e < E; ++e) pd += p[e] * dp[static_cast<size_t>(e)];
             const R zc = static_cast<R>(2.0 * ls.z * static_cast<double>(sv.lse[static_cast<size_t>(t)]) / static_cast<double>(N));

@@ -30,6 +30,12 @@ void NetConfig::validate() const {
     if (head_dim % 2 != 0) throw_error("train", "--head-dim ", head_dim, " must be even (RoPE rotates pairs)");
     if (n_expert_used < 1 || n_expert_used > n_expert)
         throw_error("train", "--top-k ", n_expert_used, " must be in [1, --experts ", n_expert, "]");
+    if (n_ff_shexp < 0) throw_error("train", "--shared-ff must be >= 0 (got ", n_ff_shexp, ")");
+    if (n_ff_shexp > 0 && n_expert < 2)
+        throw_error("train", "--shared-ff needs a routed MoE (--experts >= 2, got ", n_expert, ")");
+    if (n_ff_shexp > 0 && n_head * head_dim != n_embd)
+        throw_error("train", "--shared-ff trains a qwen2moe model, whose attention is n_embd wide: --heads ", n_head,
+                    " x --head-dim ", head_dim, " must equal --embd ", n_embd);
     if (n_expert > 1 && n_expert_used == n_expert)
         throw_error("train", "--top-k ", n_expert_used, " equals --experts: that is a dense model; use --experts 1");
 }
@@ -59,13 +65,21 @@ std::vector<ParamInfo> param_layout(const NetConfig& c) {
         add(b + "attn_k.weight", {D, c.kd()}, true);
         add(b + "attn_v.weight", {D, c.kd()}, true);
         add(b + "attn_output.weight", {c.qd(), D}, true);
-        add(b + "attn_k_norm.weight", {c.head_dim}, false);
-        add(b + "attn_q_norm.weight", {c.head_dim}, false);
+        if (!c.qwen2moe()) {
+            add(b + "attn_k_norm.weight", {c.head_dim}, false);
+            add(b + "attn_q_norm.weight", {c.head_dim}, false);
+        }
         add(b + "ffn_norm.weight", {D}, false);
         if (E > 1) add(b + "ffn_gate_inp.weight", {D, E}, true);
         add(b + "ffn_gate_exps.weight", {D, F, E}, true);
         add(b + "ffn_down_exps.weight", {F, D, E}, true);
         add(b + "ffn_up_exps.weight", {D, F, E}, true);
+        if (c.qwen2moe()) {
+            add(b + "ffn_gate_inp_shexp.weight", {D}, false);
+            add(b + "ffn_gate_shexp.weight", {D, c.n_ff_shexp}, true);
+            add(b + "ffn_down_shexp.weight", {c.n_ff_shexp, D}, true);
+            add(b + "ffn_up_shexp.weight", {D, c.n_ff_shexp}, true);
+        }
     }
     return v;
 }
@@ -79,7 +93,8 @@ size_t param_count(const std::vector<ParamInfo>& layout) {
 int64_t active_params(const NetConfig& c) {
     const int64_t D = c.n_embd;
     const int64_t attn = D * c.qd() + 2 * D * c.kd() + c.qd() * D;
-    const int64_t ffn = (c.n_expert > 1 ? D * c.n_expert : 0) + 3 * D * c.n_ff * c.n_expert_used;
+    const int64_t ffn = (c.n_expert > 1 ? D * c.n_expert : 0) + 3 * D * c.n_ff * c.n_expert_used +
+                        (c.qwen2moe() ? D + 3 * D * c.n_ff_shexp : 0);
     return c.n_layer * (attn + ffn) + D * c.n_vocab;
 }
 
@@ -143,8 +158,13 @@ typename Net<R>::Layer Net<R>::layer_ptrs(std::vector<R>& v, int64_t il) const {
     L.wk = p("attn_k.weight");
     L.wv = p("attn_v.weight");
     L.wo = p("attn_output.weight");
-    L.q_norm = p("attn_q_norm.weight");
-    L.k_norm = p("attn_k_norm.weight");
+    const bool q2 = c_.qwen2moe();
+    L.q_norm = q2 ? nullptr : p("attn_q_norm.weight");
+    L.k_norm = q2 ? nullptr : p("attn_k_norm.weight");
+    L.sh_gate_inp = q2 ? p("ffn_gate_inp_shexp.weight") : nullptr;
+    L.sh_gate = q2 ? p("ffn_gate_shexp.weight") : nullptr;
+    L.sh_up = q2 ? p("ffn_up_shexp.weight") : nullptr;
+    L.sh_down = q2 ? p("ffn_down_shexp.weight") : nullptr;
     L.ffn_norm = p("ffn_norm.weight");
     L.router = c_.n_expert > 1 ? p("ffn_gate_inp.weight") : nullptr;
     L.gate = p("ffn_gate_exps.weight");
@@ -159,7 +179,7 @@ void Net<R>::init(const InitSpec& s) {
     for (const auto& p : layout_) {
         Rng rng(s.seed * 0x9e3779b97f4a7c15ull ^ fnv1a(p.name));
         R* d = params.data() + p.offset;
-        if (p.shape.size() == 1) {  // norm weights
+        if (p.shape.size() == 1 && p.name.find("ffn_gate_inp_shexp") == std::string::npos) {  // norm weights
             for (size_t i = 0; i < p.size; ++i) d[i] = R(1);
             continue;
         }
@@ -183,7 +203,7 @@ LossParts Net<R>::step(ThreadPool* pool, const int32_t* tokens, const int32_t* t
     S.pos.resize(static_cast<size_t>(N));
     for (int64_t i = 0; i < N; ++i) S.pos[static_cast<size_t>(i)] = static_cast<int32_t>(i % T);
     const AttnShape as{B, T, Hq, Hkv, hd, 1.0 / std::sqrt(static_cast<double>(hd))};
-    const MoeShape ms{N, D, c_.n_ff, c_.n_expert, c_.n_expert_used};
+    const MoeShape ms{N, D, c_.n_ff, c_.n_expert, c_.n_expert_used, c_.n_ff_shexp, !c_.qwen2moe()};
     auto sz = [](int64_t n) { return static_cast<size_t>(n); };
 
     std::vector<R> x(sz(N * D));
@@ -205,8 +225,13 @@ LossParts Net<R>::step(ThreadPool* pool, const int32_t* tokens, const int32_t* t
         mm<R>(pool, N, kd, D, L.xn1.data(), D, false, P.wk, D, true, L.kp.data(), false);
         mm<R>(pool, N, kd, D, L.xn1.data(), D, false, P.wv, D, true, L.v.data(), false);
         L.q.resize(sz(N * qd)), L.k.resize(sz(N * kd)), L.rq.resize(sz(N * Hq)), L.rk.resize(sz(N * Hkv));
-        rmsnorm_fwd<R>(pool, N * Hq, hd, c_.rms_eps, L.qp.data(), P.q_norm, L.q.data(), L.rq.data());
-        rmsnorm_fwd<R>(pool, N * Hkv, hd, c_.rms_eps, L.kp.data(), P.k_norm, L.k.data(), L.rk.data());
+        if (P.q_norm) {
+            rmsnorm_fwd<R>(pool, N * Hq, hd, c_.rms_eps, L.qp.data(), P.q_norm, L.q.data(), L.rq.data());
+            rmsnorm_fwd<R>(pool, N * Hkv, hd, c_.rms_eps, L.kp.data(), P.k_norm, L.k.data(), L.rk.data());
+        } else {  // qwen2moe: no q/k norm
+            L.q = L.qp;
+            L.k = L.kp;
+        }
         rope<R>(pool, rope_, L.q.data(), N, Hq, S.pos.data(), false);
         rope<R>(pool, rope_, L.k.data(), N, Hkv, S.pos.data(), false);
         L.P.resize(sz(B * Hq * T * T)), L.att.resize(sz(N * qd));
@@ -216,7 +241,8 @@ LossParts Net<R>::step(ThreadPool* pool, const int32_t* tokens, const int32_t* t
         L.xn2.resize(sz(N * D)), L.r2.resize(sz(N));
         rmsnorm_fwd<R>(pool, N, D, c_.rms_eps, x.data(), P.ffn_norm, L.xn2.data(), L.r2.data());
         MoeWeightsT<R> mw{P.router, P.gate, P.up, P.down,
-                          sel_bias && !(*sel_bias)[sz(il)].empty() ? (*sel_bias)[sz(il)].data() : nullptr};
+                          sel_bias && !(*sel_bias)[sz(il)].empty() ? (*sel_bias)[sz(il)].data() : nullptr,
+                          P.sh_gate_inp, P.sh_gate, P.sh_up, P.sh_down};
         std::vector<R> y(sz(N * D));
         moe_fwd<R>(pool, ms, ls, mw, L.xn2.data(), y.data(), L.moe);
         for (int64_t i = 0; i < N * D; ++i) x[sz(i)] += y[sz(i)];
@@ -249,8 +275,9 @@ LossParts Net<R>::step(ThreadPool* pool, const int32_t* tokens, const int32_t* t
         const Layer G = layer_ptrs(grads, il);
         auto& L = S.layers[sz(il)];
         MoeWeightsT<R> mw{P.router, P.gate, P.up, P.down,
-                          sel_bias && !(*sel_bias)[sz(il)].empty() ? (*sel_bias)[sz(il)].data() : nullptr};
-        MoeGradsT<R> mg{G.router, G.gate, G.up, G.down};
+                          sel_bias && !(*sel_bias)[sz(il)].empty() ? (*sel_bias)[sz(il)].data() : nullptr,
+                          P.sh_gate_inp, P.sh_gate, P.sh_up, P.sh_down};
+        MoeGradsT<R> mg{G.router, G.gate, G.up, G.down, G.sh_gate_inp, G.sh_gate, G.sh_up, G.sh_down};
         moe_bwd<R>(pool, ms, ls, mw, L.xn2.data(), L.moe, dx.data(), dxn.data(), mg);
         rmsnorm_bwd<R>(pool, N, D, L.x_mid.data(), P.ffn_norm, L.r2.data(), dxn.data(), dtmp.data(), G.ffn_norm);
         for (int64_t i = 0; i < N * D; ++i) dx[sz(i)] += dtmp[sz(i)];
@@ -261,8 +288,13 @@ LossParts Net<R>::step(ThreadPool* pool, const int32_t* tokens, const int32_t* t
                          dv.data());
         rope<R>(pool, rope_, dq.data(), N, Hq, S.pos.data(), true);
         rope<R>(pool, rope_, dk.data(), N, Hkv, S.pos.data(), true);
-        rmsnorm_bwd<R>(pool, N * Hq, hd, L.qp.data(), P.q_norm, L.rq.data(), dq.data(), dqp.data(), G.q_norm);
-        rmsnorm_bwd<R>(pool, N * Hkv, hd, L.kp.data(), P.k_norm, L.rk.data(), dk.data(), dkp.data(), G.k_norm);
+        if (P.q_norm) {
+            rmsnorm_bwd<R>(pool, N * Hq, hd, L.qp.data(), P.q_norm, L.rq.data(), dq.data(), dqp.data(), G.q_norm);
+            rmsnorm_bwd<R>(pool, N * Hkv, hd, L.kp.data(), P.k_norm, L.rk.data(), dk.data(), dkp.data(), G.k_norm);
+        } else {
+            dqp = dq;
+            dkp = dk;
+        }
         mm<R>(pool, N, D, qd, dqp.data(), qd, false, P.wq, D, false, dxn.data(), false);  // dxn1 = dq Wq + dk Wk + dv Wv
         mm<R>(pool, N, D, kd, dkp.data(), kd, false, P.wk, D, false, dxn.data(), true);
         mm<R>(pool, N, D, kd, dv.data(), kd, false, P.wv, D, false, dxn.data(), true);

@@ -2,7 +2,7 @@
 // The trainable qwen3moe-style network (f32 for training, f64 for gradient tests):
 //   x = embd[tok]; per block: x += Wo attn(rope(qk_norm(Wq/k/v rmsnorm(x)))); x += moe(rmsnorm(x))
 //   logits = Wout rmsnorm(x)
-// exactly the engine's qwen3moe forward (per-head q/k RMSNorm, NeoX RoPE, softmax top-k router
+// exactly the engine's qwen3moe forward (qwen2moe with n_ff_shexp > 0: see NetConfig) (per-head q/k RMSNorm, NeoX RoPE, softmax top-k router
 // with renormalised weights, SwiGLU experts; no biases, untied head). Parameters live in one flat
 // vector in GGUF layout (matrices [out][in] row-major = ne0 is the input width), named as the GGUF
 // tensors, so export is a copy. n_expert == 1 makes a dense SwiGLU model (comparison baseline).
@@ -30,6 +30,11 @@ struct NetConfig {
     int64_t n_ctx = 128;  // training context (also the GGUF context_length)
     float rope_base = 10000.0f;
     float rms_eps = 1e-6f;
+    // > 0: a shared expert of this width with a sigmoid gate, which makes the model qwen2moe (the
+    // llama.cpp architecture with one): no q/k norm, no top-k renormalisation; needs
+    // n_head * head_dim == n_embd (qwen2moe's attn_q / attn_output are n_embd wide).
+    int64_t n_ff_shexp = 0;
+    bool qwen2moe() const { return n_ff_shexp > 0; }
     // Throws moe::Error("[train] ...") naming the bad field.
     void validate() const;
     int64_t qd() const { return n_head * head_dim; }
@@ -83,6 +88,7 @@ public:
 private:
     struct Layer {
         R *attn_norm, *wq, *wk, *wv, *wo, *q_norm, *k_norm, *ffn_norm, *router, *gate, *up, *down;
+        R *sh_gate_inp, *sh_gate, *sh_up, *sh_down;  // null without a shared expert
     };
     struct Saved;
     Layer layer_ptrs(std::vector<R>& v, int64_t il) const;

@@ -213,10 +213,12 @@ TrainResult run_training(const TrainSpec& spec) {
     res.bytes_per_token = static_cast<double>(val_text.size()) / static_cast<double>(d.val.size());
     std::fprintf(lg,
                  "train: %lld params (%lld active per token), vocab %lld, %d layers, embd %lld, %d experts top-%d, "
-                 "ff %lld, ctx %lld, batch %lld, %zu train / %zu val tokens (%.2f bytes/token), %d threads\n",
+                 "ff %lld%s, ctx %lld, batch %lld, %zu train / %zu val tokens (%.2f bytes/token), %d threads\n",
                  static_cast<long long>(res.n_params), static_cast<long long>(res.n_active),
                  static_cast<long long>(cfg.n_vocab), static_cast<int>(cfg.n_layer), static_cast<long long>(cfg.n_embd),
-                 cfg.n_expert, cfg.n_expert_used, static_cast<long long>(cfg.n_ff), static_cast<long long>(T),
+                 cfg.n_expert, cfg.n_expert_used, static_cast<long long>(cfg.n_ff),
+                 cfg.qwen2moe() ? (" + shared expert " + std::to_string(cfg.n_ff_shexp) + " (qwen2moe)").c_str() : "",
+                 static_cast<long long>(T),
                  static_cast<long long>(B), d.train.size(), d.val.size(), res.bytes_per_token, spec.threads);
 
     ThreadPool pool(spec.threads);
@@ -243,6 +245,8 @@ TrainResult run_training(const TrainSpec& spec) {
     std::vector<int32_t> tok_b(static_cast<size_t>(B * T)), tgt_b(static_cast<size_t>(B * T));
     std::vector<std::vector<int64_t>> counts, window(static_cast<size_t>(cfg.n_layer),
                                                      std::vector<int64_t>(static_cast<size_t>(cfg.n_expert), 0));
+    std::vector<std::vector<int64_t>> cwindow = window;  // collapse detector
+    int64_t cwin_n = 0;
     double win_ce = 0, win_aux = 0, win_z = 0;
     int64_t win_n = 0;
     Timer wall;
@@ -318,6 +322,35 @@ TrainResult run_training(const TrainSpec& spec) {
         ++win_n;
         const bool last = step + 1 == steps || step + 1 == spec.stop_at ||
                           (spec.time_limit > 0 && train_s >= spec.time_limit);
+        // Collapse detector: an expert's share of the slots over a whole window under
+        // collapse_share x the fair share 1/E.
+        const int64_t cw = spec.collapse_window > 0 ? spec.collapse_window : spec.log_every;
+        if (cfg.n_expert > 1) {
+            for (int64_t il = 0; il < cfg.n_layer; ++il)
+                for (int e = 0; e < cfg.n_expert; ++e)
+                    cwindow[static_cast<size_t>(il)][static_cast<size_t>(e)] +=
+                        counts[static_cast<size_t>(il)][static_cast<size_t>(e)];
+            ++cwin_n;
+        }
+        if (cfg.n_expert > 1 && ((step + 1) % cw == 0 || last)) {
+            for (int64_t il = 0; il < cfg.n_layer; ++il) {
+                const auto& cc = cwindow[static_cast<size_t>(il)];
+                double total = 0;
+                for (int64_t v : cc) total += static_cast<double>(v);
+                for (int e = 0; e < cfg.n_expert; ++e) {
+                    const double share = static_cast<double>(cc[static_cast<size_t>(e)]) / std::max(1.0, total);
+                    if (share < spec.collapse_share / cfg.n_expert) {
+                        ++res.collapse_warnings;
+                        std::fprintf(lg, "  warning: collapse? layer %lld expert %d got %.2f%% of the slots over the "
+                                     "last %lld steps (fair share %.1f%%); try --aux-loss or --bias-balance\n",
+                                     static_cast<long long>(il), e, 100 * share, static_cast<long long>(cwin_n),
+                                     100.0 / cfg.n_expert);
+                    }
+                }
+            }
+            for (auto& w : cwindow) std::fill(w.begin(), w.end(), 0);
+            cwin_n = 0;
+        }
         if ((step + 1) % spec.log_every == 0 || last) {
             res.train_loss = win_ce / win_n;
             std::fprintf(lg, "step %6lld/%lld  lr %.2e  loss %.4f (ce %.4f aux %.4f z %.4f)  |g| %.3f  %.0f tok/s  %.0f s\n",
@@ -331,18 +364,6 @@ TrainResult run_training(const TrainSpec& spec) {
                     std::fprintf(lg, "  load L%lld: entropy %.3f/%.3f bits  max/mean %.2f  busiest %.1f%%  dead %d\n",
                                  static_cast<long long>(il), ld.entropy_bits, std::log2(cfg.n_expert), ld.max_over_mean,
                                  100 * ld.busiest_share, ld.dead);
-                    double total = 0;
-                    for (int64_t v : ld.counts) total += static_cast<double>(v);
-                    for (int e = 0; e < cfg.n_expert; ++e) {
-                        const double share = static_cast<double>(ld.counts[static_cast<size_t>(e)]) / std::max(1.0, total);
-                        if (share < spec.collapse_share / cfg.n_expert) {
-                            ++res.collapse_warnings;
-                            std::fprintf(lg, "  warning: collapse? layer %lld expert %d got %.2f%% of the slots over the "
-                                         "last %lld steps (fair share %.1f%%); try --aux-loss or --bias-balance\n",
-                                         static_cast<long long>(il), e, 100 * share, static_cast<long long>(win_n),
-                                         100.0 / cfg.n_expert);
-                        }
-                    }
                     res.load.push_back(ld);
                 }
             for (auto& w : window) std::fill(w.begin(), w.end(), 0);
@@ -368,6 +389,14 @@ TrainResult run_training(const TrainSpec& spec) {
     std::fprintf(lg, "final: step %lld  val loss %.4f nats/token  val bpb %.4f  train %.1f s  %.0f tok/s  (cpu %.1f s: %.0f tok per cpu-s)\n",
                  static_cast<long long>(step), ev.loss, ev.bpb, train_s, res.tokens_per_s, train_cpu,
                  train_cpu > 0 ? static_cast<double>((step - step0) * B * T) / train_cpu : 0.0);
+    res.val_loss_no_bias = res.val_bpb_no_bias = NAN;
+    if (use_bias) {
+        const EvalOut nb = evaluate(pool, reps, net.params, d, B, 0, nullptr);
+        res.val_loss_no_bias = nb.loss;
+        res.val_bpb_no_bias = nb.bpb;
+        std::fprintf(lg, "final: without the selection bias (routing as the exported file does): val loss %.4f  "
+                     "val bpb %.4f (%+.4f)\n", nb.loss, nb.bpb, nb.bpb - ev.bpb);
+    }
     res.val_load.clear();
     if (cfg.n_expert > 1)
         for (size_t il = 0; il < ev.counts.size(); ++il) {
@@ -378,6 +407,11 @@ TrainResult run_training(const TrainSpec& spec) {
         }
     if (spec.save_every > 0 || !spec.resume.empty()) save(step);
     if (!spec.out.empty()) {
+        if (use_bias)
+            std::fprintf(lg, "train: warning: %s has no selection bias (qwen3moe in llama.cpp has no exp_probs_b "
+                         "tensor), so it routes without the bias it was balanced with: val bpb %.4f with the bias, "
+                         "%.4f without (the checkpoint keeps the bias)\n",
+                         spec.out.c_str(), ev.bpb, res.val_bpb_no_bias);
         write_model(spec.out, net, vocab, spec.out_type, spec.name);
         std::fprintf(lg, "train: wrote %s (%s)\n", spec.out.c_str(), dtype_name(spec.out_type));
     }

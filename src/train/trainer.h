@@ -33,7 +33,8 @@ struct TrainSpec {
     int64_t eval_windows = 0;   // validation windows per periodic eval (0 = all); the final eval uses all
     double time_limit = 0;      // seconds (0 = none): stop early, the schedule follows elapsed time
     int64_t stop_at = 0;        // stop after this step (0 = run to steps); the schedule still plans `steps`
-    double collapse_share = 0.1;  // warn when an expert gets < this fraction of a fair share in a log window
+    double collapse_share = 0.1;  // warn when an expert gets < this fraction of a fair share over a window
+    int64_t collapse_window = 0;  // steps per collapse-detector window (0 = the log window)
     std::FILE* log = stderr;
 };
 
@@ -48,6 +49,9 @@ struct TrainResult {
     double train_loss = 0;       // mean CE of the last log window
     double val_loss = 0;         // nats per token, all validation windows
     double val_bpb = 0;          // bits per byte
+    // With a selection bias (--bias-balance): the same evaluation routing without it, as the
+    // exported qwen3moe file does (it has no bias tensor). NaN without a bias.
+    double val_loss_no_bias = 0, val_bpb_no_bias = 0;
     double seconds = 0;          // wall time of the training steps
     double tokens_per_s = 0;     // training tokens (batch * ctx per step) per second
     int64_t n_params = 0, n_active = 0, n_vocab = 0;

@@ -81,22 +81,22 @@ double first_and_last_loss(const std::string& log, double* last) {
     return first;
 }
 
-}  // namespace
-
-TEST(TrainCli, EngineEvalLogitsEqualTrainerForward) {
-    const std::string out = (temp_dir() / "m.gguf").string(), ck = (temp_dir() / "m.ckpt").string();
-    const Result r = run_moe("train --data " + data_file() + " --out " + out + " --type f32 --steps 30 --save-every 30" +
-                             " --checkpoint " + ck + kShape);
-    ASSERT_EQ(r.code, 0) << r.err;
+// Trains STEPS steps with ARGS, and checks that `moe eval` on the f32 GGUF gives the trainer's own
+// forward logits (from the final checkpoint). Returns the training log.
+std::string train_and_compare_logits(const std::string& tag, const std::string& args, int steps, double min_drop) {
+    const std::string out = (temp_dir() / (tag + ".gguf")).string(), ck = (temp_dir() / (tag + ".ckpt")).string();
+    const Result r = run_moe("train --data " + data_file() + " --out " + out + " --type f32 --steps " +
+                             std::to_string(steps) + " --save-every " + std::to_string(steps) + " --checkpoint " + ck + args);
+    EXPECT_EQ(r.code, 0) << r.err;
     double last = 0;
     const double first = first_and_last_loss(r.err, &last);
-    EXPECT_LT(last, first - 0.5) << r.err;
+    EXPECT_LT(last, first - min_drop) << r.err;
     EXPECT_NE(r.err.find("load L1: entropy"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("val bpb"), std::string::npos) << r.err;
 
     // The trainer's forward, from the final checkpoint (the same weights as the f32 GGUF).
     const train::Checkpoint c = train::read_checkpoint(ck);
-    EXPECT_EQ(c.step, 30);
+    EXPECT_EQ(c.step, steps);
     train::Net<float> net(c.config);
     net.params = c.params;
     std::vector<int32_t> tokens;
@@ -110,9 +110,10 @@ TEST(TrainCli, EngineEvalLogitsEqualTrainerForward) {
 
     const std::string lf = (temp_dir() / "logits.bin").string();
     const Result e = run_moe("eval -m " + out + " --tokens " + list + " --logits-out " + lf + " -t 2");
-    ASSERT_EQ(e.code, 0) << e.err;
+    EXPECT_EQ(e.code, 0) << e.err;
     const std::string raw = slurp(lf);
-    ASSERT_EQ(raw.size(), mine.size() * sizeof(float));
+    EXPECT_EQ(raw.size(), mine.size() * sizeof(float));
+    if (raw.size() != mine.size() * sizeof(float)) return r.err;
     const float* theirs = reinterpret_cast<const float*>(raw.data());
     double num = 0, den = 0;
     for (size_t i = 0; i < mine.size(); ++i) {
@@ -120,8 +121,14 @@ TEST(TrainCli, EngineEvalLogitsEqualTrainerForward) {
         den += double(mine[i]) * mine[i];
     }
     EXPECT_GT(den, 0.0);
-    EXPECT_LT(num / den, 1e-9) << "NMSE between moe eval and the trainer's forward";
+    EXPECT_LT(num / den, 1e-9) << tag << ": NMSE between moe eval and the trainer's forward";
+    return r.err + e.err;
+}
 
+}  // namespace
+
+TEST(TrainCli, EngineEvalLogitsEqualTrainerForward) {
+    train_and_compare_logits("m", kShape, 30, 0.5);
     // f16 and q8_0 outputs load and run too.
     for (const char* t : {"f16", "q8_0"}) {
         const std::string o2 = (temp_dir() / (std::string("m-") + t + ".gguf")).string();
@@ -130,6 +137,47 @@ TEST(TrainCli, EngineEvalLogitsEqualTrainerForward) {
         EXPECT_EQ(g.code, 0) << g.err;
         EXPECT_EQ(g.out.rfind("ROMEO:", 0), 0u) << g.out;
     }
+}
+
+// --shared-ff trains a qwen2moe model (sigmoid-gated shared expert, no q/k norm, no renormalisation);
+// the engine loads it as qwen2moe and agrees with the trainer's forward.
+TEST(TrainCli, SharedExpertExportsQwen2moe) {
+    const std::string log = train_and_compare_logits("shexp", std::string(kShape) + " --shared-ff 24", 30, 0.5);
+    EXPECT_NE(log.find("qwen2moe"), std::string::npos) << log;
+    const train::Checkpoint c = train::read_checkpoint((temp_dir() / "shexp.ckpt").string());
+    EXPECT_EQ(c.config.n_ff_shexp, 24);
+}
+
+// --preset sets the shape: the same run as the explicit flags, bitwise; flags override it.
+TEST(TrainCli, PresetEqualsShapeFlags) {
+    const std::string tail = " --steps 3 --save-every 3 --batch 2 --threads 1 --eval-every 0 --seed 5";
+    const std::string a = (temp_dir() / "preset.ckpt").string(), b = (temp_dir() / "flags.ckpt").string();
+    ASSERT_EQ(run_moe("train --data " + data_file() + " --preset tiny --checkpoint " + a + tail).code, 0);
+    const Result r = run_moe("train --data " + data_file() + " --checkpoint " + b + tail +
+                             " --vocab-size 300 --embd 32 --layers 2 --heads 2 --kv-heads 1 --head-dim 16 --ff 32"
+                             " --experts 4 --top-k 2 --ctx 32");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const train::Checkpoint ca = train::read_checkpoint(a), cb = train::read_checkpoint(b);
+    EXPECT_EQ(ca.config.n_embd, 32);
+    EXPECT_EQ(ca.params, cb.params);
+    const std::string c = (temp_dir() / "over.ckpt").string();
+    ASSERT_EQ(run_moe("train --data " + data_file() + " --experts 8 --checkpoint " + c + tail + " --preset tiny").code, 0);
+    EXPECT_EQ(train::read_checkpoint(c).config.n_expert, 8) << "a shape flag overrides the preset, in any order";
+}
+
+// A bias-balanced run reports the validation cost of dropping the bias and warns at export; the
+// collapse detector uses its own window.
+TEST(TrainCli, BiasDroppedAtExportIsMeasuredAndCollapseWindow) {
+    const std::string out = (temp_dir() / "bias.gguf").string();
+    const Result r = run_moe("train --data " + data_file() + " --out " + out +
+                             " --preset tiny --steps 6 --batch 2 --threads 1 --eval-every 0 --log-every 6"
+                             " --bias-balance 0.01 --collapse-share 1 --collapse-window 3");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("final: without the selection bias"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("warning: " + out + " has no selection bias"), std::string::npos) << r.err;
+    // --collapse-share 1: every expert under its fair share warns, per 3-step window.
+    EXPECT_NE(r.err.find("over the last 3 steps"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("over the last 6 steps"), std::string::npos) << r.err;
 }
 
 TEST(TrainCli, StopAndResumeEqualsStraightRun) {
@@ -164,6 +212,12 @@ TEST(TrainCli, BadInputIsOneClearError) {
     expect_error(run_moe("train --data " + data_file() + " --experts 1 --top-k 1 --out x.gguf"), "dense model");
     expect_error(run_moe("train --data " + data_file() + " --aux-loss -1"), "--aux-loss must be a finite number >= 0");
     expect_error(run_moe("train --data " + data_file() + " --type q4_0"), "--type 'q4_0' is not supported");
+    expect_error(run_moe("train --data " + data_file() + " --preset huge"), "--preset 'huge' is unknown (known: tiny, small, shakespeare)");
+    expect_error(run_moe("train --data " + data_file() + " --preset tiny --shared-ff 8 --head-dim 8"),
+                 "--heads 2 x --head-dim 8 must equal --embd 32");
+    expect_error(run_moe("train --data " + data_file() + " --preset tiny --shared-ff 8 --experts 1 --top-k 1"),
+                 "--shared-ff needs a routed MoE");
+    expect_error(run_moe("train --data " + data_file() + " --collapse-share 2"), "--collapse-share 2 must be <= 1");
     const fs::path tiny = temp_dir() / "tiny.txt";
     std::ofstream(tiny) << "a\nb\n";
     expect_error(run_moe("train --data " + tiny.string()), "too short");

@@ -201,6 +201,69 @@ TEST(TrainGrad, MoeFfnWithAuxZLossAndBias) {
     }
 }
 
+// qwen2moe variant: top-k weights not renormalised, plus a shared expert scaled by a sigmoid gate.
+// Forward against a direct scalar evaluation of the formula; backward against finite differences.
+TEST(TrainGrad, MoeFfnSharedExpertQwen2moe) {
+    Rng r(19);
+    MoeShape s{7, 5, 4, 4, 2, 3, false};
+    MoeLossSpec ls{0.3, 0.05};
+    auto xn = randn(r, s.N * s.D), router = randn(r, s.E * s.D), gate = randn(r, s.E * s.F * s.D),
+         up = randn(r, s.E * s.F * s.D), down = randn(r, s.E * s.D * s.F), wo = randn(r, s.N * s.D);
+    auto sgi = randn(r, s.D), sgate = randn(r, s.Fs * s.D), sup = randn(r, s.Fs * s.D), sdown = randn(r, s.D * s.Fs);
+    // One SwiGLU FFN row: y[d] = sum_f down[d][f] silu(gate[f] . x) (up[f] . x).
+    auto ffn = [&](const double* G, const double* U, const double* Dn, int64_t F, const double* x, int64_t d) {
+        double y = 0;
+        for (int64_t f = 0; f < F; ++f) {
+            double g = 0, u = 0;
+            for (int64_t c = 0; c < s.D; ++c) g += G[f * s.D + c] * x[c], u += U[f * s.D + c] * x[c];
+            y += Dn[d * F + f] * g / (1 + std::exp(-g)) * u;
+        }
+        return y;
+    };
+    const std::vector<float> bias = {0.05f, -0.02f, 0.0f, 0.01f};
+    for (const float* b : {static_cast<const float*>(nullptr), bias.data()}) {
+        MoeWeightsT<double> w{router.data(), gate.data(), up.data(), down.data(), b,
+                              sgi.data(), sgate.data(), sup.data(), sdown.data()};
+        MoeSaved<double> sv;
+        std::vector<double> out(s.N * s.D);
+        auto f = [&]() {
+            moe_fwd<double>(nullptr, s, ls, w, xn.data(), out.data(), sv);
+            return dot(out, wo) + sv.aux + sv.z;
+        };
+        f();
+        ASSERT_GT(routing_gap(sv, s.N, s.E, s.k, b), 1e-3) << "seed puts a token near a routing tie";
+        for (int64_t t = 0; t < s.N; ++t) {
+            const double* x = xn.data() + t * s.D;
+            double wsum = 0, z = 0;
+            for (int64_t j = 0; j < s.k; ++j) wsum += sv.w[t * s.k + j];
+            EXPECT_LT(wsum, 1.0 - 1e-6) << "qwen2moe weights are the raw probabilities, not renormalised";
+            for (int64_t c = 0; c < s.D; ++c) z += sgi[c] * x[c];
+            for (int64_t d = 0; d < s.D; ++d) {
+                double ref = ffn(sgate.data(), sup.data(), sdown.data(), s.Fs, x, d) / (1 + std::exp(-z));
+                for (int64_t j = 0; j < s.k; ++j) {
+                    const int e = sv.ids[t * s.k + j];
+                    ref += sv.probs[t * s.E + e] *
+                           ffn(gate.data() + e * s.F * s.D, up.data() + e * s.F * s.D, down.data() + e * s.D * s.F, s.F, x, d);
+                }
+                EXPECT_NEAR(out[t * s.D + d], ref, 1e-12 * (1 + std::abs(ref)));
+            }
+        }
+        std::vector<double> dxn(xn.size()), gr(router.size()), gg(gate.size()), gu(up.size()), gd(down.size()),
+            gsi(sgi.size()), gsg(sgate.size()), gsu(sup.size()), gsd(sdown.size());
+        moe_bwd<double>(nullptr, s, ls, w, xn.data(), sv, wo.data(), dxn.data(),
+                        {gr.data(), gg.data(), gu.data(), gd.data(), gsi.data(), gsg.data(), gsu.data(), gsd.data()});
+        expect_grad_close(dxn, numeric_grad(xn, f), 1e-6, "qwen2moe dx");
+        expect_grad_close(gr, numeric_grad(router, f), 1e-6, "qwen2moe router");
+        expect_grad_close(gg, numeric_grad(gate, f), 1e-6, "qwen2moe gate");
+        expect_grad_close(gu, numeric_grad(up, f), 1e-6, "qwen2moe up");
+        expect_grad_close(gd, numeric_grad(down, f), 1e-6, "qwen2moe down");
+        expect_grad_close(gsi, numeric_grad(sgi, f), 1e-6, "shared gate_inp");
+        expect_grad_close(gsg, numeric_grad(sgate, f), 1e-6, "shared gate");
+        expect_grad_close(gsu, numeric_grad(sup, f), 1e-6, "shared up");
+        expect_grad_close(gsd, numeric_grad(sdown, f), 1e-6, "shared down");
+    }
+}
+
 TEST(TrainGrad, DenseFfnIsOneExpertWithWeightOne) {
     Rng r(8);
     MoeShape s{3, 4, 5, 1, 1};
@@ -247,18 +310,21 @@ TEST(TrainGemm, FastF32MatchesReferenceForEveryForm) {
     }
 }
 
-TEST(TrainGrad, WholeModelMatchesFiniteDifferences) {
+namespace {
+// Whole model (2 layers, 4 experts top-2, aux + z loss) against finite differences of its total loss.
+void whole_model_check(int64_t n_ff_shexp) {
     NetConfig c;
     c.n_vocab = 11;
     c.n_embd = 8;
     c.n_layer = 2;
-    c.n_head = 4;
-    c.n_head_kv = 2;
+    c.n_head = n_ff_shexp > 0 ? 2 : 4;  // qwen2moe: heads x head_dim == embd
+    c.n_head_kv = n_ff_shexp > 0 ? 1 : 2;
     c.head_dim = 4;
     c.n_ff = 6;
     c.n_expert = 4;
     c.n_expert_used = 2;
     c.n_ctx = 5;
+    c.n_ff_shexp = n_ff_shexp;
     Net<double> net(c);
     InitSpec is;
     is.seed = 3;
@@ -282,7 +348,23 @@ TEST(TrainGrad, WholeModelMatchesFiniteDifferences) {
     const std::vector<double> analytic = net.grads;
     auto f = [&]() { return net.step(nullptr, tok.data(), tgt.data(), B, T, ls, nullptr, false).total(); };
     const std::vector<double> numeric = numeric_grad(net.params, f);
-    expect_grad_close(analytic, numeric, 1e-6, "whole model");
+    expect_grad_close(analytic, numeric, 1e-6, n_ff_shexp > 0 ? "whole qwen2moe model" : "whole model");
+}
+}  // namespace
+
+TEST(TrainGrad, WholeModelMatchesFiniteDifferences) { whole_model_check(0); }
+
+// With a shared expert (qwen2moe: no q/k norm, no renormalisation, sigmoid-gated shared expert).
+TEST(TrainGrad, WholeSharedExpertModelMatchesFiniteDifferences) {
+    NetConfig c;
+    c.n_vocab = 11, c.n_embd = 8, c.n_head = 2, c.n_head_kv = 1, c.head_dim = 4, c.n_ff_shexp = 3;
+    const auto layout = param_layout(c);
+    auto has = [&](const std::string& n) {
+        return std::any_of(layout.begin(), layout.end(), [&](const ParamInfo& p) { return p.name == n; });
+    };
+    EXPECT_TRUE(has("blk.0.ffn_gate_inp_shexp.weight") && has("blk.1.ffn_down_shexp.weight"));
+    EXPECT_FALSE(has("blk.0.attn_q_norm.weight"));
+    whole_model_check(3);
 }
 
 // The threaded paths of every op (rows, columns, (sequence, kv head) pairs, GEMM row blocks) give
