@@ -5,7 +5,7 @@
 //  - tg N: N tokens decoded one at a time from an empty cache (as llama-bench's tg test);
 //  - -d D (llama-bench's -d): both tests run after D tokens of context, "pp N @ dD" / "tg N @ dD".
 //    The D random tokens are prefilled once, untimed; every run then truncates the cache back to D
-//    rows (llama-bench re-prefills D tokens before each run: the same cache state, more wall time);
+//    rows (llama-bench prefills D tokens once and restores that saved state before each run);
 //  - one warm-up run of each test, then -r repetitions; t/s = mean ± sample sd over repetitions;
 //  - the stage split of the timed repetitions (ForwardStats: embedding, attention projections,
 //    attention, MoE route/dispatch/experts/shared/combine, dense FFN, head);
