@@ -10,6 +10,8 @@
 //    f32 kernel's tested properties; prefill equals decode and the thread count does not change
 //    the bits (every path);
 //  - the output stays close to attention over the unquantized values (NMSE < 1e-3).
+// Calls with >= 32 query tokens take the AVX-512 dequantize-once path, shorter ones the direct q8
+// kernel: prefill = decode compares the two.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -152,6 +154,7 @@ std::vector<Case> cases() {
         {16, 16, 128, 128, 300, 9, 1, false}, // OLMoE-shaped heads after 300 rows
         {4, 1, 576, 512, 20, 3, 1, true},     // MLA latent cache: V = first 512 of each 576 K row
         {2, 1, 52, 20, 66, 2, 1, true},       // MLA-style with tails
+        {2, 1, 576, 512, 5, 40, 1, true},     // MLA prefill (>= 32 tokens: the dequantize-once path)
     };
 }
 

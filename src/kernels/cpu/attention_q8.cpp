@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "core/fp16.h"
@@ -17,6 +18,9 @@
 namespace moe::cpu {
 
 namespace {
+
+// Query tokens from which a call dequantizes the cache to f32 once instead (see attention_q8()).
+constexpr int64_t kQ8PrefillRows = 32;
 
 // ---------------------------------------------------------------- scalar path
 // nh (<= kAttentionHeadsPerItem) query heads sharing one kv head: online softmax over tiles of
@@ -297,6 +301,20 @@ void attend_block_q8(const AttentionSpec& s, const QRow* rows, int64_t R, const 
     }
 }
 
+// Rows [r0, r1) of n_head_kv vectors of d elements each -> f32 [row, head, d] (out at row 0).
+void dequant_rows(const uint8_t* src, int64_t row_bytes, int64_t n_head_kv, int64_t d, int64_t r0, int64_t r1,
+                  float* out) {
+    const int64_t vb = kv_q8_vec_bytes(d), dvec = d & ~int64_t{15};
+    const __mmask16 tail = static_cast<__mmask16>((1u << (d - dvec)) - 1u);
+    for (int64_t r = r0; r < r1; ++r)
+        for (int64_t g = 0; g < n_head_kv; ++g) {
+            const uint8_t* v = src + r * row_bytes + g * vb;
+            float* o = out + (r * n_head_kv + g) * d;
+            for (int64_t i0 = 0; i0 < dvec; i0 += 16) _mm512_storeu_ps(o + i0, q8_load16(v, i0));
+            if (tail) _mm512_mask_storeu_ps(o + dvec, tail, q8_load16(v, dvec));
+        }
+}
+
 }  // namespace
 MOE_DENSE_AVX512_END
 #endif
@@ -312,6 +330,30 @@ void attention_q8(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* po
     const auto* V = static_cast<const uint8_t*>(a.v);
     const int64_t chunks = (group + kAttentionHeadsPerItem - 1) / kAttentionHeadsPerItem;
 #if MOE_DENSE_HAS_AVX512
+    // Prefill (many query rows per kv head): dequantize rows 0..n_kv-1 once into f32 scratch and run
+    // the f32 kernel, whose loads are plain (the direct kernel re-converts each K/V tile for every
+    // group of 4 rows: ~1.7x the f16 kernel's uops). Same bits as the direct kernel (which equals
+    // the f32 kernel over the dequantized values, tested), so prefill still equals decode. Scratch:
+    // n_kv x n_head_kv x (dk + dv) floats, allocated per call (one call per layer and sequence).
+    const bool mla_like = s.v_row_stride > 0;
+    if (dense_use_avx512(isa) && a.n_tokens >= kQ8PrefillRows &&
+        (!mla_like || (s.n_head_kv == 1 && s.v_row_stride == s.head_dim_k))) {
+        const int64_t nk = a.n_kv * s.n_head_kv;
+        std::vector<float> kf(static_cast<size_t>(nk * s.head_dim_k)), vf(mla_like ? 0 : static_cast<size_t>(nk * s.head_dim_v));
+        auto deq = [&](int64_t r0, int64_t r1, int) {
+            dequant_rows(K, attention_q8_k_row_bytes(s), s.n_head_kv, s.head_dim_k, r0, r1, kf.data());
+            if (!mla_like) dequant_rows(V, attention_q8_v_row_bytes(s), s.n_head_kv, s.head_dim_v, r0, r1, vf.data());
+        };
+        if (!pool || pool->size() == 1) deq(0, a.n_kv, 0);
+        else pool->parallel_for(a.n_kv, 64, deq);
+        AttentionSpec fs = s;
+        fs.kv_type = DType::F32;
+        AttentionArgs fa = a;
+        fa.k = kf.data();
+        fa.v = mla_like ? kf.data() : vf.data();
+        attention(fs, fa, pool, isa);
+        return;
+    }
     if (dense_use_avx512(isa)) {
         // Work item = (block of tokens, kv head, chunk of its query heads), at most kBlockRows rows.
         const int64_t tb = std::max<int64_t>(1, kBlockRows / std::min(group, kAttentionHeadsPerItem));
