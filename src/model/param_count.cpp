@@ -67,6 +67,12 @@ ParamCounts count_params(const std::vector<TensorDesc>& tensors, const ModelConf
 }
 
 uint64_t kv_bytes_per_token(const ModelConfig& cfg, DType kv_type) {
+    if (kv_type == DType::Q8_0) {  // one kv_q8 vector (34 B per started 32 elements) per kv head and K / V
+        auto vec = [](int64_t d) { return mul((u(d) + 31) / 32, 34); };
+        const uint64_t per_layer = cfg.is_mla() ? vec(cfg.kv_lora_rank + cfg.qk_rope_head_dim)
+                                                : mul(u(cfg.n_head_kv), vec(cfg.head_dim_k) + vec(cfg.head_dim_v));
+        return mul(u(cfg.n_layer), per_layer);
+    }
     const uint64_t per_layer_elems = cfg.is_mla() ? u(cfg.kv_lora_rank + cfg.qk_rope_head_dim)
                                                   : mul(u(cfg.n_head_kv), u(cfg.head_dim_k + cfg.head_dim_v));
     return mul(u(cfg.n_layer), moe::row_bytes(kv_type, per_layer_elems, kC));

@@ -54,7 +54,8 @@ struct ParamCounts {
 // Throws moe::Error if a routed-expert tensor's last dimension is not cfg.n_expert.
 ParamCounts count_params(const std::vector<TensorDesc>& tensors, const ModelConfig& cfg);
 
-// KV cache bytes for one token across all layers (no sliding-window cap), at `kv_type`.
+// KV cache bytes for one token across all layers (no sliding-window cap), at `kv_type` (f32, f16 or
+// q8_0: kernels/ref/kv_q8.h vectors, 34 B per started 32 elements of each kv head).
 uint64_t kv_bytes_per_token(const ModelConfig& cfg, DType kv_type = DType::F16);
 
 struct MemoryPlanSpec {

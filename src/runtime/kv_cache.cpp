@@ -8,6 +8,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/fp16.h"
+#include "kernels/ref/kv_q8.h"
 
 namespace moe {
 
@@ -18,8 +19,8 @@ constexpr size_t kAlign = 64;
 uint64_t elem_bytes(DType t) { return t == DType::F16 ? 2 : 4; }
 
 void validate(const KvCacheSpec& s) {
-    if (s.type != DType::F32 && s.type != DType::F16)
-        throw_error(kComp, "cache type ", dtype_name(s.type), " is not supported (use f32 or f16)");
+    if (s.type != DType::F32 && s.type != DType::F16 && s.type != DType::Q8_0)
+        throw_error(kComp, "cache type ", dtype_name(s.type), " is not supported (use f32, f16 or q8_0)");
     if (s.n_ctx <= 0) throw_error(kComp, "context of ", s.n_ctx, " tokens (must be > 0; use --ctx)");
     if (s.n_seq <= 0) throw_error(kComp, "n_seq is ", s.n_seq, " (must be > 0)");
     if (s.n_layer <= 0 || s.n_head_kv <= 0 || s.head_dim_k <= 0 || s.head_dim_v < 0)
@@ -27,12 +28,15 @@ void validate(const KvCacheSpec& s) {
                     s.head_dim_k, ", head_dim_v ", s.head_dim_v, " (must be > 0; head_dim_v >= 0)");
 }
 
-// One K (or V) buffer: n_ctx * n_head_kv * head_dim elements, padded to kAlign bytes.
+// One K (or V) buffer: n_ctx * n_head_kv * head_dim elements (Q8_0: n_ctx * n_head_kv vectors of
+// kv_q8_vec_bytes(head_dim)), padded to kAlign bytes.
 uint64_t buffer_bytes(const KvCacheSpec& s, int64_t head_dim) {
     if (head_dim == 0) return 0;  // no V buffer (MLA)
-    const int64_t dims[3] = {s.n_ctx, s.n_head_kv, head_dim};
+    const bool q8 = s.type == DType::Q8_0;
+    const int64_t dims[3] = {s.n_ctx, s.n_head_kv, q8 ? (head_dim + kKvQ8Block - 1) / kKvQ8Block : head_dim};
     const uint64_t n = checked_product(dims, 3, kComp, "KV cache size");
-    return checked_align(checked_mul(n, elem_bytes(s.type), kComp, "KV cache size"), kAlign, kComp, "KV cache size");
+    const uint64_t unit = q8 ? static_cast<uint64_t>(kKvQ8BlockBytes) : elem_bytes(s.type);
+    return checked_align(checked_mul(n, unit, kComp, "KV cache size"), kAlign, kComp, "KV cache size");
 }
 }  // namespace
 
@@ -58,12 +62,12 @@ KvCache::KvCache(const KvCacheSpec& spec) : spec_(spec) {
         throw_error(kComp, "the KV cache needs ", gib, " GiB (", spec.n_layer, " layers x ", spec.n_seq,
                     " sequences x ", spec.n_ctx, " tokens) but this machine has ",
                     static_cast<double>(pages) * static_cast<double>(page) / (1024.0 * 1024.0 * 1024.0),
-                    " GiB of RAM; use a smaller --ctx or an f16 cache");
+                    " GiB of RAM; use a smaller --ctx or a smaller cache type (--kv-type f16 or q8_0)");
     auto* p = static_cast<uint8_t*>(::operator new(n, std::align_val_t(kAlign), std::nothrow));
     if (!p)
         throw_error(kComp, "cannot allocate ", gib,
                     " GiB for the KV cache (", spec.n_layer, " layers x ", spec.n_seq, " sequences x ", spec.n_ctx,
-                    " tokens); use a smaller --ctx or an f16 cache");
+                    " tokens); use a smaller --ctx or a smaller cache type (--kv-type f16 or q8_0)");
     data_.reset(p);
     len_.assign(static_cast<size_t>(spec.n_seq), 0);
 }
@@ -105,7 +109,18 @@ void KvCache::write(int64_t layer, int64_t seq, int64_t pos0, int64_t n, const f
     uint8_t* vb = kb + k_bytes_;
     const int64_t nk = n * spec_.n_head_kv * spec_.head_dim_k, nv = n * spec_.n_head_kv * spec_.head_dim_v;
     const int64_t ok = pos0 * spec_.n_head_kv * spec_.head_dim_k, ov = pos0 * spec_.n_head_kv * spec_.head_dim_v;
-    if (spec_.type == DType::F32) {
+    if (spec_.type == DType::Q8_0) {
+        // One kv_q8 vector per (row, kv head); rows are contiguous, so row r head g is vector
+        // (pos0 + r) * n_head_kv + g of the buffer.
+        const int64_t nrow = n * spec_.n_head_kv, kvb = kv_q8_vec_bytes(spec_.head_dim_k);
+        for (int64_t i = 0; i < nrow; ++i)
+            kv_q8_quantize(k + i * spec_.head_dim_k, spec_.head_dim_k, kb + (pos0 * spec_.n_head_kv + i) * kvb);
+        if (nv > 0) {
+            const int64_t vvb = kv_q8_vec_bytes(spec_.head_dim_v);
+            for (int64_t i = 0; i < nrow; ++i)
+                kv_q8_quantize(v + i * spec_.head_dim_v, spec_.head_dim_v, vb + (pos0 * spec_.n_head_kv + i) * vvb);
+        }
+    } else if (spec_.type == DType::F32) {
         std::memcpy(reinterpret_cast<float*>(kb) + ok, k, static_cast<size_t>(nk) * sizeof(float));
         if (nv > 0) std::memcpy(reinterpret_cast<float*>(vb) + ov, v, static_cast<size_t>(nv) * sizeof(float));
     } else {

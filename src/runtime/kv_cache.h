@@ -1,7 +1,7 @@
 #pragma once
 // KV cache for several sequences. For every (layer, sequence slot) there is one K buffer
-// [n_ctx, n_head_kv, head_dim_k] and one V buffer [n_ctx, n_head_kv, head_dim_v] in f32 or f16 (the
-// layout kernels/ref/attention.h reads), all carved out of one allocation made at creation; the hot
+// [n_ctx, n_head_kv, head_dim_k] and one V buffer [n_ctx, n_head_kv, head_dim_v] in f32, f16 or q8_0
+// (q8_0: one kernels/ref/kv_q8.h vector per row and kv head; the layout kernels/ref/attention.h reads), all carved out of one allocation made at creation; the hot
 // path never allocates.
 //
 // Use per forward step of sequence s with n new tokens:
@@ -24,7 +24,7 @@ struct KvCacheSpec {
     int64_t n_head_kv = 0;
     int64_t head_dim_k = 0;
     int64_t head_dim_v = 0;   // 0: no V buffer (MLA: V is part of each K row; write() ignores v)
-    DType type = DType::F32;  // F32 or F16
+    DType type = DType::F32;  // F32, F16 or Q8_0
 };
 
 class KvCache {
@@ -45,7 +45,7 @@ public:
     // "prompt of N tokens exceeds the context of M; use --ctx ..." when length + n_new > n_ctx.
     int64_t begin_append(int64_t seq, int64_t n_new) const;
     // Stores rows pos0 .. pos0+n-1 of one layer from f32 k: [n, n_head_kv, head_dim_k] and
-    // v: [n, n_head_kv, head_dim_v] (converted to the cache type, f16 rounds to nearest even).
+    // v: [n, n_head_kv, head_dim_v] (converted to the cache type, f16 rounds to nearest even, q8_0 per 32-element block).
     // pos0 + n must fit in n_ctx (internal invariant: callers go through begin_append).
     void write(int64_t layer, int64_t seq, int64_t pos0, int64_t n, const float* k, const float* v);
     // The n rows appended by begin_append are now valid: length(seq) += n.
@@ -55,7 +55,8 @@ public:
     void clear(int64_t seq) { truncate(seq, 0); }
     void clear_all();
 
-    // Base of the K / V buffer of (layer, seq): row p, kv head g at element (p * n_head_kv + g) * head_dim.
+    // Base of the K / V buffer of (layer, seq): row p, kv head g at element (p * n_head_kv + g) * head_dim
+    // (q8_0: at byte (p * n_head_kv + g) * kv_q8_vec_bytes(head_dim)).
     const void* k(int64_t layer, int64_t seq) const { return base(layer, seq); }
     const void* v(int64_t layer, int64_t seq) const { return base(layer, seq) + k_bytes_; }
 

@@ -46,7 +46,7 @@ private:
 struct SessionOptions {
     int64_t n_ctx = 0;         // positions per sequence; 0: the model's n_ctx
     int64_t n_seq = 1;         // sequence slots
-    DType kv_type = DType::F32;  // F32 or F16
+    DType kv_type = DType::F32;  // F32, F16 or Q8_0
 };
 
 struct GenerateOptions {

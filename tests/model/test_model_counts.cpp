@@ -120,6 +120,8 @@ TEST(RealConfigs, HyperparametersMapped) {
     EXPECT_EQ(d.n_layer_nextn, 1);
     // MLA caches the latent: 61 layers * (512 + 64) * 2 bytes.
     EXPECT_EQ(kv_bytes_per_token(d), 61u * 576u * 2u);
+    // q8_0: 576 = 18 blocks of 34 bytes per layer.
+    EXPECT_EQ(kv_bytes_per_token(d, DType::Q8_0), 61u * 18u * 34u);
 
     const ModelConfig lite = config_from_hf_json(kConfigs + "deepseek_inference/config_16B.json");
     EXPECT_EQ(lite.q_lora_rank, 0);
@@ -134,6 +136,8 @@ TEST(RealConfigs, HyperparametersMapped) {
     EXPECT_EQ(g.gating, GatingFunc::SoftmaxWeight);
     // KV: 24 layers * 8 kv heads * (64 + 64) * 2 bytes.
     EXPECT_EQ(kv_bytes_per_token(g), 24u * 8u * 128u * 2u);
+    // q8_0: head dim 64 = 2 blocks of 34 bytes, for K and V.
+    EXPECT_EQ(kv_bytes_per_token(g, DType::Q8_0), 24u * 8u * 2u * 2u * 34u);
 }
 
 TEST(RealConfigs, PresetsEqualTheirConfigJson) {

@@ -2,6 +2,8 @@
 // op-level prefill-vs-decode check (RoPE + cache + attention give the same bits token by token).
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "kernels/ref/attention.h"
 #include "kernels/ref/rope.h"
 #include "runtime/kv_cache.h"
+#include "kernels/ref/kv_q8.h"
 
 using namespace moe;
 
@@ -111,7 +114,7 @@ TEST(KvCache, InvalidSpecsAreErrors) {
     EXPECT_THROW(KvCache(spec(1, 0, 1, 1, 4, 4, DType::F32)), moe::Error);
     EXPECT_THROW(KvCache(spec(1, 8, 0, 1, 4, 4, DType::F32)), moe::Error);
     EXPECT_THROW(KvCache(spec(1, 8, 1, 0, 4, 4, DType::F32)), moe::Error);
-    EXPECT_THROW(KvCache(spec(1, 8, 1, 1, 4, 4, DType::Q8_0)), moe::Error);
+    EXPECT_THROW(KvCache(spec(1, 8, 1, 1, 4, 4, DType::Q4_0)), moe::Error);
     // sizes that overflow 64 bits are refused before any allocation
     EXPECT_THROW(KvCache::bytes_for(spec(1 << 20, int64_t{1} << 40, 1 << 20, 8, 128, 128, DType::F32)), moe::Error);
     // an impossible (but representable) size fails to allocate with a clear error, not a crash
@@ -126,7 +129,7 @@ TEST(KvCache, InvalidSpecsAreErrors) {
 // Op-level prefill vs decode: a prompt of T tokens processed in one batch (rope on q and k of all
 // tokens, one cache append, attention of T queries) and the same tokens processed one at a time
 // (append 1, attend 1) give bit-identical attention outputs, for the reference and every ISA path of
-// the fast kernel, f32 and f16 caches, with a second sequence interleaved in the same cache.
+// the fast kernel, f32, f16 and q8_0 caches, with a second sequence interleaved in the same cache.
 TEST(KvCache, PrefillAndDecodeGiveIdenticalAttentionOutputs) {
     const int64_t n_head = 8, n_head_kv = 2, hd = 80, T = 75, n_ctx = 96;
     RopeSpec rs;
@@ -139,7 +142,7 @@ TEST(KvCache, PrefillAndDecodeGiveIdenticalAttentionOutputs) {
     const auto q = rnd(rng, T * n_head * hd), k = rnd(rng, T * n_head_kv * hd), v = rnd(rng, T * n_head_kv * hd);
     const auto other = rnd(rng, n_ctx * n_head_kv * hd);
     ThreadPool pool(3);
-    for (DType type : {DType::F32, DType::F16}) {
+    for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
         AttentionSpec as;
         as.n_head = n_head;
         as.n_head_kv = n_head_kv;
@@ -187,4 +190,34 @@ TEST(KvCache, PrefillAndDecodeGiveIdenticalAttentionOutputs) {
             }
         }
     }
+}
+
+// q8_0 cache: one kv_q8 vector (34 B per started 32 elements, zero-padded) per (row, kv head), rows
+// written at any position hold exactly kv_q8_quantize of their input; a 128-dim cache is 34/64 of
+// f16's size; MLA (no V buffer) works.
+TEST(KvCache, Q8LayoutAndBytes) {
+    Rng rng(0x9808);
+    for (const int64_t hd : {int64_t{40}, int64_t{128}}) {
+        const int64_t hkv = 2, ctx = 12;
+        KvCache c(spec(2, ctx, 2, hkv, hd, hd, DType::Q8_0));
+        const uint64_t vec = static_cast<uint64_t>(kv_q8_vec_bytes(hd));
+        auto pad = [](uint64_t b) { return (b + 63) / 64 * 64; };
+        EXPECT_EQ(c.bytes(), 2u * 2u * 2u * pad(ctx * hkv * vec));
+        if (hd == 128)
+            EXPECT_EQ(KvCache::bytes_for(spec(2, ctx, 2, hkv, hd, hd, DType::F16)) * 34, c.bytes() * 64);
+        const auto k = rnd(rng, 5 * hkv * hd), v = rnd(rng, 5 * hkv * hd);
+        c.write(1, 1, 3, 5, k.data(), v.data());  // rows 3..7 of layer 1, seq 1
+        std::vector<uint8_t> want(vec);
+        for (int64_t r = 0; r < 5 * hkv; ++r) {
+            kv_q8_quantize(k.data() + r * hd, hd, want.data());
+            ASSERT_EQ(0, std::memcmp(static_cast<const uint8_t*>(c.k(1, 1)) + (3 * hkv + r) * vec, want.data(), vec)) << r;
+            kv_q8_quantize(v.data() + r * hd, hd, want.data());
+            ASSERT_EQ(0, std::memcmp(static_cast<const uint8_t*>(c.v(1, 1)) + (3 * hkv + r) * vec, want.data(), vec)) << r;
+        }
+    }
+    KvCache mla(spec(1, 4, 1, 1, 576, 0, DType::Q8_0));
+    EXPECT_EQ(mla.bytes(), (4u * 18u * 34u + 63) / 64 * 64);  // padded to 64 bytes
+    const auto kk = rnd(rng, 576);
+    mla.write(0, 0, 2, 1, kk.data(), nullptr);
+    EXPECT_NEAR(kv_q8_at(static_cast<const uint8_t*>(mla.k(0, 0)) + 2 * 18 * 34, 575), kk[575], 0.01);
 }

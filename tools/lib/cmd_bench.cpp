@@ -3,6 +3,9 @@
 //  - pp N: N random tokens evaluated as one sequence from an empty cache in batches of --batch
 //    (llama-bench: n_batch/n_ubatch 2048/512; here one batch of up to 512 rows);
 //  - tg N: N tokens decoded one at a time from an empty cache (as llama-bench's tg test);
+//  - -d D (llama-bench's -d): both tests run after D tokens of context, "pp N @ dD" / "tg N @ dD".
+//    The D random tokens are prefilled once, untimed; every run then truncates the cache back to D
+//    rows (llama-bench prefills D tokens once and restores that saved state before each run);
 //  - one warm-up run of each test, then -r repetitions; t/s = mean ± sample sd over repetitions;
 //  - the stage split of the timed repetitions (ForwardStats: embedding, attention projections,
 //    attention, MoE route/dispatch/experts/shared/combine, dense FFN, head);
@@ -48,19 +51,20 @@ namespace {
 
 void bench_usage(std::FILE* out) {
     std::fprintf(out,
-                 "usage: moe bench -m MODEL [-p N] [-n N] [-t THREADS] [-r REPS] [--batch N] [-o md|json]\n"
-                 "                 [--kv-type f32|f16] [--bw GBS]\n"
+                 "usage: moe bench -m MODEL [-p N] [-n N] [-d N] [-t THREADS] [-r REPS] [--batch N] [-o md|json]\n"
+                 "                 [--kv-type f32|f16|q8_0] [--bw GBS]\n"
                  "       moe bench --membw [-t THREADS] [--membw-mib MIB] [-r REPS]\n"
                  "  Prints llama-bench-style rows: pp N (prompt tokens/s) and tg N (generated tokens/s),\n"
                  "  mean ± sd over REPS runs after one warm-up, the stage split, the fraction of the\n"
                  "  read-bandwidth ceiling reached in tg, peak RSS and load time.\n"
                  "  -p N          prompt tokens (default 512; 0 = skip)\n"
                  "  -n N          generated tokens (default 128; 0 = skip)\n"
+                 "  -d N          context depth: run pp / tg after N cached tokens (default 0)\n"
                  "  -t N          threads (default: all cores)\n"
                  "  -r N          repetitions (default 5)\n"
                  "  --batch N     rows per forward call for pp (default 512)\n"
                  "  -o md|json    output format (default md)\n"
-                 "  --kv-type T   KV cache type f32 (default) or f16\n"
+                 "  --kv-type T   KV cache type f32 (default), f16 or q8_0 (approximate)\n"
                  "  --bw GBS      read bandwidth for the ceiling (default: measured, 1 GiB, best of 5)\n"
                  "  --membw       only measure the read bandwidth with -t threads and print GB/s\n"
                  "  --membw-mib M buffer size for the bandwidth measurement (default 1024)\n"
@@ -261,7 +265,7 @@ int cmd_bench(int argc, char** argv) {
     const char* cmd = "bench";
     EpArgs epa;
     std::string model, out_fmt = "md";
-    int64_t n_prompt = 512, n_gen = 128, reps = 5, membw_mib = 1024;
+    int64_t n_prompt = 512, n_gen = 128, depth = 0, reps = 5, membw_mib = 1024;
     bool membw_only = false;
     double bw_given = 0;
     DType kv_type = DType::F32;
@@ -277,6 +281,8 @@ int cmd_bench(int argc, char** argv) {
             n_prompt = parse_int(arg_value(argc, argv, i, cmd), "-p", cmd, 0, 1 << 20);
         } else if (a == "-n") {
             n_gen = parse_int(arg_value(argc, argv, i, cmd), "-n", cmd, 0, 1 << 20);
+        } else if (a == "-d" || a == "--depth") {
+            depth = parse_int(arg_value(argc, argv, i, cmd), "-d", cmd, 0, 1 << 20);
         } else if (a == "-t" || a == "--threads") {
             mo.n_threads = static_cast<int>(parse_int(arg_value(argc, argv, i, cmd), "-t", cmd, 1, 1024));
         } else if (a == "-r" || a == "--repetitions") {
@@ -324,8 +330,8 @@ int cmd_bench(int argc, char** argv) {
     // Bandwidth first (child process), before the model's pages compete for the caches.
     const double bw = bw_given > 0 ? bw_given : measure_read_bw_child(req_threads, membw_mib, 5);
 
-    mo.n_ctx = std::max<int64_t>(n_prompt + n_gen, 16);
-    mo.max_batch = std::min(mo.max_batch, std::max<int64_t>(n_prompt, 1));
+    mo.n_ctx = std::max<int64_t>(depth + n_prompt + n_gen, 16);
+    mo.max_batch = std::min(mo.max_batch, std::max<int64_t>({n_prompt, std::min<int64_t>(depth, 512), 1}));
     Timer load_timer;
     auto m = model::Model::load(model, mo);
     const double load_s = load_timer.seconds();
@@ -346,6 +352,10 @@ int cmd_bench(int argc, char** argv) {
     const std::string name = m->config().arch + " " + m->config().name;
     const std::string backend = std::string("CPU (") + kernels::isa_name(m->kernels().isa()) + ")";
     std::vector<Row> rows;
+    const std::string at_depth = depth > 0 ? " @ d" + std::to_string(depth) : "";
+    if (depth > 0)  // the context every run starts from (runs truncate back to it)
+        session.eval(0, random_tokens(depth, V, 7777), logits.data(), false);
+    auto reset = [&] { session.kv().cache().truncate(0, depth); };
     auto run_test = [&](const std::string& test, int64_t n, auto&& body) {
         body(0);  // warm-up
         session.stats().reset(m->config().n_layer, static_cast<int>(m->config().n_expert));
@@ -369,13 +379,13 @@ int cmd_bench(int argc, char** argv) {
         return &rows.back();
     };
     if (n_prompt > 0)
-        run_test("pp" + std::to_string(n_prompt), n_prompt, [&](int64_t rep) {
-            session.clear(0);
+        run_test("pp" + std::to_string(n_prompt) + at_depth, n_prompt, [&](int64_t rep) {
+            reset();
             session.eval(0, random_tokens(n_prompt, V, static_cast<uint64_t>(rep)), logits.data(), false);
         });
     if (n_gen > 0) {
-        Row* r = run_test("tg" + std::to_string(n_gen), n_gen, [&](int64_t rep) {
-            session.clear(0);
+        Row* r = run_test("tg" + std::to_string(n_gen) + at_depth, n_gen, [&](int64_t rep) {
+            reset();
             const auto toks = random_tokens(n_gen, V, 1000 + static_cast<uint64_t>(rep));
             std::vector<int32_t> one(1);
             for (int32_t id : toks) {
@@ -395,8 +405,8 @@ int cmd_bench(int argc, char** argv) {
                     MOE_VERSION, MOE_BUILD_FLAGS);
         std::printf("  \"membw_gbs\": %.2f, \"active_bytes_per_token\": %.0f, \"ceiling_tps\": %.2f,\n", bw, active,
                     ceiling_tps);
-        std::printf("  \"peak_rss_bytes\": %.0f, \"kv_bytes\": %.0f, \"load_s\": %.4f, \"first_touch_s\": %.4f,\n", rss,
-                    kv_bytes, load_s, touch_s);
+        std::printf("  \"peak_rss_bytes\": %.0f, \"kv_bytes\": %.0f, \"kv_type\": \"%s\", \"depth\": %lld, \"load_s\": %.4f, \"first_touch_s\": %.4f,\n", rss,
+                    kv_bytes, dtype_name(kv_type), static_cast<long long>(depth), load_s, touch_s);
         std::printf("  \"tests\": [\n");
         for (size_t i = 0; i < rows.size(); ++i) {
             const Row& r = rows[i];
@@ -445,6 +455,8 @@ int cmd_bench(int argc, char** argv) {
                     m->memory_budget().slots, m->memory_budget().total_experts);
     std::printf("\nread bandwidth %.2f GB/s (%s, %d threads); active weights %.3f GB/token -> ceiling %.2f t/s\n", bw,
                 bw_given > 0 ? "given" : "measured", threads, active / 1e9, ceiling_tps);
+    std::printf("KV cache %s: %s for %lld positions (%.0f bytes per token)\n", dtype_name(kv_type), human_size(kv_bytes).c_str(),
+                static_cast<long long>(mo.n_ctx), kv_bytes / static_cast<double>(mo.n_ctx));
     std::printf("peak RSS %s = %.3f x (file %s + KV %s); load %.3f s (mmap open + validate + bind), first touch of "
                 "all weight pages %.3f s\n",
                 human_size(rss).c_str(), rss / (file + kv_bytes), human_size(file).c_str(), human_size(kv_bytes).c_str(),

@@ -20,7 +20,7 @@ namespace {
 void eval_usage(std::FILE* out) {
     std::fprintf(out,
                  "usage: moe eval -m MODEL --tokens 1,2,3 --logits-out FILE [-t THREADS] [--ctx N]\n"
-                 "                [--batch N] [--kv-type f32|f16]\n"
+                 "                [--batch N] [--kv-type f32|f16|q8_0]\n"
                  "  Evaluates the token ids as one sequence from position 0 (no BOS is added) and writes\n"
                  "  float32 logits [n_tokens][n_vocab] (little-endian, no header) to FILE: row i = logits\n"
                  "  after tokens 0..i.\n"

@@ -388,6 +388,9 @@ void print_human(const Options& o, Kind kind, const model::ModelConfig& c, const
     else
         std::printf("  %s per token (f16): n_layer %lld x n_head_kv %lld x (k %lld + v %lld) x 2 B\n", human_bytes(kv_tok).c_str(),
                     (long long)c.n_layer, (long long)c.n_head_kv, (long long)c.head_dim_k, (long long)c.head_dim_v);
+    const uint64_t kv_q8 = model::kv_bytes_per_token(c, DType::Q8_0);
+    std::printf("  %s per token with --kv-type q8_0 (%.1f%% of f16; f32, the default, is 2x f16)\n", human_bytes(kv_q8).c_str(),
+                kv_tok ? 100.0 * static_cast<double>(kv_q8) / static_cast<double>(kv_tok) : 0.0);
     if (c.sliding_window > 0)
         std::printf("  sliding-window layers keep at most %lld tokens (the plan below accounts for it)\n", (long long)c.sliding_window);
 
@@ -495,7 +498,7 @@ int cmd_inspect(int argc, char** argv) {
         roles[model::role_name(static_cast<model::TensorRole>(r))] = pc.by_role[r];
     p["by_role"] = roles;
     j["parameters"] = p;
-    j["kv_cache"] = {{"type", "f16"}, {"bytes_per_token", kv_tok}, {"mla_latent", cfg.is_mla()}};
+    j["kv_cache"] = {{"type", "f16"}, {"bytes_per_token", kv_tok}, {"bytes_per_token_q8_0", model::kv_bytes_per_token(cfg, DType::Q8_0)}, {"mla_latent", cfg.is_mla()}};
     j["memory_plan"] = {{"ctx", o.ctx},
                         {"batch", o.batch},
                         {"weights_bytes", plan.weights_bytes},

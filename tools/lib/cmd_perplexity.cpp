@@ -28,11 +28,13 @@ namespace {
 void perplexity_usage(std::FILE* out) {
     std::fprintf(out,
                  "usage: moe perplexity -m MODEL -f FILE [--ctx N] [--chunks N] [-t THREADS] [--batch N]\n"
+                 "                      [--kv-type f32|f16|q8_0]\n"
                  "  Perplexity of FILE's text, computed as llama.cpp's llama-perplexity does (chunks of N\n"
                  "  tokens, second half of each chunk scored), so the numbers are comparable.\n"
                  "  --ctx N      chunk length (default 512)\n"
                  "  --chunks N   score only the first N chunks (default: all)\n"
                  "  --batch N    rows per forward call (default 512)\n"
+                 "  --kv-type T  KV cache type f32 (default), f16 or q8_0 (approximate)\n"
                  "  --top-k K    route every MoE layer with K experts per token instead of the model's k\n"
                  "               (approximation: the quality cost of `moe serve --adaptive-topk`)\n"
                  "%s", kCacheUsage);
@@ -55,6 +57,7 @@ int cmd_perplexity(int argc, char** argv) {
     EpArgs epa;
     std::string model, file;
     int64_t n_ctx = 512, max_chunks = -1;
+    DType kv_type = DType::F32;
     int top_k = 0;  // --top-k: experts per token override (0: the model's)
     model::ModelOptions mo;
     for (int i = 1; i < argc; ++i) {
@@ -74,6 +77,8 @@ int cmd_perplexity(int argc, char** argv) {
             mo.n_threads = static_cast<int>(parse_int(arg_value(argc, argv, i, cmd), "-t", cmd, 1, 1024));
         } else if (a == "--batch" || a == "-b") {
             mo.max_batch = parse_int(arg_value(argc, argv, i, cmd), "--batch", cmd, 1, 1 << 20);
+        } else if (a == "--kv-type") {
+            kv_type = parse_kv_type(arg_value(argc, argv, i, cmd), cmd);
         } else if (a == "--top-k") {
             top_k = static_cast<int>(parse_int(arg_value(argc, argv, i, cmd), "--top-k", cmd, 1, 1 << 16));
         } else if (parse_cache_option(argc, argv, i, cmd, mo.cache)) {
@@ -119,7 +124,7 @@ int cmd_perplexity(int argc, char** argv) {
                  static_cast<long long>(n_ctx), static_cast<long long>(first), static_cast<long long>(n_ctx - 2));
 
     ThreadPool pool(m->options().n_threads);
-    runtime::Session session(*m, pool, {n_ctx, 1, DType::F32});
+    runtime::Session session(*m, pool, {n_ctx, 1, kv_type});
     std::vector<float> logits(static_cast<size_t>(n_ctx * V));
     double nll = 0, nll2 = 0;
     int64_t count = 0;

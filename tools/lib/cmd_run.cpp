@@ -17,7 +17,7 @@ namespace {
 void run_usage(std::FILE* out) {
     std::fprintf(out,
                  "usage: moe run [-m MODEL] -p TEXT [-n N] [--temp T] [--top-p P] [--top-k K] [--seed S]\n"
-                 "               [-t THREADS] [--ctx N] [--kv-type f32|f16] [--routing-trace FILE]\n"
+                 "               [-t THREADS] [--ctx N] [--kv-type f32|f16|q8_0] [--routing-trace FILE]\n"
                  "  Generates text after TEXT, streaming it to stdout; statistics go to stderr.\n"
                  "  -m MODEL         GGUF model (default: the built-in Shakespeare MoE, %s;\n"
                  "                   without it the random-weight %s preset in ~/.cache/moe-engine/)\n"
@@ -29,7 +29,7 @@ void run_usage(std::FILE* out) {
                  "  --seed S         sampler seed (default 0)\n"
                  "  -t THREADS       threads (default: all cores)\n"
                  "  --ctx N          context length (default: min(training context, 4096))\n"
-                 "  --kv-type T      KV cache type f32 (default) or f16\n"
+                 "  --kv-type T      KV cache type f32 (default), f16 or q8_0 (approximate)\n"
                  "  --routing-trace FILE  write every MoE layer's routing of every token (prompt\n"
                  "                   and generated) as TSV: layer, token position, experts, weights\n"
                  "%s",

@@ -22,7 +22,7 @@ void serve_usage(std::FILE* out) {
     std::fprintf(out,
                  "usage: moe serve -m MODEL [--host H] [--port P] [-t N] [--parallel N] [--ctx N] [--batch N]\n"
                  "                 [--queue N] [--api-key KEY] [--alias NAME] [--chat-template NAME]\n"
-                 "                 [--max-body BYTES] [--kv-type f32|f16] [--adaptive-topk KMIN]\n"
+                 "                 [--max-body BYTES] [--kv-type f32|f16|q8_0] [--adaptive-topk KMIN]\n"
                  "  OpenAI-compatible server with continuous batching (docs/SERVER.md).\n"
                  "  --host H           address to listen on (default 127.0.0.1)\n"
                  "  --port P           port (default 8080; 0 = any free port, printed at startup)\n"
@@ -36,7 +36,7 @@ void serve_usage(std::FILE* out) {
                  "  --chat-template F  chatml | mistral | llama3 | deepseek2 | deepseek3 | tulu\n"
                  "                     (default: detected from tokenizer.chat_template; unknown -> chatml + warning)\n"
                  "  --max-body BYTES   largest request body (default 1048576; larger -> 413)\n"
-                 "  --kv-type T        KV cache type f32 (default) or f16\n"
+                 "  --kv-type T        KV cache type f32 (default), f16 or q8_0 (approximate)\n"
                  "  --adaptive-topk K  APPROXIMATION (changes output): route with fewer experts per token while\n"
                  "                     requests queue (K when >= --parallel wait, halfway when some do, the\n"
                  "                     model's k when none); every change is logged and counted in /metrics\n");

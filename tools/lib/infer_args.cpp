@@ -67,7 +67,8 @@ std::vector<int32_t> parse_token_list(const std::string& s, const char* cmd) {
 DType parse_kv_type(const std::string& s, const char* cmd) {
     if (s == "f32") return DType::F32;
     if (s == "f16") return DType::F16;
-    throw_error(cmd, "--kv-type '", s, "' is not supported (supported: f32, f16)");
+    if (s == "q8_0") return DType::Q8_0;  // approximate: kernels/ref/kv_q8.h, docs/KV.md
+    throw_error(cmd, "--kv-type '", s, "' is not supported (supported: f32, f16, q8_0)");
 }
 
 std::string read_file(const std::string& path, const char* cmd) {

@@ -1,4 +1,5 @@
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_q8.h"
 
 #include <immintrin.h>
 
@@ -340,6 +341,7 @@ MOE_DENSE_AVX512_END
 #endif
 
 void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool, kernels::Isa isa) {
+    if (s.kv_type == DType::Q8_0) return attention_q8(s, a, pool, isa);  // attention_q8.cpp
     attention_check(s, a);
     MOE_ASSERT(s.head_dim_v <= kAttentionMaxHeadDim, "attention head_dim_v ", s.head_dim_v, " > ",
                kAttentionMaxHeadDim);

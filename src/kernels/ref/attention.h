@@ -19,7 +19,7 @@ struct AttentionSpec {
     int64_t head_dim_k = 0;  // q and k
     int64_t head_dim_v = 0;
     float scale = 0.0f;      // 0 -> 1 / sqrt(head_dim_k)
-    DType kv_type = DType::F32;  // F32 or F16 cache
+    DType kv_type = DType::F32;  // F32, F16 or Q8_0 cache (Q8_0 layout and strides: kernels/ref/kv_q8.h)
     // Elements between consecutive V rows; 0 = n_head_kv * head_dim_v (separate V buffer). MLA sets
     // it to the K row length: V is then the first head_dim_v elements of each K row (latent cache).
     int64_t v_row_stride = 0;
