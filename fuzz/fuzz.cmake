@@ -20,7 +20,7 @@ if(MOE_FUZZ)
   # trade-off, and it halves the build on a 2-core machine.
   set(MOE_FUZZ_FLAGS -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
       -fno-omit-frame-pointer -O1 -gline-tables-only -Wno-unknown-warning-option)
-  foreach(lib core format kernels moe tokenizer model runtime tools fuzz)
+  foreach(lib core format kernels dist moe tokenizer model runtime train server tools fuzz)
     target_compile_options(moe_${lib} PRIVATE ${MOE_FUZZ_FLAGS})
   endforeach()
   file(STRINGS ${CMAKE_SOURCE_DIR}/fuzz/targets.def MOE_FUZZ_LINES REGEX "^MOE_FUZZ_TARGET\\(")

@@ -24,4 +24,9 @@ const tokenizer::Tokenizer& vocab_tokenizer(const char* file) {
     return spm;
 }
 
+void prepare(const char* name) {
+    for (const char* t : {"tokenizer_bpe", "tokenizer_spm", "detokenizer", "http_request"})
+        if (std::strcmp(name, t) == 0) (void)vocab_tokenizer(kVocabBpe);  // loads both vocabularies
+}
+
 }  // namespace moe::fuzz

@@ -46,6 +46,10 @@ const char* data_dir();
 const tokenizer::Tokenizer& vocab_tokenizer(const char* file);
 inline constexpr const char* kVocabBpe = "ggml-vocab-gpt-2.gguf";        // gpt2 byte-level BPE
 inline constexpr const char* kVocabSpm = "ggml-vocab-llama-spm.gguf";    // llama SentencePiece
+// Loads what target `name` needs once (the vocabularies), before the first input: libFuzzer's
+// LLVMFuzzerInitialize and test_resource_bounds (before its fork) call it, so that a slow first
+// load is not charged to an input's -timeout or bound. Unknown names need nothing.
+void prepare(const char* name);
 
 }  // namespace moe::fuzz
 

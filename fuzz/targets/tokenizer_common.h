@@ -5,7 +5,8 @@
 // what a streaming Detokenizer emits; without special tokens, decode(encode(text)) is the text
 // with its invalid UTF-8 replaced by U+FFFD (for BPE after llama.cpp's one-per-byte replacement).
 // SPM only promises this for valid UTF-8 without U+2581 '▁' (it reads '▁' as a space, and
-// splits invalid UTF-8 by the lead byte's announced length, so a space swallowed into a broken character comes back as '▁'; llama.cpp does the same).
+// splits invalid UTF-8 by the lead byte's announced length, so a space swallowed into a broken
+// character comes back as '▁'; llama.cpp does the same).
 #include <cstdint>
 #include <string>
 #include <string_view>

@@ -1,7 +1,9 @@
 #include "dist/placement.h"
 
 #include <cmath>
+#include <cstdint>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -122,11 +124,25 @@ void Placement::save(const std::string& path) const {
 }
 
 Placement Placement::load(const std::string& path) {
-    std::ifstream f(path);
+    std::ifstream f(path, std::ios::binary);
     if (!f) throw_error("placement", "cannot open placement file ", path);
+    return parse(std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()), path);
+}
+
+namespace {
+// An integer member that fits int (get<int>() would wrap a large one or, for a float, be UB).
+int int_of(const json& v, const char* what, const std::string& path) {
+    if (!v.is_number_integer() || (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(INT32_MAX)
+                                                          : v.get<int64_t>() < INT32_MIN || v.get<int64_t>() > INT32_MAX))
+        throw_error("placement", path, ": ", what, " must be an integer in int range, got ", v.dump());
+    return static_cast<int>(v.get<int64_t>());
+}
+}  // namespace
+
+Placement Placement::parse(const std::string& text, const std::string& path) {
     json j;
     try {
-        j = json::parse(f);
+        j = json::parse(text);
     } catch (const json::exception& e) {
         throw_error("placement", path, ": not valid JSON (", e.what(), ")");
     }
@@ -135,9 +151,9 @@ Placement Placement::load(const std::string& path) {
         if (!j.is_object() || j.value("format", std::string()) != "moe-placement-1")
             throw_error("placement", path, ": not a placement file (\"format\" must be \"moe-placement-1\"; make one "
                         "with `moe place`)");
-        p.n_ranks = j.at("n_ranks").get<int>();
-        p.n_layers = j.at("n_layers").get<int>();
-        p.n_experts = j.at("n_experts").get<int>();
+        p.n_ranks = int_of(j.at("n_ranks"), "\"n_ranks\"", path);
+        p.n_layers = int_of(j.at("n_layers"), "\"n_layers\"", path);
+        p.n_experts = int_of(j.at("n_experts"), "\"n_experts\"", path);
         p.algorithm = j.value("algorithm", std::string("unknown"));
         const json& ls = j.at("layers");
         if (!ls.is_array()) throw_error("placement", path, ": \"layers\" must be an array");
@@ -149,8 +165,9 @@ Placement Placement::load(const std::string& path) {
                 std::vector<Replica> reps;
                 for (const json& r : re) {
                     if (!r.is_array() || r.size() != 2 || !r[0].is_number_integer() || !r[1].is_number())
-                        throw_error("placement", path, ": each replica must be [rank, share], got ", r.dump());
-                    reps.push_back(Replica{r[0].get<int>(), r[1].get<double>()});
+                        throw_error("placement", path, ": each replica must be [rank, share], got ", r.type_name(),
+                                    r.is_array() ? " of " + std::to_string(r.size()) + " elements" : std::string());
+                    reps.push_back(Replica{int_of(r[0], "a replica's rank", path), r[1].get<double>()});
                 }
                 L.push_back(std::move(reps));
             }

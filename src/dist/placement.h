@@ -26,6 +26,8 @@ struct Placement {
     static Placement contiguous(int n_layers, int n_experts, int n_ranks);
     // Parses and validates a file (throws moe::Error "[placement] FILE: ..." on any problem).
     static Placement load(const std::string& path);
+    // The same on the file's text (`source` names it in errors; fuzz/targets/placement).
+    static Placement parse(const std::string& text, const std::string& source);
     void save(const std::string& path) const;
     std::string to_json() const;
 

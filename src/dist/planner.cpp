@@ -1,6 +1,8 @@
 #include "dist/planner.h"
 
 #include <algorithm>
+#include <cmath>
+#include <iterator>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -12,12 +14,28 @@ namespace moe::dist {
 
 using json = nlohmann::json;
 
-LoadInput read_counts_json(const std::string& path) {
-    std::ifstream f(path);
+namespace {
+std::string slurp(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
     if (!f) throw_error("place", "cannot open ", path);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+void check_cells(int64_t layers, int64_t experts, const std::string& name, int64_t line = 0) {
+    if (layers * experts > kMaxLoadCells)
+        throw_error("place", name, line ? ":" + std::to_string(line) : std::string(), ": ", layers, " layers x ", experts, " experts is above the limit of ", kMaxLoadCells,
+                    " (layer, expert) pairs; is this a routing file of a real model?");
+}
+}  // namespace
+
+LoadInput read_counts_json(const std::string& path) { return parse_counts_json(slurp(path), path); }
+LoadInput read_trace_tsv(const std::string& path, int n_experts_hint) {
+    return parse_trace_tsv(slurp(path), path, n_experts_hint);
+}
+
+LoadInput parse_counts_json(const std::string& text, const std::string& path) {
     json j;
     try {
-        j = json::parse(f);
+        j = json::parse(text);
     } catch (const json::exception& e) {
         throw_error("place", path, ": not valid JSON (", e.what(), ")");
     }
@@ -26,7 +44,9 @@ LoadInput read_counts_json(const std::string& path) {
     for (const auto& [domain, layers] : j.items()) {
         if (!layers.is_object()) throw_error("place", path, ": domain '", domain, "' is not an object of layers");
         for (const auto& [key, arr] : layers.items()) {
-            if (key.rfind("layer", 0) != 0 || key.size() == 5 || key.find_first_not_of("0123456789", 5) != std::string::npos)
+            // At most 6 digits: std::stoi below cannot overflow (it throws std::out_of_range).
+            if (key.rfind("layer", 0) != 0 || key.size() == 5 || key.size() > 11 ||
+                key.find_first_not_of("0123456789", 5) != std::string::npos)
                 throw_error("place", path, ": key '", key, "' is not layerN (for co-occurrence files use a trace)");
             const int l = std::stoi(key.substr(5));
             if (l < 0 || l > 100000 || !arr.is_array() || arr.empty())
@@ -35,22 +55,23 @@ LoadInput read_counts_json(const std::string& path) {
             if (static_cast<int>(arr.size()) != in.n_experts)
                 throw_error("place", path, ": ", domain, "/", key, " has ", arr.size(), " experts, others ", in.n_experts);
             if (l >= in.n_layers) {
+                check_cells(int64_t(l) + 1, in.n_experts, path);
                 in.n_layers = l + 1;
                 in.counts.resize(static_cast<size_t>(in.n_layers), std::vector<double>(static_cast<size_t>(in.n_experts), 0.0));
             }
             for (int e = 0; e < in.n_experts; ++e) {
-                if (!arr[static_cast<size_t>(e)].is_number() || arr[static_cast<size_t>(e)].get<double>() < 0)
+                const json& c = arr[static_cast<size_t>(e)];
+                if (!c.is_number() || !(c.get<double>() >= 0) || !std::isfinite(c.get<double>()))
                     throw_error("place", path, ": ", domain, "/", key, "[", e, "] is not a count");
-                in.counts[static_cast<size_t>(l)][static_cast<size_t>(e)] += arr[static_cast<size_t>(e)].get<double>();
+                in.counts[static_cast<size_t>(l)][static_cast<size_t>(e)] += c.get<double>();
             }
         }
     }
     return in;
 }
 
-LoadInput read_trace_tsv(const std::string& path, int n_experts_hint) {
-    std::ifstream f(path);
-    if (!f) throw_error("place", "cannot open ", path);
+LoadInput parse_trace_tsv(const std::string& text, const std::string& path, int n_experts_hint) {
+    std::istringstream f(text);
     LoadInput in;
     in.n_experts = n_experts_hint;
     std::string line;
@@ -78,6 +99,7 @@ LoadInput read_trace_tsv(const std::string& path, int n_experts_hint) {
             if (e < -1 || e > 1000000) throw_error("place", path, ":", lineno, ": expert ", e, " out of range");
             in.n_experts = std::max(in.n_experts, e + 1);
         }
+        check_cells(std::max(in.n_layers, l + 1), in.n_experts, path, lineno);
         if (l >= in.n_layers) {
             in.n_layers = l + 1;
             in.tokens.resize(static_cast<size_t>(in.n_layers));

@@ -29,6 +29,12 @@ struct LoadInput {
 LoadInput read_counts_json(const std::string& path);
 // TSV of `moe run --routing-trace`: layer, token, experts (comma list), weights.
 LoadInput read_trace_tsv(const std::string& path, int n_experts_hint = 0);
+// The same readers on text already in memory (`name` labels the errors; fuzz/targets/routing_trace).
+// Both refuse n_layers x n_experts above kMaxLoadCells before allocating the count table.
+LoadInput parse_counts_json(const std::string& text, const std::string& name);
+LoadInput parse_trace_tsv(const std::string& text, const std::string& name, int n_experts_hint = 0);
+// 4M (layer, expert) cells: 250x DeepSeek-V3's 61 x 256; a claim above it is an error, not 32 MB+.
+inline constexpr int64_t kMaxLoadCells = int64_t(1) << 22;
 // Tokens [begin, end) of every layer (fraction of each layer's tokens), counts recomputed.
 LoadInput slice_tokens(const LoadInput& in, double begin, double end);
 

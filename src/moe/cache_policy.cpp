@@ -26,7 +26,10 @@ std::unique_ptr<CachePolicy> make_cache_policy(const std::string& name, const Ro
 RoutingProfile load_routing_profile(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     if (!f) throw_error("experts", "cannot open routing profile ", path, ": ", std::strerror(errno));
-    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    return parse_routing_profile(std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()), path);
+}
+
+RoutingProfile parse_routing_profile(const std::string& text, const std::string& path) {
     const size_t first = text.find_first_not_of(" \t\r\n");
     if (first == std::string::npos || text[first] != '{') return profile_from_trace(parse_routing_trace(text, path));
     const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);

@@ -35,6 +35,8 @@ struct RoutingProfile {
 // {"n_expert": E, "counts": [[layer 0: E counts], [layer 1], ...]}. Throws moe::Error naming the
 // file and line on bad input.
 RoutingProfile load_routing_profile(const std::string& path);
+// The same on the file's text (`name` labels errors; fuzz/targets/routing_trace).
+RoutingProfile parse_routing_profile(const std::string& text, const std::string& name);
 
 // "lru" | "lfu" (LFU with exponential decay) | "pinned" (the hottest keys of `profile` hold up to
 // half of the slots for good, the rest is LRU). Throws moe::Error listing the names.

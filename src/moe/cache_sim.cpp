@@ -69,6 +69,11 @@ RoutingTraceFile parse_routing_trace(const std::string& text, const std::string&
         t.records.push_back(std::move(r));
     }
     if (t.records.empty()) throw_error("cache-sim", name, ": the routing trace has no records");
+    // profile_from_trace allocates n_layer x n_expert counts: refuse absurd ids before that.
+    if (int64_t(t.n_layer) * t.n_expert > kMaxTraceCells)
+        throw_error("cache-sim", name, ": layer ids up to ", t.n_layer - 1, " x expert ids up to ", t.n_expert - 1,
+                    " is above the limit of ", kMaxTraceCells, " (layer, expert) pairs; is this a routing trace of a "
+                    "real model?");
     return t;
 }
 

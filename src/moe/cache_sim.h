@@ -25,7 +25,9 @@ struct RoutingTraceFile {
 };
 
 // Parses the TSV (header "layer\ttoken\texperts\tweights", then one record a line). Throws
-// moe::Error("[cache-sim] FILE:LINE: ...") on malformed lines; an empty trace is an error too.
+// moe::Error("[cache-sim] FILE:LINE: ...") on malformed lines; an empty trace is an error too, and
+// so is one whose (max layer + 1) x (max expert + 1) exceeds kMaxTraceCells (4M; DeepSeek-V3: 16K).
+inline constexpr int64_t kMaxTraceCells = int64_t(1) << 22;
 RoutingTraceFile read_routing_trace(const std::string& path);
 RoutingTraceFile parse_routing_trace(const std::string& text, const std::string& name = "<memory>");
 

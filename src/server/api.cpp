@@ -36,8 +36,12 @@ int64_t get_int(const json& j, const char* name, int64_t def, int64_t lo, int64_
     if (!f->is_number_integer() && !(f->is_number_float() && std::trunc(f->get<double>()) == f->get<double>()))
         bad(name, std::string("'") + name + "' must be an integer");
     const double d = f->get<double>();
-    if (d < static_cast<double>(lo) || d > static_cast<double>(hi))
+    // A float at or beyond +-2^63 passes the double comparison when hi = INT64_MAX (it rounds up to
+    // 2^63) but has no int64 value (converting it is undefined behaviour).
+    if (d < static_cast<double>(lo) || d > static_cast<double>(hi) || (f->is_number_float() && std::fabs(d) >= 0x1p63) ||
+        (f->is_number_unsigned() && f->get<uint64_t>() > static_cast<uint64_t>(hi)))
         bad(name, std::string("'") + name + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    if (f->is_number_float()) return static_cast<int64_t>(d);
     return f->is_number_unsigned() ? static_cast<int64_t>(f->get<uint64_t>()) : f->get<int64_t>();
 }
 bool get_bool(const json& j, const char* name, bool def) {
@@ -194,6 +198,30 @@ std::vector<ChatMessage> parse_messages(const json& j) {
         out.push_back(std::move(cm));
     }
     return out;
+}
+
+TokenizeRequest parse_tokenize(const json& j) {
+    TokenizeRequest t;
+    auto it = j.find("content");
+    if (it == j.end() || !it->is_string()) bad("content", "'content' must be a string");
+    t.content = it->get<std::string>();
+    if (auto a = j.find("add_special"); a != j.end()) {
+        if (!a->is_boolean()) bad("add_special", "'add_special' must be true or false");
+        t.add_special = a->get<bool>();
+    }
+    return t;
+}
+
+std::vector<int32_t> parse_detokenize(const json& j, const tokenizer::Tokenizer& tok) {
+    auto it = j.find("tokens");
+    if (it == j.end() || !it->is_array()) bad("tokens", "'tokens' must be an array of token ids");
+    std::vector<int32_t> ids;
+    for (const json& e : *it) {
+        if (!e.is_number_integer() || !tok.vocab().valid_id(e.get<int64_t>()))
+            bad("tokens", "'tokens' must hold token ids in [0, " + std::to_string(tok.size()) + ")");
+        ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
+    }
+    return ids;
 }
 
 ParsedRequest parse_chat(const json& j, const ParseContext& ctx) {

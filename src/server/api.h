@@ -60,6 +60,15 @@ ParsedRequest parse_chat(const nlohmann::json& j, const ParseContext& ctx);
 // The chat messages of a body (for tests and the chat parser); throws ApiError.
 std::vector<ChatMessage> parse_messages(const nlohmann::json& j);
 
+// POST /tokenize: {"content": string, "add_special": bool (optional)}; throws ApiError.
+struct TokenizeRequest {
+    std::string content;
+    bool add_special = false;  // BOS/EOS as the vocabulary says
+};
+TokenizeRequest parse_tokenize(const nlohmann::json& j);
+// POST /detokenize: {"tokens": [ids]} -> ids, each valid for tok; throws ApiError.
+std::vector<int32_t> parse_detokenize(const nlohmann::json& j, const tokenizer::Tokenizer& tok);
+
 // Logprobs in the legacy completions shape and the chat shape.
 nlohmann::json completion_logprobs(const std::vector<TokenLogprob>& t);
 nlohmann::json chat_logprobs(const std::vector<TokenLogprob>& t);

@@ -144,16 +144,9 @@ void Server::routes() {
     });
     s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
         try {
-            const json j = parse_body(req.body);
-            auto it = j.find("content");
-            if (it == j.end() || !it->is_string()) throw api_error(400, "'content' must be a string", "invalid_request_error", "content");
-            bool special = false;
-            if (auto a = j.find("add_special"); a != j.end()) {
-                if (!a->is_boolean()) throw api_error(400, "'add_special' must be true or false", "invalid_request_error", "add_special");
-                special = a->get<bool>();
-            }
-            const auto ids = model_.tokenizer().encode(it->get<std::string>(),
-                                                       {.add_bos = special, .add_eos = special, .parse_special = true});
+            const TokenizeRequest t = parse_tokenize(parse_body(req.body));
+            const auto ids = model_.tokenizer().encode(
+                t.content, {.add_bos = t.add_special, .add_eos = t.add_special, .parse_special = true});
             res.set_content(dump(json{{"tokens", ids}}), "application/json");
         } catch (const ApiError& e) {
             send_error(res, e);
@@ -161,16 +154,7 @@ void Server::routes() {
     });
     s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
         try {
-            const json j = parse_body(req.body);
-            auto it = j.find("tokens");
-            if (it == j.end() || !it->is_array()) throw api_error(400, "'tokens' must be an array of token ids", "invalid_request_error", "tokens");
-            std::vector<int32_t> ids;
-            for (const json& e : *it) {
-                if (!e.is_number_integer() || !model_.tokenizer().vocab().valid_id(e.get<int64_t>()))
-                    throw api_error(400, "'tokens' must hold token ids in [0, " + std::to_string(model_.tokenizer().size()) + ")",
-                                   "invalid_request_error", "tokens");
-                ids.push_back(e.get<int32_t>());
-            }
+            const std::vector<int32_t> ids = parse_detokenize(parse_body(req.body), model_.tokenizer());
             res.set_content(dump(json{{"content", model_.tokenizer().decode(ids)}}), "application/json");
         } catch (const ApiError& e) {
             send_error(res, e);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <numeric>
 
 #include "core/error.h"
@@ -227,6 +228,55 @@ TEST(Planner, FileRoundTripAndErrors) {
     bad.layers[1][3].clear();
     EXPECT_THROW(bad.validate("x"), moe::Error);
     EXPECT_THROW(p.check_model(p.n_layers, p.n_experts, 2, "x"), moe::Error);
+}
+
+// Hostile routing files (fuzz/targets/routing_trace): a moe::Error, never another exception or an
+// allocation sized by a claim.
+TEST(Planner, HostileLoadFilesRefused) {
+    auto refused = [](const std::function<void()>& f, const std::string& needle) {
+        try {
+            f();
+            ADD_FAILURE() << "accepted; expected an error with '" << needle << "'";
+        } catch (const moe::Error& e) {
+            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+        }
+    };
+    // std::stoi threw std::out_of_range on a long layer number.
+    refused([] { parse_counts_json(R"({"a":{"layer99999999999":[1]}})", "c.json"); }, "is not layerN");
+    // 100001 layers x 1000 experts from a 2 KB file: 800 MB of counts before the check.
+    std::string wide = R"({"a":{"layer100000":[0)";
+    for (int i = 1; i < 1000; ++i) wide += ",0";
+    refused([&] { parse_counts_json(wide + "]}}", "c.json"); }, "above the limit");
+    refused([] { parse_counts_json(R"({"a":{"layer0":[1,-2]}})", "c.json"); }, "layer0[1] is not a count");
+    refused([] { parse_trace_tsv("100000\t0\t1000000\t1\n", "t.tsv"); }, "t.tsv:1: 100001 layers x 1000001 experts");
+    refused([] { parse_trace_tsv("0\t0\t99999999999\t1\n", "t.tsv"); }, "t.tsv:1: not a number");
+    const LoadInput ok = parse_trace_tsv("# c\n0\t0\t3,-1\t1,0\n1\t0\t1,2\t.5,.5\n", "t.tsv");
+    EXPECT_EQ(ok.n_layers, 2);
+    EXPECT_EQ(ok.n_experts, 4);
+    EXPECT_EQ(ok.counts[0], (std::vector<double>{0, 0, 0, 1}));
+    EXPECT_EQ(ok.counts[1], (std::vector<double>{0, 1, 1, 0}));
+}
+
+// Placement files: numbers that do not fit int are refused (a rank of 2^32 used to wrap to rank 0
+// and be accepted; a float n_ranks of 1e300 was undefined behaviour).
+TEST(Planner, PlacementParseRefusesOutOfRangeNumbers) {
+    const std::string head = R"({"format":"moe-placement-1","algorithm":"x",)";
+    const std::string good = head + R"("n_ranks":2,"n_layers":1,"n_experts":2,"layers":[[[[0,1.0]],[[1,0.5],[0,0.5]]]]})";
+    const Placement p = Placement::parse(good, "p.json");
+    EXPECT_EQ(p.layers[0][1].size(), 2u);
+    EXPECT_EQ(Placement::parse(p.to_json(), "rt").to_json(), p.to_json());
+    for (const std::string bad :
+         {head + R"("n_ranks":2,"n_layers":1,"n_experts":2,"layers":[[[[4294967296,1.0]],[[1,1]]]]})",
+          head + R"("n_ranks":1e300,"n_layers":1,"n_experts":2,"layers":[[[[0,1.0]],[[1,1]]]]})",
+          head + R"("n_ranks":2,"n_layers":18446744073709551615,"n_experts":2,"layers":[]})",
+          head + R"("n_ranks":2,"n_layers":1,"n_experts":2,"layers":[[[[0,1.0]],[[[[[1]]]]]]]})"}) {
+        try {
+            (void)Placement::parse(bad, "p.json");
+            ADD_FAILURE() << "accepted " << bad;
+        } catch (const moe::Error& e) {
+            EXPECT_NE(std::string(e.what()).find("[placement] p.json: "), std::string::npos) << e.what();
+        }
+    }
 }
 
 }  // namespace

@@ -140,9 +140,7 @@ TEST(ResourceBounds, MemoryBoundIsEnforced) {
 
 TEST(ResourceBounds, EveryFuzzInput) {
     for (const auto& t : moe::fuzz::kTargets) {
-        if (std::strcmp(t.name, "tokenizer_bpe") == 0 || std::strcmp(t.name, "tokenizer_spm") == 0 ||
-            std::strcmp(t.name, "detokenizer") == 0)
-            (void)moe::fuzz::vocab_tokenizer(moe::fuzz::kVocabBpe);  // loaded before the fork: not the input's cost
+        moe::fuzz::prepare(t.name);  // vocabularies loaded before the fork: not the input's cost
         for (const auto& in : moe::testutil::fuzz_inputs(t.name))
             expect_bounded(std::string(t.name) + " " + in.path.filename().string(), in.bytes.size(),
                            [&] { t.fn(reinterpret_cast<const uint8_t*>(in.bytes.data()), in.bytes.size()); });

@@ -127,6 +127,21 @@ TEST(CacheSim, ParseErrorsNameFileAndLine) {
     EXPECT_THROW(make_cache_policy("fifo"), Error);
 }
 
+// Ids below the per-field limit whose product would size a huge profile table are refused first
+// (fuzz/targets/routing_trace: "1048575<TAB>0<TAB>1048575" asked profile_from_trace for 8 TiB).
+TEST(CacheSim, AbsurdLayerTimesExpertRefused) {
+    try {
+        parse_routing_trace("0\t0\t1\t1\n1048575\t1\t1048575\t1\n", "t.tsv");
+        FAIL();
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("t.tsv: layer ids up to 1048575"), std::string::npos) << e.what();
+    }
+    // The largest accepted table: 64 layers x 65536 experts = 2^22 cells.
+    const RoutingTraceFile t = parse_routing_trace("63\t0\t65535\t1\n", "t.tsv");
+    EXPECT_EQ(profile_from_trace(t).counts.size(), size_t(1) << 22);
+    EXPECT_THROW(parse_routing_trace("64\t0\t65535\t1\n", "t.tsv"), Error);
+}
+
 TEST(CacheSim, ProfileFromJsonAndTsv) {
     const fs::path dir = fs::temp_directory_path() / ("moe-test-cache-sim-" + std::to_string(::getpid()));
     fs::create_directories(dir);

@@ -180,19 +180,10 @@ std::vector<double> reference_forward(const gguf::File& f, const std::vector<int
             Vec att(static_cast<size_t>(Hq * dv), 0.0);
             const int64_t group = Hq / Hkv;
             for (int64_t hh = 0; hh < Hq; ++hh) {
-                const int64_t g = hh / group;
-                Vec s(static_cast<size_t>(pos + 1));
-                double mx = -INFINITY;
-                for (int64_t j = 0; j <= pos; ++j) {
-                    double d = 0;
-                    for (int64_t i = 0; i < dk; ++i) d += q[hh * dk + i] * l.K[j][g * dk + i];
-                    s[j] = d / std::sqrt(static_cast<double>(dk));
-                    mx = std::max(mx, s[j]);
-                }
-                double sum = 0;
-                for (auto& v : s) sum += (v = std::exp(v - mx));
-                for (int64_t j = 0; j <= pos; ++j)
-                    for (int64_t i = 0; i < dv; ++i) att[hh * dv + i] += s[j] / sum * l.V[j][g * dv + i];
+                const int64_t g = hh / group;  // the KV head this query head shares (GQA)
+                attend_causal(q.data() + hh * dk, dk, dv, pos + 1, 1.0 / std::sqrt(static_cast<double>(dk)),
+                              [&](int64_t j) { return l.K[static_cast<size_t>(j)].data() + g * dk; },
+                              [&](int64_t j) { return l.V[static_cast<size_t>(j)].data() + g * dv; }, att.data() + hh * dv);
             }
             const Vec o = matvec(l.wo, att, Hq * dv, D);
             for (int64_t i = 0; i < D; ++i) x[i] += o[i];

@@ -128,20 +128,10 @@ std::vector<double> reference_forward_deepseek2(const gguf::File& f, const std::
             l.K.push_back(K);
             l.V.push_back(Vv);
             Vec att(static_cast<size_t>(H * dv), 0.0);
-            for (int64_t hh = 0; hh < H; ++hh) {
-                Vec s(static_cast<size_t>(pos + 1));
-                double mx = -INFINITY;
-                for (int64_t j = 0; j <= pos; ++j) {
-                    double d = 0;
-                    for (int64_t i = 0; i < dq; ++i) d += q[hh * dq + i] * l.K[j][hh * dq + i];
-                    s[j] = d * kq_scale;
-                    mx = std::max(mx, s[j]);
-                }
-                double sum = 0;
-                for (auto& v : s) sum += (v = std::exp(v - mx));
-                for (int64_t j = 0; j <= pos; ++j)
-                    for (int64_t i = 0; i < dv; ++i) att[hh * dv + i] += s[j] / sum * l.V[j][hh * dv + i];
-            }
+            for (int64_t hh = 0; hh < H; ++hh)
+                attend_causal(q.data() + hh * dq, dq, dv, pos + 1, kq_scale,
+                              [&](int64_t j) { return l.K[static_cast<size_t>(j)].data() + hh * dq; },
+                              [&](int64_t j) { return l.V[static_cast<size_t>(j)].data() + hh * dv; }, att.data() + hh * dv);
             const Vec o = matvec(l.wo, att, H * dv, D);
             for (int64_t i = 0; i < D; ++i) x[i] += o[i];
 

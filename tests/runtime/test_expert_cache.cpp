@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "common/temp_dir.h"
 #include "core/thread_pool.h"
 #include "format/gguf.h"
 #include "model/model.h"
@@ -31,18 +32,7 @@ namespace {
 const char* const kPresets[] = {"tiny-mixtral", "tiny-qwen2moe", "tiny-qwen3moe", "tiny-olmoe"};
 const DType kTypes[] = {DType::F32, DType::F16, DType::Q8_0};
 
-const fs::path& temp_dir() {
-    static const fs::path dir = [] {
-        fs::path d = fs::temp_directory_path() / ("moe-test-expert-cache-" + std::to_string(::getpid()));
-        fs::create_directories(d);
-        return d;
-    }();
-    return dir;
-}
-struct RemoveTempDir : ::testing::Environment {
-    void TearDown() override { fs::remove_all(temp_dir()); }
-};
-[[maybe_unused]] auto* const g_env = ::testing::AddGlobalTestEnvironment(new RemoveTempDir);
+const fs::path& temp_dir() { return moe::testutil::binary_temp_dir("expert-cache"); }
 
 // Fresh random tokens each run (seed printed for reproduction).
 uint32_t run_seed() {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "common/temp_dir.h"
 #include "core/thread_pool.h"
 #include "format/gguf.h"
 #include "format/gguf_writer.h"
@@ -37,18 +38,7 @@ namespace {
 const char* const kPresets[] = {"tiny-mixtral", "tiny-qwen2moe",  "tiny-qwen3moe",
                                 "tiny-olmoe",   "tiny-deepseek2", "tiny-deepseek3"};
 
-const fs::path& temp_dir() {
-    static const fs::path dir = [] {
-        fs::path d = fs::temp_directory_path() / ("moe-test-forward-" + std::to_string(::getpid()));
-        fs::create_directories(d);
-        return d;
-    }();
-    return dir;
-}
-struct RemoveTempDir : ::testing::Environment {
-    void TearDown() override { fs::remove_all(temp_dir()); }
-};
-[[maybe_unused]] auto* const g_env = ::testing::AddGlobalTestEnvironment(new RemoveTempDir);
+const fs::path& temp_dir() { return moe::testutil::binary_temp_dir("forward"); }
 
 // One generated model per preset, shared by the tests of this binary.
 std::string model_path(const std::string& preset) {

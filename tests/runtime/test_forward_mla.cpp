@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "common/temp_dir.h"
 #include "core/thread_pool.h"
 #include "format/gguf.h"
 #include "format/gguf_writer.h"
@@ -27,18 +28,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path& temp_dir() {
-    static const fs::path dir = [] {
-        fs::path d = fs::temp_directory_path() / ("moe-test-mla-" + std::to_string(::getpid()));
-        fs::create_directories(d);
-        return d;
-    }();
-    return dir;
-}
-struct RemoveTempDir : ::testing::Environment {
-    void TearDown() override { fs::remove_all(temp_dir()); }
-};
-[[maybe_unused]] auto* const g_env = ::testing::AddGlobalTestEnvironment(new RemoveTempDir);
+const fs::path& temp_dir() { return moe::testutil::binary_temp_dir("mla"); }
 
 std::string model_path(const std::string& preset) { return testutil::gen_model(temp_dir(), preset, DType::F32, 11); }
 

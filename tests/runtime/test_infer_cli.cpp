@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "common/temp_dir.h"
 #include "format/gguf.h"
 #include "format/gguf_writer.h"
 #include "model/gen.h"
@@ -32,18 +33,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path& temp_dir() {
-    static const fs::path dir = [] {
-        fs::path d = fs::temp_directory_path() / ("moe-test-infer-cli-" + std::to_string(::getpid()));
-        fs::create_directories(d);
-        return d;
-    }();
-    return dir;
-}
-struct RemoveTempDir : ::testing::Environment {
-    void TearDown() override { fs::remove_all(temp_dir()); }
-};
-[[maybe_unused]] auto* const g_env = ::testing::AddGlobalTestEnvironment(new RemoveTempDir);
+const fs::path& temp_dir() { return moe::testutil::binary_temp_dir("infer-cli"); }
 
 std::string gen_model(const std::string& preset, DType type = DType::F32) {
     return testutil::gen_model(temp_dir(), preset, type, 11);

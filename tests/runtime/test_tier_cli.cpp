@@ -15,6 +15,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "common/temp_dir.h"
 #include "runtime/gen_model_util.h"
 
 using namespace moe;
@@ -22,18 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path& temp_dir() {
-    static const fs::path dir = [] {
-        fs::path d = fs::temp_directory_path() / ("moe-test-tier-cli-" + std::to_string(::getpid()));
-        fs::create_directories(d);
-        return d;
-    }();
-    return dir;
-}
-struct RemoveTempDir : ::testing::Environment {
-    void TearDown() override { fs::remove_all(temp_dir()); }
-};
-[[maybe_unused]] auto* const g_env = ::testing::AddGlobalTestEnvironment(new RemoveTempDir);
+const fs::path& temp_dir() { return moe::testutil::binary_temp_dir("tier-cli"); }
 
 struct Result {
     int code = -1;

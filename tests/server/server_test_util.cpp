@@ -10,26 +10,14 @@
 #include <iterator>
 #include <thread>
 
+#include "common/temp_dir.h"
 #include "model/gen.h"
 
 namespace fs = std::filesystem;
 
 namespace moe::testutil {
 
-const fs::path& server_temp_dir() {
-    static const fs::path dir = [] {
-        fs::path d = fs::temp_directory_path() / ("moe-test-server-" + std::to_string(::getpid()));
-        fs::create_directories(d);
-        struct Remove : ::testing::Environment {
-            fs::path d;
-            explicit Remove(fs::path p) : d(std::move(p)) {}
-            void TearDown() override { fs::remove_all(d); }
-        };
-        ::testing::AddGlobalTestEnvironment(new Remove(d));
-        return d;
-    }();
-    return dir;
-}
+const fs::path& server_temp_dir() { return binary_temp_dir("server"); }
 
 std::string tiny_model(const std::string& preset) {
     const fs::path p = server_temp_dir() / (preset + ".gguf");

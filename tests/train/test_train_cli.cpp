@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 
 #include "train/export.h"
+#include "common/temp_dir.h"
 #include "train/net.h"
 
 using namespace moe;
@@ -20,18 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path& temp_dir() {
-    static const fs::path dir = [] {
-        fs::path d = fs::temp_directory_path() / ("moe-test-train-cli-" + std::to_string(::getpid()));
-        fs::create_directories(d);
-        return d;
-    }();
-    return dir;
-}
-struct RemoveTempDir : ::testing::Environment {
-    void TearDown() override { fs::remove_all(temp_dir()); }
-};
-[[maybe_unused]] auto* const g_env = ::testing::AddGlobalTestEnvironment(new RemoveTempDir);
+const fs::path& temp_dir() { return moe::testutil::binary_temp_dir("train-cli"); }
 
 std::string slurp(const fs::path& p) {
     std::ifstream f(p, std::ios::binary);
