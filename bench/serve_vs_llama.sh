@@ -23,6 +23,8 @@ PW=${PROMPT_WORDS:-32,96}
 MT=${MAX_TOKENS:-32,64}
 PORT=${PORT:-18080}
 LOG=$(mktemp -d)
+# A server left running (the script killed by a timeout) would skew the next benchmark.
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 
 wait_ready() {  # port, pid
   for _ in $(seq 1 600); do

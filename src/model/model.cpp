@@ -122,7 +122,8 @@ void Model::attach_expert_cache() {
     MemoryBudget& b = budget_;
     b.budget = co.mem_budget;
     b.resident = weights_.mapped_bytes - expert_bytes + weights_.converted_bytes;
-    b.kv = kv_bytes_per_token(cfg_, DType::F32) * static_cast<uint64_t>(opts_.n_ctx);
+    const int64_t kv_seqs = std::max<int64_t>(1, co.kv_seqs);
+    b.kv = kv_bytes_per_token(cfg_, DType::F32) * static_cast<uint64_t>(opts_.n_ctx) * static_cast<uint64_t>(kv_seqs);
     b.scratch = moe_scratch_.capacity() + kRuntimeAllowance;
     b.slot = ExpertCache::slot_bytes(spec.layers);
     b.total_experts = static_cast<int>(spec.layers.size()) * spec.n_expert;
@@ -130,10 +131,12 @@ void Model::attach_expert_cache() {
     b.minimum = fixed + static_cast<uint64_t>(desc_.moe.top_k) * b.slot;
     if (b.budget < b.minimum)
         throw_error("model", path_, ": --mem ", mib(b.budget), " is below the minimum of ", mib(b.minimum),
-                    " for this model (resident weights ", mib(b.resident), " + KV cache of ", opts_.n_ctx,
-                    " positions ", mib(b.kv), " + scratch ", mib(b.scratch), " + ", desc_.moe.top_k,
+                    " for this model (resident weights ", mib(b.resident), " + KV cache of ",
+                    kv_seqs > 1 ? std::to_string(kv_seqs) + " x " : std::string(), opts_.n_ctx, " positions ",
+                    mib(b.kv), " + scratch ", mib(b.scratch), " + ", desc_.moe.top_k,
                     " experts of one layer ", mib(static_cast<uint64_t>(desc_.moe.top_k) * b.slot),
-                    "); give --mem of at least ", mib(b.minimum), " or a shorter --ctx");
+                    "); give --mem of at least ", mib(b.minimum), " or a shorter --ctx",
+                    kv_seqs > 1 ? " or fewer --parallel slots" : "");
     b.slots = static_cast<int>(std::min<uint64_t>((b.budget - fixed) / b.slot, static_cast<uint64_t>(b.total_experts)));
     spec.n_slots = b.slots;
     if (co.policy == "pinned" && !co.profile.empty()) spec.profile = load_routing_profile(co.profile);

@@ -30,6 +30,7 @@ h1{font-size:18px;margin:0 0 8px}
  <div class="card">ITL p50/p99<b id="itl">-</b>seconds</div>
  <div class="card">experts/token<b id="k">-</b>current k</div>
  <div class="card">tokens<b id="gen">0</b>generated</div>
+ <div class="card">expert cache<b id="cache">off</b>hit rate (--mem)</div>
 </div>
 <div>expert load per layer (rows: layers, columns: experts; darker = larger share; right: max/mean)</div>
 <table id="heat"></table>
@@ -55,6 +56,8 @@ function draw(s) {
   document.getElementById("itl").textContent = s.itl_p50 + "/" + s.itl_p99;
   document.getElementById("k").textContent = s.current_k + " of " + s.full_k;
   document.getElementById("gen").textContent = s.generated_tokens;
+  const c = s.expert_cache;
+  document.getElementById("cache").textContent = c ? (100 * c.hit_rate).toFixed(1) + "%" : "off";
   const t = document.getElementById("heat");
   const rows = [];
   s.expert_load.forEach((counts, layer) => {

@@ -22,6 +22,9 @@ double imbalance(const std::vector<uint64_t>& c) {
     for (uint64_t v : c) sum += v, mx = std::max(mx, v);
     return sum == 0 ? 0 : static_cast<double>(mx) * static_cast<double>(c.size()) / static_cast<double>(sum);
 }
+double hit_rate(int64_t hits, int64_t misses) {
+    return hits + misses ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0;
+}
 }  // namespace
 
 void Histogram::observe(double v) {
@@ -99,6 +102,11 @@ void Metrics::set_expert_load(const std::vector<std::vector<uint64_t>>& c) {
     std::lock_guard<std::mutex> l(mu_);
     load_ = c;
 }
+void Metrics::set_expert_cache(const ExpertCacheGauges& c) {
+    std::lock_guard<std::mutex> l(mu_);
+    cache_on_ = true;
+    cache_ = c;
+}
 
 std::string Metrics::prometheus() const {
     std::lock_guard<std::mutex> l(mu_);
@@ -162,6 +170,31 @@ std::string Metrics::prometheus() const {
     head("moe_expert_imbalance", "gauge", "max/mean tokens per expert of a layer since start (1 = balanced)");
     for (size_t il = 0; il < load_.size(); ++il)
         if (!load_[il].empty()) line("moe_expert_imbalance{layer=\"" + std::to_string(il) + "\"}", imbalance(load_[il]));
+    if (cache_on_) {
+        const ExpertCacheGauges& c = cache_;
+        head("moe_expert_cache_slots", "gauge", "experts the --mem cache holds at once");
+        line("moe_expert_cache_slots", c.slots);
+        head("moe_expert_cache_hits_total", "counter", "expert acquisitions served from the cache (prefetched ones included)");
+        line("moe_expert_cache_hits_total", static_cast<double>(c.hits));
+        head("moe_expert_cache_misses_total", "counter", "expert acquisitions that waited for a read from the file");
+        line("moe_expert_cache_misses_total", static_cast<double>(c.misses));
+        head("moe_expert_cache_hit_rate", "gauge", "hits / (hits + misses) since start, all layers and by layer");
+        line("moe_expert_cache_hit_rate", hit_rate(c.hits, c.misses));
+        for (size_t il = 0; il < c.layers.size(); ++il)
+            if (c.layers[il].first + c.layers[il].second > 0)
+                line("moe_expert_cache_hit_rate{layer=\"" + std::to_string(il) + "\"}",
+                     hit_rate(c.layers[il].first, c.layers[il].second));
+        head("moe_expert_cache_evictions_total", "counter", "experts evicted to make room");
+        line("moe_expert_cache_evictions_total", static_cast<double>(c.evictions));
+        head("moe_expert_cache_read_bytes_total", "counter", "bytes read from the model file into the cache");
+        line("moe_expert_cache_read_bytes_total", static_cast<double>(c.bytes_read));
+        head("moe_expert_cache_stall_seconds_total", "counter", "time the forward pass waited for expert reads");
+        line("moe_expert_cache_stall_seconds_total", c.stall_s);
+        head("moe_expert_cache_prefetch_issued_total", "counter", "expert loads started by router-lookahead prefetch");
+        line("moe_expert_cache_prefetch_issued_total", static_cast<double>(c.prefetch_issued));
+        head("moe_expert_cache_prefetch_used_total", "counter", "prefetched experts acquired before eviction");
+        line("moe_expert_cache_prefetch_used_total", static_cast<double>(c.prefetch_used));
+    }
     return o;
 }
 
@@ -187,6 +220,14 @@ nlohmann::json Metrics::snapshot() const {
     std::vector<double> imb;
     for (const auto& c : load_) imb.push_back(imbalance(c));
     j["imbalance"] = imb;
+    j["expert_cache"] = nullptr;
+    if (cache_on_)
+        j["expert_cache"] = {{"slots", cache_.slots},
+                             {"hits", cache_.hits},
+                             {"misses", cache_.misses},
+                             {"hit_rate", hit_rate(cache_.hits, cache_.misses)},
+                             {"bytes_read", cache_.bytes_read},
+                             {"stall_s", cache_.stall_s}};
     return j;
 }
 

@@ -28,6 +28,15 @@ struct SchedulerGauges {
     int current_k = 0, full_k = 0;
 };
 
+// The expert cache of --mem (moe/expert_cache.h), as counted since the server started.
+struct ExpertCacheGauges {
+    int slots = 0;
+    int64_t hits = 0, misses = 0, evictions = 0, prefetch_issued = 0, prefetch_used = 0;
+    uint64_t bytes_read = 0;
+    double stall_s = 0;
+    std::vector<std::pair<int64_t, int64_t>> layers;  // [n_layer] (hits, misses); dense layers 0
+};
+
 class Metrics {
 public:
     Metrics();
@@ -43,6 +52,8 @@ public:
     void set_gauges(const SchedulerGauges& g);
     // Expert assignments per (layer, expert) since start; layers without experts have 0 columns.
     void set_expert_load(const std::vector<std::vector<uint64_t>>& counts);
+    // Only with --mem: the series moe_expert_cache_* appear once this was called.
+    void set_expert_cache(const ExpertCacheGauges& c);
 
     std::string prometheus() const;
     nlohmann::json snapshot() const;  // for the dashboard
@@ -58,6 +69,8 @@ private:
     Histogram ttft_, itl_;
     SchedulerGauges g_;
     std::vector<std::vector<uint64_t>> load_;
+    bool cache_on_ = false;
+    ExpertCacheGauges cache_;
 };
 
 }  // namespace moe::server

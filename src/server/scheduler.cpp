@@ -71,6 +71,7 @@ Scheduler::Scheduler(model::Model& model, ThreadPool& pool, const SchedulerSpec&
     }
     logits_.resize(static_cast<size_t>(spec_.n_slots * model.config().n_vocab));
     publish_gauges();
+    publish_cache();
     thread_ = std::thread([this] { loop(); });
 }
 
@@ -121,6 +122,16 @@ void Scheduler::adapt_k(int64_t depth) {
 }
 
 void Scheduler::admit_locked() {
+    // Requests whose client left while they waited never take a slot.
+    for (auto it = queue_.begin(); it != queue_.end();) {
+        if (!(*it)->cancelled()) {
+            ++it;
+            continue;
+        }
+        (*it)->finish("cancelled", 0, 0);
+        it = queue_.erase(it);
+        idle_cv_.notify_all();  // drain() may be waiting for an empty queue
+    }
     while (!queue_.empty()) {
         // Free slot with the longest common prefix with this prompt (ties: lowest index).
         const std::shared_ptr<Request>& r = queue_.front();
@@ -270,6 +281,25 @@ void Scheduler::step() {
         for (int64_t c : r.counts()) load.back().push_back(static_cast<uint64_t>(c));
     }
     metrics_.set_expert_load(load);
+    publish_cache();
+}
+
+void Scheduler::publish_cache() {
+    // --mem: the cache is only touched by forward passes, i.e. on this thread.
+    const ExpertCache* c = model_.expert_cache();
+    if (!c) return;
+    ExpertCacheGauges g;
+    g.slots = c->capacity();
+    const ExpertCacheCounters t = c->total();
+    g.hits = t.hits;
+    g.misses = t.misses;
+    g.evictions = t.evictions;
+    g.prefetch_issued = t.prefetch_issued;
+    g.prefetch_used = t.prefetch_used;
+    g.bytes_read = t.bytes_read;
+    g.stall_s = t.stall_s;
+    for (const ExpertCacheCounters& l : c->layer_counters()) g.layers.push_back({l.hits, l.misses});
+    metrics_.set_expert_cache(g);
 }
 
 void Scheduler::sample_slot(Slot& s, const float* raw) {

@@ -61,6 +61,7 @@ private:
     void sample_slot(Slot& s, const float* logits);
     void retire(Slot& s, const std::string& reason, const std::string& error = "");
     void publish_gauges();
+    void publish_cache();  // --mem: expert cache counters into the metrics
     void adapt_k(int64_t queue_depth);
     void note_row(Slot& s, size_t pos) const;  // a row at pos of slot s goes into this step
 

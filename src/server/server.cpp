@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "format/gguf.h"
 #include "server/api.h"
+#include "server/connection.h"
 #include "tokenizer/tokenizer.h"
 
 namespace moe::server {
@@ -204,13 +205,28 @@ void Server::routes() {
             std::string text;
             std::vector<TokenLogprob> toks;
             std::vector<Chunk> got;
+            // The client may leave before the answer: look at its socket after every token (and
+            // every 50 ms while queued or prefilling); once it is gone, cancel (the scheduler frees
+            // the slot at its next step) and wait for the end without answering.
+            const ClientConnection conn(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+            bool gone = false;
             for (bool done = false; !done;) {
                 got.clear();
-                done = r->wait(got, 1000);
+                done = r->wait(got, 50);
                 for (Chunk& c : got) {
                     text += c.text;
                     for (auto& t : c.tokens) toks.push_back(std::move(t));
                 }
+                if (!done && !gone && conn.gone()) {
+                    gone = true;
+                    r->cancel();
+                }
+            }
+            if (gone) {
+                // 499: the client closed the connection (nginx's code); nobody reads this answer.
+                res.status = 499;
+                metrics_.request_finished(ep, 499);
+                return;
             }
             if (r->finish_reason() == "error") {
                 send_error(res, api_error(500, r->error(), "server_error"));

@@ -1,6 +1,10 @@
 #include "server/server_test_util.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +34,37 @@ std::string tiny_model(const std::string& preset) {
         model::generate(g);
     }
     return p.string();
+}
+
+double prom_metric(int port, const std::string& name) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(30, 0);
+    auto r = c.Get("/metrics");
+    if (!r) return -1;
+    size_t p = 0;
+    while ((p = r->body.find(name, p)) != std::string::npos) {
+        if ((p == 0 || r->body[p - 1] == '\n') && r->body[p + name.size()] == ' ')
+            return std::stod(r->body.substr(p + name.size() + 1));
+        ++p;
+    }
+    return -1;
+}
+
+int raw_post(int port, const std::string& path, const std::string& body) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const std::string req = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+                            "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
+        ::close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 ServeProcess::ServeProcess(const std::string& args) {

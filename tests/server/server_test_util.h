@@ -13,6 +13,13 @@ const std::filesystem::path& server_temp_dir();
 // A tiny random-weight model of `preset`, generated once per process.
 std::string tiny_model(const std::string& preset = "tiny-qwen3moe");
 
+// Value of the Prometheus series `name` (exact, labels included) from GET /metrics; -1 if absent.
+double prom_metric(int port, const std::string& name);
+
+// A raw TCP client that sends one HTTP POST and can close before the answer comes (what
+// httplib's client cannot do for a plain response). Returns the socket (-1 on failure).
+int raw_post(int port, const std::string& path, const std::string& json_body);
+
 // `moe serve -m MODEL --port 0 ARGS` started in the background; waits for "listening on" and
 // parses the port. stop() sends SIGTERM and returns the exit status (-1: killed or not exited).
 class ServeProcess {

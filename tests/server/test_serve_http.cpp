@@ -9,11 +9,14 @@
 
 #include <atomic>
 #include <cmath>
+#include <map>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "server/server_test_util.h"
 
@@ -40,19 +43,7 @@ json post_json(httplib::Client& c, const std::string& path, const std::string& b
     return json::parse(r->body, nullptr, false);
 }
 
-// Value of a Prometheus series (first line starting with `name`), -1 if absent.
-double metric(int port, const std::string& name) {
-    auto c = client(port);
-    auto r = c.Get("/metrics");
-    if (!r) return -1;
-    size_t p = 0;
-    while ((p = r->body.find(name, p)) != std::string::npos) {
-        if ((p == 0 || r->body[p - 1] == '\n') && r->body[p + name.size()] == ' ')
-            return std::stod(r->body.substr(p + name.size() + 1));
-        ++p;
-    }
-    return -1;
-}
+double metric(int port, const std::string& name) { return moe::testutil::prom_metric(port, name); }
 
 // Streams a completion; returns the concatenated text, the SSE lines' payloads and whether
 // [DONE] came. stop_after > 0: abort the connection after that many data events.
@@ -337,6 +328,107 @@ TEST_F(ServeHttp, OverloadGets503AndDisconnectFreesTheSlot) {
     auto c = client(srv_->port());
     post_json(c, "/v1/completions", R"({"prompt":"hi","max_tokens":2})", &st);
     EXPECT_EQ(st, 200);
+}
+
+// The sampling fields users rely on, through HTTP, each against an independent expectation:
+// seed reproducibility, top_k 1 / tiny top_p / min_p 1 = greedy at any temperature, n_probs as
+// llama.cpp's alias of logprobs, and frequency/presence penalties checked token by token against
+// the model's own (unpenalised) log-probabilities the response reports.
+TEST_F(ServeHttp, SamplingFieldsDoWhatTheySay) {
+    auto c = client(srv_->port());
+    int st = 0;
+    auto text = [&](json body) {
+        body["prompt"] = "Once upon a time";
+        body["max_tokens"] = 16;
+        body["ignore_eos"] = true;
+        const json r = post_json(c, "/v1/completions", body.dump(), &st);
+        EXPECT_EQ(st, 200) << r;
+        return r.contains("choices") ? r["choices"][0]["text"].get<std::string>() : std::string("<error>");
+    };
+    const std::string greedy = text({{"temperature", 0}});
+    const std::string s1 = text({{"temperature", 1.5}, {"top_k", 0}, {"top_p", 1}, {"min_p", 0}, {"seed", 42}});
+    EXPECT_EQ(text({{"temperature", 1.5}, {"top_k", 0}, {"top_p", 1}, {"min_p", 0}, {"seed", 42}}), s1);
+    EXPECT_NE(s1, greedy);  // a random model at temperature 1.5: 16 greedy tokens by chance is ~impossible
+    EXPECT_EQ(text({{"temperature", 1.5}, {"top_k", 1}, {"seed", 5}}), greedy);
+    EXPECT_EQ(text({{"temperature", 1.5}, {"top_k", 0}, {"top_p", 1e-6}, {"min_p", 0}, {"seed", 5}}), greedy);
+    EXPECT_EQ(text({{"temperature", 1.5}, {"top_k", 0}, {"top_p", 1}, {"min_p", 1}, {"seed", 5}}), greedy);
+
+    // n_probs (llama.cpp) = logprobs with that many alternatives.
+    const json np = post_json(c, "/v1/completions", R"({"prompt":"hi","max_tokens":3,"temperature":0,"n_probs":4})", &st);
+    ASSERT_EQ(st, 200) << np;
+    ASSERT_EQ(np["choices"][0]["logprobs"]["token_logprobs"].size(), 3u);
+
+    // Penalties (greedy): every chosen token maximises logprob - presence - frequency * count over
+    // the 20 most likely tokens (counts of the tokens generated before it, by token text).
+    for (const auto& [pres, freq] : std::vector<std::pair<double, double>>{{0, 2}, {2, 0}, {0.5, 1.5}}) {
+        const json body = {{"messages", {{{"role", "user"}, {"content", "Once upon a time"}}}},
+                           {"max_tokens", 24},      {"temperature", 0},
+                           {"ignore_eos", true},    {"logprobs", true},
+                           {"top_logprobs", 20},    {"presence_penalty", pres},
+                           {"frequency_penalty", freq}};
+        const json r = post_json(c, "/v1/chat/completions", body.dump(), &st);
+        ASSERT_EQ(st, 200) << r;
+        // Token texts as keys: the built-in vocabulary pads with tokens without text, which share
+        // the empty key, so those are left out of the check.
+        std::map<std::string, int> count;
+        for (const json& t : r["choices"][0]["logprobs"]["content"]) {
+            auto pen = [&](const json& tok, double lp) {
+                const auto it = count.find(tok.dump());
+                return it == count.end() ? lp : lp - pres - freq * it->second;
+            };
+            if (!t["bytes"].empty()) {
+                const double chosen = pen(t["bytes"], t["logprob"].get<double>());
+                for (const json& alt : t["top_logprobs"])
+                    if (!alt["bytes"].empty()) {
+                        EXPECT_GE(chosen, pen(alt["bytes"], alt["logprob"].get<double>()) - 1e-4) << t;
+                    }
+            }
+            ++count[t["bytes"].dump()];
+        }
+    }
+    // And a penalty changes the answer of this random model (which repeats itself when greedy).
+    const json plain = post_json(c, "/v1/completions", R"({"prompt":"x","max_tokens":48,"temperature":0,"ignore_eos":true})", &st);
+    const json pen = post_json(c, "/v1/completions", R"({"prompt":"x","max_tokens":48,"temperature":0,"ignore_eos":true,"frequency_penalty":2})", &st);
+    EXPECT_NE(plain["choices"][0]["text"], pen["choices"][0]["text"]);
+}
+
+// Non-streaming clients that close their connection before the answer: a decoding one frees its
+// slot within a step (far before its max_tokens), a queued one leaves the queue without taking a
+// slot; both are counted as 499 and the server keeps serving (under ASan: nothing leaks at exit).
+TEST_F(ServeHttp, NonStreamingDisconnectFreesTheSlot) {
+    const int port = srv_->port();
+    const std::string ep = "moe_responses_total{endpoint=\"completions\",status=\"499\"}";
+    const double gone_before = std::max(0.0, metric(port, ep));
+    const double gen_before = metric(port, "moe_generated_tokens_total");
+    auto wait_for = [&](const std::string& series, double want) {
+        double v = -1;
+        for (int i = 0; i < 1000 && (v = metric(port, series)) != want; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        return v;
+    };
+    const std::string body = R"({"prompt":"x","max_tokens":2000,"ignore_eos":true,"temperature":0})";
+    // Two long requests fill both slots, a third waits in the queue.
+    const int a = moe::testutil::raw_post(port, "/v1/completions", body);
+    const int b = moe::testutil::raw_post(port, "/v1/completions", body);
+    ASSERT_GE(a, 0);
+    ASSERT_GE(b, 0);
+    ASSERT_EQ(wait_for("moe_busy_slots", 2), 2);
+    const int q = moe::testutil::raw_post(port, "/v1/completions", body);
+    ASSERT_GE(q, 0);
+    ASSERT_EQ(wait_for("moe_queue_depth", 1), 1);
+    ::close(q);  // the queued one leaves: the queue empties while both slots stay busy
+    EXPECT_EQ(wait_for("moe_queue_depth", 0), 0);
+    EXPECT_EQ(metric(port, "moe_busy_slots"), 2);
+    ::close(a);
+    ::close(b);
+    EXPECT_EQ(wait_for("moe_busy_slots", 0), 0);
+    EXPECT_EQ(wait_for(ep, gone_before + 3), gone_before + 3);
+    // Cancelled long before 2 x 2000 tokens.
+    EXPECT_LT(metric(port, "moe_generated_tokens_total") - gen_before, 2000);
+    int st = 0;
+    auto c = client(port);
+    const json ok = post_json(c, "/v1/completions", R"({"prompt":"hi","max_tokens":2})", &st);
+    EXPECT_EQ(st, 200) << ok;
 }
 
 TEST(ServeHttpAuth, ApiKey) {

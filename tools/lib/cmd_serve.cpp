@@ -23,6 +23,7 @@ void serve_usage(std::FILE* out) {
                  "usage: moe serve -m MODEL [--host H] [--port P] [-t N] [--parallel N] [--ctx N] [--batch N]\n"
                  "                 [--queue N] [--api-key KEY] [--alias NAME] [--chat-template NAME]\n"
                  "                 [--max-body BYTES] [--kv-type f32|f16|q8_0] [--adaptive-topk KMIN]\n"
+                 "                 [--mem SIZE|auto] [--cache-policy P] [--expert-io M] [--no-direct] [--no-prefetch]\n"
                  "  OpenAI-compatible server with continuous batching (docs/SERVER.md).\n"
                  "  --host H           address to listen on (default 127.0.0.1)\n"
                  "  --port P           port (default 8080; 0 = any free port, printed at startup)\n"
@@ -39,7 +40,11 @@ void serve_usage(std::FILE* out) {
                  "  --kv-type T        KV cache type f32 (default), f16 or q8_0 (approximate)\n"
                  "  --adaptive-topk K  APPROXIMATION (changes output): route with fewer experts per token while\n"
                  "                     requests queue (K when >= --parallel wait, halfway when some do, the\n"
-                 "                     model's k when none); every change is logged and counted in /metrics\n");
+                 "                     model's k when none); every change is logged and counted in /metrics\n"
+                 "%s"
+                 "  (with --mem the KV cache of all --parallel slots counts against the budget; the\n"
+                 "   cache's hit rate is in /metrics as moe_expert_cache_*)\n",
+                 kCacheUsage);
 }
 
 }  // namespace
@@ -84,6 +89,7 @@ int cmd_serve(int argc, char** argv) {
             spec.sched.adaptive_kmin = static_cast<int>(parse_int(arg_value(argc, argv, i, cmd), "--adaptive-topk", cmd, 1, 1 << 16));
         } else if (a == "--kv-type") {
             so.kv_type = parse_kv_type(arg_value(argc, argv, i, cmd), cmd);
+        } else if (parse_cache_option(argc, argv, i, cmd, mo.cache)) {
         } else {
             std::fprintf(stderr, "moe serve: unknown option '%s'\n", a.c_str());
             serve_usage(stderr);
@@ -97,6 +103,7 @@ int cmd_serve(int argc, char** argv) {
     }
     spec.sched.kv_type = so.kv_type;
     mo.max_batch = spec.sched.batch;
+    mo.cache.kv_seqs = spec.sched.n_slots;  // --mem: the budget holds every slot's KV cache
 
     // SIGTERM / SIGINT are taken by one thread with sigwait (blocked everywhere else, so the
     // handler needs no global state); it drains the server.
@@ -108,6 +115,7 @@ int cmd_serve(int argc, char** argv) {
 
     auto m = model::Model::load(model, mo);
     std::fprintf(stderr, "moe serve: %s\n", m->describe().c_str());
+    if (const ExpertCache* c = m->expert_cache()) std::fprintf(stderr, "moe serve: %s\n", c->summary().c_str());
     ThreadPool pool(m->options().n_threads);
     server::Server srv(*m, pool, spec);
     const int port = srv.bind();
@@ -130,6 +138,7 @@ int cmd_serve(int argc, char** argv) {
     // run() returns after shutdown(), or by itself if listening failed: then wake the waiter.
     if (!signalled.load()) pthread_kill(waiter.native_handle(), SIGTERM);
     waiter.join();
+    if (const ExpertCache* c = m->expert_cache()) std::fprintf(stderr, "moe serve: %s\n", c->summary().c_str());
     std::fprintf(stderr, "moe serve: stopped\n");
     return 0;
 }
