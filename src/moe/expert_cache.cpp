@@ -318,6 +318,39 @@ void ExpertCache::prefetch(int layer, const int32_t* ids, int n) {
     }
 }
 
+bool ExpertCache::load_all() {
+    if (static_cast<int64_t>(spec_.n_slots) < static_cast<int64_t>(spec_.layers.size()) * spec_.n_expert) return false;
+    MOE_ASSERT(held_.empty(), "load_all during an acquire");
+    reader_.poll();
+    reap();
+    for (const auto& lf : spec_.layers)
+        for (int e = 0; e < spec_.n_expert; ++e) {
+            const int64_t key = static_cast<int64_t>(lf.layer) * spec_.n_expert + e;
+            if (where(key) >= 0) continue;
+            ExpertCacheCounters& st = per_layer_[static_cast<size_t>(lf.layer)];
+            const int slot = take_slot(st);
+            MOE_ASSERT(slot >= 0, "no free slot although every expert fits");
+            ++st.misses;
+            slot_key_[static_cast<size_t>(slot)] = key;
+            where(key) = slot;
+            policy_->on_insert(slot, key, ++tick_);
+            start_load(slot, lf, e);
+        }
+    reader_.drain();
+    std::exception_ptr err;
+    for (int s : loading_list_) {
+        ReadOp* ops = &slot_ops_[3 * static_cast<size_t>(s)];
+        if (!err && (!ops[0].error.empty() || !ops[1].error.empty() || !ops[2].error.empty())) try {
+                reader_.wait(ops, 3);  // throws the read's error
+            } catch (...) {
+                err = std::current_exception();
+            }
+    }
+    reap();  // failed loads are forgotten here
+    if (err) std::rethrow_exception(err);
+    return true;
+}
+
 void ExpertCache::release(int) {
     for (int s : held_) {
         held_flag_[static_cast<size_t>(s)] = 0;

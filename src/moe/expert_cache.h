@@ -78,6 +78,10 @@ public:
     // slots); acquire() later waits for them. A failed prefetch is reported by that acquire.
     void prefetch(int layer, const int32_t* ids, int n) override;
     int capacity() const override { return spec_.n_slots; }
+    // When every expert of every MoE layer has a slot: loads all that are not resident and waits
+    // (a benchmark's warm-up, so timed runs see the steady state); returns false, loading nothing,
+    // when they do not all fit. Counted like demand loads (reset_counters afterwards).
+    bool load_all();
 
     uint64_t slot_bytes() const { return slot_bytes_; }
     uint64_t bytes() const { return slot_bytes_ * static_cast<uint64_t>(spec_.n_slots); }
