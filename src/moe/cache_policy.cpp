@@ -14,6 +14,7 @@ namespace moe {
 std::unique_ptr<CachePolicy> make_cache_policy(const std::string& name, const RoutingProfile& profile) {
     if (name == "lru") return make_lru_policy();
     if (name == "lfu") return make_lfu_policy();
+    if (name == "lfu-history") return make_lfu_history_policy();
     if (name == "pinned") {
         if (profile.empty())
             throw_error("experts", "policy 'pinned' needs a routing profile (--cache-profile FILE: a moe run "

@@ -22,6 +22,8 @@ public:
     virtual void on_hit(int slot, int64_t key, int64_t tick) = 0;
     // Slot to evict: evictable[s] != 0 for the candidates (at least one). Ties: lowest slot.
     virtual int victim(const uint8_t* evictable, int64_t tick) const = 0;
+    // Keys will be in [0, n_keys): a policy with per-key state allocates it here, not on a miss.
+    virtual void reserve_keys(int64_t n_keys) {}
 };
 
 // Routing profile for the pinned policy: accesses per key (layer * n_expert + expert).
@@ -39,12 +41,14 @@ RoutingProfile load_routing_profile(const std::string& path);
 RoutingProfile parse_routing_profile(const std::string& text, const std::string& name);
 
 // "lru" | "lfu" (LFU with exponential decay) | "pinned" (the hottest keys of `profile` hold up to
-// half of the slots for good, the rest is LRU). Throws moe::Error listing the names.
+// half of the slots for good, the rest is LRU) | "lfu-history" (LFU with decay whose counts belong to
+// the key and survive eviction). Throws moe::Error listing the names.
 std::unique_ptr<CachePolicy> make_cache_policy(const std::string& name, const RoutingProfile& profile = {});
-inline constexpr const char* kCachePolicies = "lru, lfu, pinned";
+inline constexpr const char* kCachePolicies = "lru, lfu, lfu-history, pinned";
 
 std::unique_ptr<CachePolicy> make_lru_policy();
 std::unique_ptr<CachePolicy> make_lfu_policy();
+std::unique_ptr<CachePolicy> make_lfu_history_policy();
 std::unique_ptr<CachePolicy> make_pinned_policy(const RoutingProfile& profile);
 
 }  // namespace moe

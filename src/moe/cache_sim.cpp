@@ -123,7 +123,10 @@ CacheSimResult simulate_cache(const RoutingTraceFile& t, int capacity, const std
     RoutingProfile prof = profile;
     if (policy == "pinned" && prof.empty()) prof = profile_from_trace(t);
     std::unique_ptr<CachePolicy> pol = belady ? nullptr : make_cache_policy(policy, prof);
-    if (pol) pol->reset(capacity);
+    if (pol) {
+        pol->reset(capacity);
+        pol->reserve_keys(static_cast<int64_t>(t.n_layer) * E);
+    }
 
     CacheSimResult res;
     res.policy = policy;

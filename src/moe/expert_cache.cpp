@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <sstream>
 
 #include "core/error.h"
@@ -77,15 +78,18 @@ ExpertCache::ExpertCache(ExpertCacheSpec spec)
     slot_key_.assign(static_cast<size_t>(spec_.n_slots), -1);
     evictable_.assign(static_cast<size_t>(spec_.n_slots), 1);
     for (int s = spec_.n_slots - 1; s >= 0; --s) free_.push_back(s);
+    policy_->reserve_keys(static_cast<int64_t>(spec_.n_layer) * spec_.n_expert);
     per_layer_.assign(static_cast<size_t>(spec_.n_layer), {});
-    where_.reserve(static_cast<size_t>(spec_.n_slots) * 2);
+    where_.assign(static_cast<size_t>(spec_.n_layer) * static_cast<size_t>(spec_.n_expert), -1);
+    reader_.reserve(3 * static_cast<size_t>(spec_.n_slots));
     held_.reserve(static_cast<size_t>(spec_.n_slots));
     held_flag_.assign(static_cast<size_t>(spec_.n_slots), 0);
     loading_.assign(static_cast<size_t>(spec_.n_slots), 0);
     prefetched_.assign(static_cast<size_t>(spec_.n_slots), 0);
+    fresh_.assign(static_cast<size_t>(spec_.n_slots), 0);
     slot_ops_.resize(3 * static_cast<size_t>(spec_.n_slots));
     loading_list_.reserve(static_cast<size_t>(spec_.n_slots));
-    wait_.reserve(static_cast<size_t>(spec_.n_slots));
+    ready_all_.reserve(static_cast<size_t>(spec_.n_slots));
 }
 
 ExpertCache::~ExpertCache() {
@@ -113,7 +117,7 @@ int ExpertCache::take_slot(ExpertCacheCounters& st) {
     }
     slot = policy_->victim(evictable_.data(), tick_);
     if (slot < 0) return -1;
-    where_.erase(slot_key_[static_cast<size_t>(slot)]);
+    where(slot_key_[static_cast<size_t>(slot)]) = -1;
     prefetched_[static_cast<size_t>(slot)] = 0;
     ++st.evictions;
     return slot;
@@ -135,6 +139,7 @@ void ExpertCache::start_load(int slot, const ExpertLayerFile& lf, int expert) {
         base += region_[c];
     }
     loading_[static_cast<size_t>(slot)] = 1;
+    fresh_[static_cast<size_t>(slot)] = 1;
     evictable_[static_cast<size_t>(slot)] = 0;
     loading_list_.push_back(slot);
     reader_.submit(ops, 3);
@@ -142,9 +147,9 @@ void ExpertCache::start_load(int slot, const ExpertLayerFile& lf, int expert) {
 
 void ExpertCache::forget(int slot) {
     const size_t s = static_cast<size_t>(slot);
-    where_.erase(slot_key_[s]);
+    if (slot_key_[s] >= 0) where(slot_key_[s]) = -1;
     slot_key_[s] = -1;
-    loading_[s] = prefetched_[s] = 0;
+    loading_[s] = prefetched_[s] = fresh_[s] = 0;
     evictable_[s] = !held_flag_[s];
     free_.push_back(slot);
 }
@@ -160,6 +165,10 @@ void ExpertCache::reap() {
             continue;
         }
         if (!ops[0].error.empty() || !ops[1].error.empty() || !ops[2].error.empty()) {
+            if (held_flag_[s]) {  // the acquire holding it reports the error (wait_ready)
+                loading_list_[keep++] = slot;
+                continue;
+            }
             forget(slot);  // a later acquire loads it again and reports the error
             continue;
         }
@@ -171,6 +180,13 @@ void ExpertCache::reap() {
 }
 
 void ExpertCache::acquire(int layer, const int32_t* ids, int n, ExpertSlices* out) {
+    acquire_async(layer, ids, n, out);
+    ready_all_.assign(static_cast<size_t>(n), 0);
+    while (wait_ready(ready_all_.data(), n) > 0) {
+    }
+}
+
+void ExpertCache::acquire_async(int layer, const int32_t* ids, int n, ExpertSlices* out) {
     MOE_ASSERT(layer >= 0 && layer < spec_.n_layer && by_layer_[static_cast<size_t>(layer)], "layer ", layer);
     MOE_ASSERT(held_.empty(), "acquire before release");
     MOE_ASSERT(n <= spec_.n_slots, n, " experts > ", spec_.n_slots, " slots");
@@ -178,14 +194,12 @@ void ExpertCache::acquire(int layer, const int32_t* ids, int n, ExpertSlices* ou
     ExpertCacheCounters& st = per_layer_[static_cast<size_t>(layer)];
     reader_.poll();
     reap();
-    wait_.clear();
     for (int i = 0; i < n; ++i) {
         MOE_ASSERT(ids[i] >= 0 && ids[i] < spec_.n_expert, "expert ", ids[i]);
         const int64_t key = static_cast<int64_t>(layer) * spec_.n_expert + ids[i];
         ++tick_;
-        int slot;
-        if (auto it = where_.find(key); it != where_.end()) {
-            slot = it->second;
+        int slot = where(key);
+        if (slot >= 0) {
             ++st.hits;
             policy_->on_hit(slot, key, tick_);
             if (prefetched_[static_cast<size_t>(slot)]) {
@@ -205,32 +219,82 @@ void ExpertCache::acquire(int layer, const int32_t* ids, int n, ExpertSlices* ou
             }
             MOE_ASSERT(slot >= 0, "no evictable slot");
             slot_key_[static_cast<size_t>(slot)] = key;
-            where_[key] = slot;
+            where(key) = slot;
             policy_->on_insert(slot, key, tick_);
             start_load(slot, lf, ids[i]);
         }
-        if (loading_[static_cast<size_t>(slot)]) wait_.push_back(slot);
         evictable_[static_cast<size_t>(slot)] = 0;
         held_flag_[static_cast<size_t>(slot)] = 1;
         held_.push_back(slot);
         out[i] = view(slot, lf, ids[i]);
     }
-    if (wait_.empty()) return;
+    held_layer_ = layer;
+}
+
+int ExpertCache::wait_ready(uint8_t* ready, int n) {
+    MOE_ASSERT(n == static_cast<int>(held_.size()), "wait_ready for ", n, " experts, ", held_.size(), " held");
+    reader_.poll();
     Timer t;
-    try {
-        for (int s : wait_) reader_.wait(&slot_ops_[3 * static_cast<size_t>(s)], 3);
-    } catch (...) {
-        // Let every read in flight land, then forget the slots of this call that did not load,
-        // so a later call loads them again.
-        reader_.drain();
-        reap();
-        for (int s : wait_)
-            if (slot_key_[static_cast<size_t>(s)] >= 0 && loading_[static_cast<size_t>(s)]) forget(s);
-        release(layer);
-        throw;
+    bool waited = false;
+    for (;;) {
+        int got = 0, left = 0;
+        for (int i = 0; i < n; ++i) {
+            if (ready[i]) continue;
+            const int slot = held_[static_cast<size_t>(i)];
+            const size_t s = static_cast<size_t>(slot);
+            if (loading_[s]) {
+                const ReadOp* ops = &slot_ops_[3 * s];
+                if (!(ops[0].finished && ops[1].finished && ops[2].finished)) {
+                    ++left;
+                    continue;
+                }
+                if (!ops[0].error.empty() || !ops[1].error.empty() || !ops[2].error.empty()) {
+                    std::exception_ptr err;
+                    try {
+                        reader_.wait(&slot_ops_[3 * s], 3);  // throws the read's error
+                    } catch (...) {
+                        err = std::current_exception();
+                    }
+                    fail_held(held_layer_, err);
+                }
+            }
+            // Landed (now or earlier, maybe by a prefetch): the bytes are the file's only if it
+            // did not change under the read.
+            if (fresh_[s]) {
+                std::exception_ptr err;
+                try {
+                    reader_.check_unchanged(slot_ops_[3 * s]);
+                } catch (...) {
+                    err = std::current_exception();
+                }
+                if (err) fail_held(held_layer_, err);
+                fresh_[s] = 0;
+            }
+            ready[i] = 1;
+            ++got;
+        }
+        if (got > 0 || left == 0) {
+            if (waited) per_layer_[static_cast<size_t>(held_layer_)].stall_s += t.seconds();
+            reap();
+            return got;
+        }
+        reader_.wait_any();
+        waited = true;
     }
-    st.stall_s += t.seconds();
-    reap();
+}
+
+void ExpertCache::fail_held(int layer, std::exception_ptr err) {
+    // Let every read in flight land so nothing is written into a slot later, and forget the held
+    // slots that did not load (or loaded from a changed file).
+    reader_.drain();
+    std::vector<int> bad;
+    for (int s : held_)
+        if (loading_[static_cast<size_t>(s)] || fresh_[static_cast<size_t>(s)]) bad.push_back(s);
+    release(layer);
+    reap();  // failed loads of the (now released) slots are forgotten here
+    for (int s : bad)
+        if (slot_key_[static_cast<size_t>(s)] >= 0) forget(s);  // landed but unusable (file changed)
+    std::rethrow_exception(err);
 }
 
 void ExpertCache::prefetch(int layer, const int32_t* ids, int n) {
@@ -242,16 +306,49 @@ void ExpertCache::prefetch(int layer, const int32_t* ids, int n) {
     reap();
     for (int i = 0; i < n; ++i) {
         const int64_t key = static_cast<int64_t>(layer) * spec_.n_expert + ids[i];
-        if (where_.count(key)) continue;  // resident or on its way
+        if (where(key) >= 0) continue;  // resident or on its way
         const int slot = take_slot(st);
         if (slot < 0) break;  // every slot held or loading
         slot_key_[static_cast<size_t>(slot)] = key;
-        where_[key] = slot;
+        where(key) = slot;
         policy_->on_insert(slot, key, tick_);
         prefetched_[static_cast<size_t>(slot)] = 1;
         ++st.prefetch_issued;
         start_load(slot, lf, ids[i]);
     }
+}
+
+bool ExpertCache::load_all() {
+    if (static_cast<int64_t>(spec_.n_slots) < static_cast<int64_t>(spec_.layers.size()) * spec_.n_expert) return false;
+    MOE_ASSERT(held_.empty(), "load_all during an acquire");
+    reader_.poll();
+    reap();
+    for (const auto& lf : spec_.layers)
+        for (int e = 0; e < spec_.n_expert; ++e) {
+            const int64_t key = static_cast<int64_t>(lf.layer) * spec_.n_expert + e;
+            if (where(key) >= 0) continue;
+            ExpertCacheCounters& st = per_layer_[static_cast<size_t>(lf.layer)];
+            const int slot = take_slot(st);
+            MOE_ASSERT(slot >= 0, "no free slot although every expert fits");
+            ++st.misses;
+            slot_key_[static_cast<size_t>(slot)] = key;
+            where(key) = slot;
+            policy_->on_insert(slot, key, ++tick_);
+            start_load(slot, lf, e);
+        }
+    reader_.drain();
+    std::exception_ptr err;
+    for (int s : loading_list_) {
+        ReadOp* ops = &slot_ops_[3 * static_cast<size_t>(s)];
+        if (!err && (!ops[0].error.empty() || !ops[1].error.empty() || !ops[2].error.empty())) try {
+                reader_.wait(ops, 3);  // throws the read's error
+            } catch (...) {
+                err = std::current_exception();
+            }
+    }
+    reap();  // failed loads are forgotten here
+    if (err) std::rethrow_exception(err);
+    return true;
 }
 
 void ExpertCache::release(int) {

@@ -10,9 +10,9 @@
 // a slice at file offset o is read as the aligned range [floor(o, A), ceil(o + n, A)) and its
 // view starts o % A bytes into the region, so the kernels see exactly the file's bytes.
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "moe/cache_policy.h"
@@ -71,11 +71,17 @@ public:
     ~ExpertCache() override;
 
     void acquire(int layer, const int32_t* ids, int n, ExpertSlices* out) override;
+    void acquire_async(int layer, const int32_t* ids, int n, ExpertSlices* out) override;
+    int wait_ready(uint8_t* ready, int n) override;
     void release(int layer) override;
     // Starts loads of the experts not resident (evicting by the policy; never held or loading
     // slots); acquire() later waits for them. A failed prefetch is reported by that acquire.
     void prefetch(int layer, const int32_t* ids, int n) override;
     int capacity() const override { return spec_.n_slots; }
+    // When every expert of every MoE layer has a slot: loads all that are not resident and waits
+    // (a benchmark's warm-up, so timed runs see the steady state); returns false, loading nothing,
+    // when they do not all fit. Counted like demand loads (reset_counters afterwards).
+    bool load_all();
 
     uint64_t slot_bytes() const { return slot_bytes_; }
     uint64_t bytes() const { return slot_bytes_ * static_cast<uint64_t>(spec_.n_slots); }
@@ -95,6 +101,10 @@ private:
     void start_load(int slot, const ExpertLayerFile& lf, int expert);
     void reap();              // finished loads: count bytes, make evictable; failed: forget
     void forget(int slot);    // back to the free list
+    // A held load failed (err): lets every read land, forgets the held slots that did not load,
+    // releases, and rethrows err.
+    [[noreturn]] void fail_held(int layer, std::exception_ptr err);
+    int& where(int64_t key) { return where_[static_cast<size_t>(key)]; }
 
     ExpertCacheSpec spec_;
     std::vector<const ExpertLayerFile*> by_layer_;  // [n_layer] or null (dense layer)
@@ -103,15 +113,17 @@ private:
     char* mem_ = nullptr;                       // n_slots * slot_bytes_, anonymous mapping
     std::unique_ptr<CachePolicy> policy_;
     ExpertReader reader_;
-    std::unordered_map<int64_t, int> where_;    // key -> slot
+    std::vector<int> where_;                    // [n_layer * n_expert] key -> slot or -1 (no allocation on a miss)
     std::vector<int64_t> slot_key_;             // [n_slots] key or -1
     std::vector<uint8_t> evictable_;            // [n_slots] !held && !loading
     std::vector<uint8_t> held_flag_, loading_, prefetched_;  // [n_slots]
+    std::vector<uint8_t> fresh_;                // [n_slots] loaded since the file was last checked unchanged
     std::vector<ReadOp> slot_ops_;              // [n_slots * 3] the slot's gate/up/down reads
     std::vector<int> free_;                     // slots never filled (or freed by a failed load)
-    std::vector<int> held_;                     // slots of the current acquire
+    std::vector<int> held_;                     // slots of the current acquire, in ids order
     std::vector<int> loading_list_;             // slots with reads in flight
-    std::vector<int> wait_;                     // slots the current acquire waits for
+    std::vector<uint8_t> ready_all_;            // acquire(): wait_ready over all
+    int held_layer_ = -1;                       // layer of the current acquire
     int64_t tick_ = 0;
     std::vector<ExpertCacheCounters> per_layer_;
 };

@@ -1,6 +1,7 @@
 #include "moe/expert_io.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <liburing.h>
 #include <unistd.h>
 
@@ -29,6 +30,7 @@ ExpertReader::ExpertReader(const std::string& path, ExpertIo io, bool direct) : 
         fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
         if (fd_ < 0) throw_error("experts", "cannot open ", path, " for expert reads: ", std::strerror(errno));
     }
+    opened_ = identity();
     if (io_ == ExpertIo::Uring) {
         ring_ = std::make_unique<Ring>();
         const int r = io_uring_queue_init(kQueueDepth, &ring_->ring, 0);
@@ -60,6 +62,29 @@ void ExpertReader::fail(const ReadOp& op, const std::string& what) const {
                 op.tensor, ", file bytes ", op.offset, "..", op.offset + op.need, "): ", what,
                 "; the model file was truncated, replaced or became unreadable while running: check it and "
                 "start again");
+}
+
+ExpertReader::Identity ExpertReader::identity() const {
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) return {};
+    return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), static_cast<uint64_t>(st.st_size),
+            static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+            static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec};
+}
+
+void ExpertReader::check_unchanged(const ReadOp& op) const {
+    const Identity now = identity();
+    if (now == opened_) return;
+    std::string what = "the file changed on disk since it was opened (";
+    if (now.dev != opened_.dev || now.ino != opened_.ino) what += "another file at the path";
+    else if (now.size != opened_.size)
+        what += "size " + std::to_string(opened_.size) + " -> " + std::to_string(now.size) + " bytes";
+    else what += "same size, new modification time: rewritten in place";
+    fail(op, what + ")");
+}
+
+void ExpertReader::wait_any() {
+    if (io_ == ExpertIo::Uring && (in_flight_ > 0 || !queue_.empty())) pump(true);
 }
 
 void ExpertReader::drop_cache(const ReadOp& op) const {

@@ -49,6 +49,14 @@ public:
     void poll();
     // Waits for every read in flight (before the destination memory goes away).
     void drain();
+    // Blocks until at least one read in flight finishes (no-op when none is in flight).
+    void wait_any();
+    // Throws (as a failed read of `op`) when the file changed on disk since it was opened: another
+    // inode at the path of a reopen, or a new size, mtime or ctime (replaced or rewritten in place).
+    // One fstat; the cache calls it after reads land, before their bytes are used.
+    void check_unchanged(const ReadOp& op) const;
+    // Room for n queued reads, so submit() does not allocate on the decode path.
+    void reserve(size_t n) { queue_.reserve(n); }
 
     ExpertIo io() const { return io_; }
     bool direct() const { return direct_; }
@@ -67,6 +75,13 @@ private:
     bool direct_ = false;
     bool refused_ = false;  // O_DIRECT asked for but refused
     int fd_ = -1;           // O_DIRECT when direct_
+    struct Identity {
+        uint64_t dev = 0, ino = 0, size = 0;
+        int64_t mtime_ns = 0, ctime_ns = 0;
+        bool operator==(const Identity&) const = default;
+    };
+    Identity identity() const;  // of fd_
+    Identity opened_;           // at the first open
     struct Ring;
     std::unique_ptr<Ring> ring_;
     std::vector<ReadOp*> queue_;  // io_uring: waiting for a submission slot (back = next)

@@ -108,27 +108,33 @@ void MoeBlock::set_expert_store(ExpertStore* store) {
     pred_logits_.assign(store ? static_cast<size_t>(max_tokens_) * E : 0, 0.0f);
     pred_ids_.assign(store ? E : 0, 0);
     pred_scratch_.assign(store ? E + static_cast<size_t>(spec_.top_k) : 0, 0);
-    pred_mark_.assign(store ? E : 0, 0);
+    pred_count_.assign(store ? E : 0, 0);
+    ready_.assign(store ? E : 0, 0);
     if (store && store->capacity() < 1)
         throw_error("moe", "layer ", weights_.layer, ": expert store with no capacity");
 }
 
-void MoeBlock::prefetch_for(ThreadPool& pool, const float* x, int64_t T) {
-    if (!store_ || pred_logits_.empty()) return;
+void MoeBlock::prefetch_for(ThreadPool& pool, const float* x, int64_t T, int room) {
+    if (!store_ || pred_logits_.empty() || room < 1) return;
     const int E = spec_.n_expert, k = spec_.top_k;
     router_.logits(pool, x, T, 1.0f, pred_logits_.data());
-    std::fill(pred_mark_.begin(), pred_mark_.end(), 0);
+    std::fill(pred_count_.begin(), pred_count_.end(), 0);
     int32_t* top = pred_scratch_.data() + E;
-    int n = 0;
-    for (int64_t t = 0; t < T && n < E; ++t) {
+    for (int64_t t = 0; t < T; ++t) {
         topk_desc(pred_logits_.data() + t * E, E, k, pred_scratch_.data(), top);
-        for (int j = 0; j < k; ++j)
-            if (!pred_mark_[static_cast<size_t>(top[j])]) {
-                pred_mark_[static_cast<size_t>(top[j])] = 1;
-                pred_ids_[static_cast<size_t>(n++)] = top[j];
-            }
+        for (int j = 0; j < k; ++j) ++pred_count_[static_cast<size_t>(top[j])];
     }
-    store_->prefetch(weights_.layer, pred_ids_.data(), n);
+    // Whole-layer prefetch (a prefill batch predicts up to all E experts): the ones the most
+    // tokens need first, at most `room` (more would evict each other before use).
+    int n = 0;
+    for (int e = 0; e < E; ++e)
+        if (pred_count_[static_cast<size_t>(e)] > 0) pred_ids_[static_cast<size_t>(n++)] = e;
+    const int take = std::min(n, room);
+    std::partial_sort(pred_ids_.begin(), pred_ids_.begin() + take, pred_ids_.begin() + n, [&](int32_t a, int32_t b) {
+        const int32_t ca = pred_count_[static_cast<size_t>(a)], cb = pred_count_[static_cast<size_t>(b)];
+        return ca != cb ? ca > cb : a < b;
+    });
+    store_->prefetch(weights_.layer, pred_ids_.data(), take);
 }
 
 void MoeBlock::run_from_store(ThreadPool& pool, const float* x, int64_t T, const Buffers& b) {
@@ -139,31 +145,49 @@ void MoeBlock::run_from_store(ThreadPool& pool, const float* x, int64_t T, const
     const char** gate = tabs_.data();
     const char** up = gate + E;
     const char** down = up + E;
-    // Groups of consecutive active experts: their rows are one contiguous range of the plan, so
-    // GroupedFfn runs on the sub-range [e0, e1) of experts with the same offsets.
+    // Groups of at most `cap` consecutive active experts (prefill may need more than the slots).
+    // Within a group, out of order: the experts already resident run first, the rest as their
+    // reads complete. Each run of consecutive ready experts is one GroupedFfn call over the
+    // expert-id range [e0, e1): its rows are one contiguous range of the plan, and every output
+    // row is computed alone, so yp is bitwise the same whatever the order and grouping (combine
+    // then sums it in slot order as always).
     for (int i = 0; i < n_active; i += cap) {
         const int n = std::min(cap, n_active - i);
-        store_->acquire(weights_.layer, active_.data() + i, n, slices_.data());
+        const int32_t* ids = active_.data() + i;
+        store_->acquire_async(weights_.layer, ids, n, slices_.data());
         struct Release {
             ExpertStore* s;
             int layer;
             ~Release() { s->release(layer); }
         } guard{store_, weights_.layer};
-        // The whole layer held at once: start the next layer's predicted loads now, so they
-        // overlap this layer's compute.
-        if (i == 0 && n == n_active && next_) next_->prefetch_for(pool, x, T);
-        const int e0 = active_[static_cast<size_t>(i)], e1 = active_[static_cast<size_t>(i + n - 1)] + 1;
+        // Last group of the layer: start the next layer's predicted loads now (decode: the whole
+        // layer is one group), into the slots this group does not hold, so they overlap compute.
+        if (i + n == n_active && next_) next_->prefetch_for(pool, x, T, cap - n);
         for (int j = 0; j < n; ++j) {
-            const int e = active_[static_cast<size_t>(i + j)];
+            const int e = ids[j];
             gate[e] = slices_[static_cast<size_t>(j)].gate;
             up[e] = slices_[static_cast<size_t>(j)].up;
             down[e] = slices_[static_cast<size_t>(j)].down;
         }
-        ExpertFfn f = ffn_;
-        f.gate.slots = gate + e0;
-        f.up.slots = up + e0;
-        f.down.slots = down + e0;
-        GroupedFfn::run(pool, f, e1 - e0, plan_.offsets + e0, b.xp, b.h, b.yp, b.ffn_scratch, b.act_scratch);
+        uint8_t* ready = ready_.data();
+        std::fill(ready, ready + n, 0);
+        while (store_->wait_ready(ready, n) > 0) {
+            for (int j = 0; j < n;) {
+                if (ready[j] != 1) {
+                    ++j;
+                    continue;
+                }
+                int j1 = j;
+                while (j1 < n && ready[j1] == 1) ready[j1++] = 2;
+                const int e0 = ids[j], e1 = ids[j1 - 1] + 1;
+                ExpertFfn f = ffn_;
+                f.gate.slots = gate + e0;
+                f.up.slots = up + e0;
+                f.down.slots = down + e0;
+                GroupedFfn::run(pool, f, e1 - e0, plan_.offsets + e0, b.xp, b.h, b.yp, b.ffn_scratch, b.act_scratch);
+                j = j1;
+            }
+        }
     }
 }
 

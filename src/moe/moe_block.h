@@ -76,8 +76,9 @@ public:
     // router to its input x and hints the store to start loading the predicted experts of
     // `next` while this block computes (the residual stream changes slowly between layers).
     void set_prefetch_next(MoeBlock* next) { next_ = next; }
-    // Top-k of this block's router logits for x[T, D], union over tokens -> store_->prefetch.
-    void prefetch_for(ThreadPool& pool, const float* x, int64_t T);
+    // Router lookahead of this block on x [T, D]: starts loads of the experts the most tokens are
+    // predicted to use, at most `room` of them (the cache slots not held by the caller).
+    void prefetch_for(ThreadPool& pool, const float* x, int64_t T, int room);
     static size_t plan_scratch(const MoeSpec& spec, int64_t max_tokens, int n_threads, const MoeApprox& approx);
 
     // Expert parallelism (ep.h): from now on forward() runs the EP path over cfg.group with this
@@ -123,7 +124,8 @@ private:
     std::vector<float> pred_logits_;        // [max_tokens, E]
     std::vector<int32_t> pred_ids_;         // [E] predicted experts (union over tokens)
     std::vector<int32_t> pred_scratch_;     // [E + k]
-    std::vector<uint8_t> pred_mark_;        // [E]
+    std::vector<int32_t> pred_count_;       // [E] tokens predicted per expert
+    std::vector<uint8_t> ready_;            // [E] per acquired expert: 0 loading, 1 ready, 2 computed
     std::unique_ptr<EpState> ep_;
 };
 

@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "moe/cache_sim.h"
+#include "moe/expert_cache.h"
 #include "moe/expert_io.h"
 
 using namespace moe;
@@ -46,7 +47,7 @@ TEST(CacheSim, CyclicTraceByHand) {
     EXPECT_EQ(simulate_cache(t, 2, "lru").accesses, 9);
     EXPECT_EQ(simulate_cache(t, 2, "lru").evictions, 7);
     // 3 slots: only the 3 cold misses, whatever the policy.
-    for (const char* p : {"lru", "lfu", "pinned", "belady"}) EXPECT_EQ(simulate_cache(t, 3, p).hits, 6) << p;
+    for (const char* p : {"lru", "lfu", "lfu-history", "pinned", "belady"}) EXPECT_EQ(simulate_cache(t, 3, p).hits, 6) << p;
 }
 
 TEST(CacheSim, LfuKeepsTheHotKeyLruDoesNot) {
@@ -70,7 +71,7 @@ TEST(CacheSim, RequestsHoldTheirExpertsTogether) {
     const RoutingTraceFile t = parse_routing_trace(tsv);
     EXPECT_EQ(t.n_layer, 2);
     EXPECT_EQ(t.n_expert, 2);
-    for (const char* p : {"lru", "lfu", "belady"}) {
+    for (const char* p : {"lru", "lfu", "lfu-history", "belady"}) {
         EXPECT_EQ(simulate_cache(t, 2, p).hits, 0) << p;
         EXPECT_EQ(simulate_cache(t, 4, p).hits, 40 - 4) << p;
     }
@@ -257,6 +258,75 @@ TEST(ExpertReader, FallsBackWhereODirectIsRefused) {
             EXPECT_EQ(0, std::memcmp(ops[i].dst, bytes.data() + ops[i].offset, ExpertReader::kIoAlign)) << i;
         check_reader(p, bytes, io, true);  // the buffered fallback keeps serving aligned reads too
     }
+    fs::remove(p);
+}
+
+// ---- ExpertCache out of order: resident experts are ready before any read is waited for.
+
+TEST(ExpertCache, AcquireAsyncReportsResidentExpertsFirst) {
+    const fs::path p = fs::temp_directory_path() / ("moe-test-ooo-" + std::to_string(::getpid()) + ".bin");
+    // 2 layers x 8 experts, slices at odd offsets and sizes (as in a GGUF).
+    const uint64_t stride[3] = {5003, 4099, 3001};
+    std::vector<ExpertLayerFile> layers(2);
+    uint64_t off = 333;
+    for (int l = 0; l < 2; ++l) {
+        layers[static_cast<size_t>(l)].layer = l;
+        for (int c = 0; c < 3; ++c) {
+            layers[static_cast<size_t>(l)].offset[c] = off;
+            layers[static_cast<size_t>(l)].stride[c] = stride[c];
+            off += 8 * stride[c] + 17;
+        }
+    }
+    const auto bytes = random_file(p, off + 100);
+    auto check_view = [&](const ExpertSlices& v, int layer, int e) {
+        const ExpertLayerFile& lf = layers[static_cast<size_t>(layer)];
+        const char* got[3] = {v.gate, v.up, v.down};
+        for (int c = 0; c < 3; ++c)
+            EXPECT_EQ(0, std::memcmp(got[c], bytes.data() + lf.offset[c] + static_cast<uint64_t>(e) * lf.stride[c],
+                                     lf.stride[c]))
+                << "layer " << layer << " expert " << e << " part " << c;
+    };
+    for (ExpertIo io : {ExpertIo::Uring, ExpertIo::Pread})
+        for (const char* policy : {"lru", "lfu", "lfu-history"}) {
+            ExpertCacheSpec spec;
+            spec.path = p.string();
+            spec.n_layer = 2;
+            spec.n_expert = 8;
+            spec.layers = layers;
+            spec.n_slots = 6;
+            spec.policy = policy;
+            spec.io = io;
+            ExpertCache cache(spec);
+            ExpertSlices out[4];
+            const int32_t first[3] = {0, 1, 2};
+            cache.acquire(0, first, 3, out);
+            for (int i = 0; i < 3; ++i) check_view(out[i], 0, first[i]);
+            cache.release(0);
+            // 5 and 6 miss, 1 and 2 are resident: the first wait_ready has them (at least).
+            const int32_t ids[4] = {5, 1, 6, 2};
+            cache.acquire_async(0, ids, 4, out);
+            uint8_t ready[4] = {0, 0, 0, 0};
+            int got = cache.wait_ready(ready, 4);
+            EXPECT_GE(got, 2);
+            EXPECT_EQ(ready[1], 1);
+            EXPECT_EQ(ready[3], 1);
+            for (int i = 0; i < 4; ++i)
+                if (ready[i]) check_view(out[i], 0, ids[i]);
+            int calls = 1;
+            while (got < 4 && calls < 10) {
+                const int g = cache.wait_ready(ready, 4);
+                EXPECT_GT(g, 0);  // blocks until one lands; never an empty answer while some are left
+                got += g;
+                ++calls;
+            }
+            EXPECT_EQ(got, 4);
+            EXPECT_EQ(cache.wait_ready(ready, 4), 0);
+            for (int i = 0; i < 4; ++i) check_view(out[i], 0, ids[i]);
+            cache.release(0);
+            const ExpertCacheCounters t = cache.total();
+            EXPECT_EQ(t.hits, 2) << policy;
+            EXPECT_EQ(t.misses, 5) << policy;
+        }
     fs::remove(p);
 }
 

@@ -4,11 +4,13 @@
 //    minimum (slots = top_k: every access misses and evicts) and with a middle budget for every
 //    policy (lru, lfu, pinned);
 //  - a budget below the minimum: one error naming the minimum;
-//  - the model file truncated after load: one error naming file, layer and expert, no hang.
+//  - the model file truncated after load, or rewritten in place (same size, other bytes): one
+//    error naming file, layer and expert, no hang, never a changed answer.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -107,8 +109,13 @@ TEST_P(CacheArch, MinimumBudgetBitwiseEqualToResident) {
             ASSERT_EQ(ref.logits.size(), got.logits.size());
             EXPECT_EQ(0, std::memcmp(ref.logits.data(), got.logits.data(), ref.logits.size() * sizeof(float)))
                 << what << " via " << expert_io_name(io);
-            // slots == top_k and layers alternate: every access misses, and most evict.
-            EXPECT_EQ(got.counters.hits, 0) << what;
+            // slots == top_k and layers alternate: every access misses, and most evict; the only
+            // hits are loads the whole-layer prefetch started in the slots a prefill layer's last
+            // (smaller) group left free (io_uring only: pread does not prefetch).
+            EXPECT_EQ(got.counters.hits, got.counters.prefetch_used) << what;
+            if (io == ExpertIo::Pread) {
+                EXPECT_EQ(got.counters.hits, 0) << what;
+            }
             EXPECT_GT(got.counters.misses, static_cast<int64_t>(gen.size())) << what;
             EXPECT_GT(got.counters.evictions, static_cast<int64_t>(gen.size())) << what;
             EXPECT_GT(got.counters.bytes_read, 0u) << what;
@@ -129,7 +136,7 @@ TEST_P(CacheArch, EveryPolicyBitwiseEqualToResident) {
         std::fputs("layer\ttoken\texperts\tweights\n0\t0\t1,2\t0.5,0.5\n1\t0\t3,1\t0.5,0.5\n", f);
         std::fclose(f);
     }
-    for (const char* policy : {"lru", "lfu", "pinned"}) {
+    for (const char* policy : {"lru", "lfu", "lfu-history", "pinned"}) {
         model::ExpertCacheOptions co;
         co.mem_budget = b.minimum + 3 * b.slot;  // top_k + 3 slots of 16 experts
         co.policy = policy;
@@ -163,6 +170,29 @@ TEST_P(CacheArch, PrefetchDuringSmallPrefillBatchesBitwise) {
             << GetParam() << " extra " << extra;
         EXPECT_GT(got.counters.prefetch_issued, 0) << extra;
     }
+}
+
+TEST_P(CacheArch, WholeLayerPrefetchForOnePrefillBatch) {
+    // One prefill batch of 24 tokens needs more experts per layer than the slots: the layer runs
+    // in groups, and its last group starts the next layer's predicted experts (the most-predicted
+    // first) in the slots it leaves free. Bitwise as resident; the prefetches are issued and used.
+    const std::string path = testutil::gen_model(temp_dir(), GetParam(), DType::Q8_0, 11);
+    const model::MemoryBudget b = budget_of(path);
+    const auto prompt = tokens(24, 320, 8);
+    const Outcome ref = run_model(path, {}, prompt, {}, 32);
+    int64_t issued = 0, used = 0;
+    for (int extra : {3, 4, 5}) {
+        model::ExpertCacheOptions co;
+        co.mem_budget = b.minimum + static_cast<uint64_t>(extra) * b.slot;
+        const Outcome got = run_model(path, co, prompt, {}, 32);
+        EXPECT_LT(got.budget.slots, got.budget.total_experts / 2) << extra;
+        EXPECT_EQ(0, std::memcmp(ref.logits.data(), got.logits.data(), ref.logits.size() * sizeof(float)))
+            << GetParam() << " extra " << extra;
+        issued += got.counters.prefetch_issued;
+        used += got.counters.prefetch_used;
+    }
+    EXPECT_GT(issued, 0);
+    EXPECT_GT(used, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, CacheArch, ::testing::ValuesIn(kPresets));
@@ -234,10 +264,72 @@ TEST(ExpertCache, FileTruncatedAfterLoadIsOneClearError) {
         } catch (const Error& e) {
             const std::string msg = e.what();
             EXPECT_NE(msg.find("[experts] " + path.string()), std::string::npos) << msg;
-            EXPECT_NE(msg.find("layer " + layer + " expert "), std::string::npos) << msg;
-            EXPECT_NE(msg.find("short read"), std::string::npos) << msg;
+            // Found by the read that runs short (the cut expert stack), or earlier, by the check
+            // after any load that the file's size changed.
+            const bool short_read = msg.find("short read") != std::string::npos;
+            const bool changed = msg.find("changed on disk since it was opened (size ") != std::string::npos;
+            EXPECT_TRUE(short_read || changed) << msg;
+            if (short_read) {
+                EXPECT_NE(msg.find("layer " + layer + " expert "), std::string::npos) << msg;
+            }
+            EXPECT_NE(msg.find(" expert "), std::string::npos) << msg;
             EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
         }
+    }
+}
+
+TEST(ExpertCache, FileRewrittenInPlaceIsOneClearError) {
+    // Same size, other bytes in an expert stack, same inode: the data of a miss would silently
+    // change the answer; the check after each load batch (fstat: size, mtime, ctime) stops it.
+    for (int extra : {0, 6})
+    for (ExpertIo io : {ExpertIo::Uring, ExpertIo::Pread}) {
+        const std::string src = testutil::gen_model(temp_dir(), "tiny-qwen3moe", DType::Q8_0, 11);
+        const fs::path path = temp_dir() / (std::string("rewritten-") + expert_io_name(io) + ".gguf");
+        fs::copy_file(src, path, fs::copy_options::overwrite_existing);
+        // An old mtime, so the rewrite below changes it even within one clock tick.
+        fs::last_write_time(path, fs::last_write_time(path) - std::chrono::hours(24));
+        uint64_t at = 0, len = 0;
+        {
+            const auto f = gguf::File::open(path.string());
+            for (const auto& x : f.tensors())
+                if (std::string(x.name).find("blk.0.ffn_up_exps") == 0) at = f.data_offset() + x.offset, len = x.nbytes;
+            ASSERT_GT(len, 0u);
+        }
+        const uint64_t size = fs::file_size(path);
+        const model::MemoryBudget b = budget_of(path.string());
+        model::ModelOptions mo;
+        mo.n_threads = 2;
+        mo.max_batch = 32;
+        mo.n_ctx = 64;
+        mo.cache.mem_budget = b.minimum + static_cast<uint64_t>(extra) * b.slot;
+        mo.cache.io = io;
+        auto m = model::Model::load(path.string(), mo);
+        ThreadPool pool(2);
+        runtime::Session s(*m, pool, {64, 1, DType::F32});
+        std::vector<float> out(static_cast<size_t>(m->config().n_vocab));
+        s.eval(0, tokens(3, 320, 9), out.data(), false);  // loads work before the rewrite
+        {
+            std::vector<char> junk(static_cast<size_t>(len));
+            std::mt19937 g(run_seed());
+            for (auto& c : junk) c = static_cast<char>(g());
+            std::FILE* f = std::fopen(path.c_str(), "r+b");
+            ASSERT_TRUE(f);
+            ASSERT_EQ(0, std::fseek(f, static_cast<long>(at), SEEK_SET));
+            ASSERT_EQ(junk.size(), std::fwrite(junk.data(), 1, junk.size(), f));
+            std::fclose(f);
+        }
+        ASSERT_EQ(size, fs::file_size(path));
+        try {
+            for (int i = 0; i < 4; ++i) s.eval(0, tokens(4, 320, 10 + i), out.data(), false);
+            FAIL() << "no error after the file was rewritten (" << expert_io_name(io) << ")";
+        } catch (const Error& e) {
+            const std::string msg = e.what();
+            EXPECT_NE(msg.find("[experts] " + path.string() + ": loading layer "), std::string::npos) << msg;
+            EXPECT_NE(msg.find(" expert "), std::string::npos) << msg;
+            EXPECT_NE(msg.find("same size, new modification time: rewritten in place"), std::string::npos) << msg;
+        }
+        // And again: the slots loaded from the changed file were forgotten, not kept.
+        EXPECT_THROW(s.eval(0, tokens(4, 320, 20), out.data(), false), Error);
     }
 }
 

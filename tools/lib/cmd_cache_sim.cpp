@@ -20,7 +20,7 @@ void cache_sim_usage(std::FILE* out) {
                  "  each policy's hit rate next to Belady's optimum (offline, farthest next use).\n"
                  "  --capacity LIST  slots, comma-separated; N%% = share of the trace's layers x experts\n"
                  "                   (default 25%%,50%%,75%%)\n"
-                 "  --policy LIST    online policies (default lru,lfu,pinned; known: %s)\n"
+                 "  --policy LIST    online policies (default lru,lfu,lfu-history,pinned; known: %s)\n"
                  "  --profile FILE   routing profile for pinned (default: the trace itself, i.e. an oracle\n"
                  "                   of the whole run's frequencies)\n"
                  "  -o md|json       output format (default md)\n",
@@ -40,7 +40,7 @@ std::vector<std::string> split(const std::string& s) {
 
 int cmd_cache_sim(int argc, char** argv) {
     const char* cmd = "cache-sim";
-    std::string trace_path, caps = "25%,50%,75%", pols = "lru,lfu,pinned", profile_path, fmt = "md";
+    std::string trace_path, caps = "25%,50%,75%", pols = "lru,lfu,lfu-history,pinned", profile_path, fmt = "md";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "-h" || a == "--help") {

@@ -31,7 +31,7 @@ inline constexpr const char* kCacheUsage =
     "  --mem SIZE|auto  memory budget (K/M/G = powers of 1024): routed experts stream from the file\n"
     "                   into a cache of what is left after the resident part (docs/TIERING.md);\n"
     "                   auto = the cgroup memory limit (else MemAvailable) minus a margin\n"
-    "  --cache-policy P expert cache policy: lru (default), lfu, pinned\n"
+    "  --cache-policy P expert cache policy: lru (default), lfu, lfu-history, pinned\n"
     "  --cache-profile F routing profile for pinned (moe run --routing-trace TSV or counts JSON)\n"
     "  --expert-io M    expert reads: uring (default, io_uring) or pread\n"
     "  --no-direct      buffered expert reads instead of O_DIRECT\n"
