@@ -25,7 +25,7 @@ struct LayerDesc {
     // kv_a_mqa -> [latent, rope key], latent normed; the cache holds [latent, roped key] per token
     // and attention runs in the absorbed form (kv_b folded into q and the output).
     bool mla = false;
-    // gpt-oss: attn_output.bias, per-head attn_sinks, sliding-window layers, attn_post_norm as the
+    // gpt-oss: attn_output.bias, per-head attn_sinks, sliding-window layers, post_attention_norm as the
     // FFN's input norm (bound into LayerWeights::ffn_norm).
     bool o_bias = false;
     bool attn_sinks = false;

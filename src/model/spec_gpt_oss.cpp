@@ -3,7 +3,7 @@
 // llama.cpp runs it when the file has no yarn_log_multiplier), attention scale 1/sqrt(head_dim),
 // per-head attention sinks, sliding-window layers (window from attention.sliding_window; layer il
 // slides when il % pattern < pattern - 1, i.e. the even layers for pattern 2) alternating with
-// full ones, the post-attention norm attn_post_norm in the place of ffn_norm, router with bias and
+// full ones, the post-attention norm post_attention_norm in the place of ffn_norm, router with bias and
 // softmax over the top-k raw logits, experts with gate/up/down biases and the clamped SwiGLU
 // (llama.cpp LLM_FFN_SWIGLU_OAI_MOE: alpha 1.702, limit 7).
 #include "core/error.h"

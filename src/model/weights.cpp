@@ -186,7 +186,7 @@ ModelWeights bind_weights(const gguf::File& file, const ModelConfig& cfg, const 
             l.q_norm = b.get(p + "attn_q_norm.weight");
             l.k_norm = b.get(p + "attn_k_norm.weight");
         }
-        l.ffn_norm = b.get(p + (desc.layer.post_attn_norm ? "attn_post_norm.weight" : "ffn_norm.weight"));
+        l.ffn_norm = b.get(p + (desc.layer.post_attn_norm ? "post_attention_norm.weight" : "ffn_norm.weight"));
         if (desc.layer.o_bias) l.bo = b.get(p + "attn_output.bias");
         if (desc.layer.attn_sinks) l.sinks = b.get(p + "attn_sinks.weight");
         if (cfg.is_moe_layer(il)) {

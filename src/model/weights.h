@@ -48,7 +48,7 @@ struct LayerWeights {
     // of nope, q_lat = k_b_h q_nope) and v_b [r, v, H] (per head: v rows of r, out = v_b_h o_lat).
     // From attn_k_b / attn_v_b, or rearranged from attn_kv_b [r, H*(nope + v)] at load.
     TensorView k_b, v_b;
-    TensorView ffn_norm;             // [D] (gpt-oss: attn_post_norm)
+    TensorView ffn_norm;             // [D] (gpt-oss: post_attention_norm)
     MoeWeights moe;                  // MoE blocks
     TensorView ffn_gate, ffn_up, ffn_down;  // dense blocks: [D, F], [D, F], [F, D]
 };

@@ -79,7 +79,7 @@ std::vector<double> reference_forward_gpt_oss(const gguf::File& f, const std::ve
         l.wo = load(f, p + "attn_output.weight");
         l.bo = load(f, p + "attn_output.bias");
         l.sinks = load(f, p + "attn_sinks.weight");
-        l.post_norm = load(f, p + "attn_post_norm.weight");
+        l.post_norm = load(f, p + "post_attention_norm.weight");
         l.router = load(f, p + "ffn_gate_inp.weight");
         l.router_b = load(f, p + "ffn_gate_inp.bias");
         l.gate = load(f, p + "ffn_gate_exps.weight");
