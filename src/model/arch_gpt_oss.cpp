@@ -8,7 +8,7 @@ namespace moe::model::detail {
 void catalog_gpt_oss(const ModelConfig& c, CatalogBuilder& b) {
     b.embeddings_and_head(c);
     for (int64_t il = 0; il < c.n_layer; ++il) {
-        b.layer(il, "attn_post_norm.weight", {c.n_embd});
+        b.layer(il, "post_attention_norm.weight", {c.n_embd});
         b.standard_attention(c, il);  // attn_norm, q/k/v (+ biases), attn_output (+ bias)
         if (c.attn_sinks) b.layer(il, "attn_sinks.weight", {c.n_head});
         b.routed_experts(c, il);

@@ -8,7 +8,7 @@ namespace moe::model {
 
 const std::vector<std::string>& forward_archs() {
     static const std::vector<std::string> k = {kArchLlama, kArchQwen2Moe, kArchQwen3Moe, kArchOlmoe,
-                                                kArchDeepseek2};
+                                                kArchDeepseek2, kArchGptOss};
     return k;
 }
 
@@ -65,7 +65,8 @@ ArchDesc describe_arch(const ModelConfig& c) {
     auto unsupported = [&](const char* what) {
         throw_error("model", c.source, ": architecture '", c.arch, "' with ", what,
                     " is not supported by the forward pass (supported: ", forward_archs_list(),
-                    "; expert groups, selection bias and MLA: deepseek2 only)");
+                    "; expert groups, selection bias and MLA: deepseek2 only; sinks, sliding window and "
+                    "router/expert biases: gpt-oss only)");
     };
     ArchDesc d;
     if (c.arch == kArchLlama) d = detail::describe_llama(c);
@@ -73,15 +74,16 @@ ArchDesc describe_arch(const ModelConfig& c) {
     else if (c.arch == kArchQwen3Moe) d = detail::describe_qwen3moe(c);
     else if (c.arch == kArchOlmoe) d = detail::describe_olmoe(c);
     else if (c.arch == kArchDeepseek2) d = detail::describe_deepseek2(c);
+    else if (c.arch == kArchGptOss) d = detail::describe_gpt_oss(c);
     else
         throw_error("model", c.source, ": architecture '", c.arch, "' is not supported by the forward pass (supported: ",
                     forward_archs_list(), ")");
     d.arch = c.arch;
-    const bool ds2 = c.arch == kArchDeepseek2;
+    const bool ds2 = c.arch == kArchDeepseek2, oss = c.arch == kArchGptOss;
     if (c.is_mla() && !ds2) unsupported("MLA attention");
     if (c.n_expert_groups > 1 && !ds2) unsupported("group-limited routing");
-    if ((c.selection_bias && !ds2) || c.router_bias || c.expert_bias) unsupported("router/expert biases");
-    if (c.attn_sinks || c.sliding_window > 0) unsupported("attention sinks / sliding window");
+    if ((c.selection_bias && !ds2) || ((c.router_bias || c.expert_bias) && !oss)) unsupported("router/expert biases");
+    if ((c.attn_sinks || c.sliding_window > 0) && !oss) unsupported("attention sinks / sliding window");
     if (c.n_layer_dense_lead > 0 && c.n_ff <= 0) unsupported("leading dense blocks without feed_forward_length");
     if (c.is_moe()) d.moe.validate();
     if (!d.layer.mla) d.kv = KvShape{c.n_head_kv, c.head_dim_k, c.head_dim_v};

@@ -25,6 +25,18 @@ struct LayerDesc {
     // kv_a_mqa -> [latent, rope key], latent normed; the cache holds [latent, roped key] per token
     // and attention runs in the absorbed form (kv_b folded into q and the output).
     bool mla = false;
+    // gpt-oss: attn_output.bias, per-head attn_sinks, sliding-window layers, post_attention_norm as the
+    // FFN's input norm (bound into LayerWeights::ffn_norm).
+    bool o_bias = false;
+    bool attn_sinks = false;
+    int64_t sliding_window = 0;  // 0 = every layer full
+    int64_t swa_pattern = 0;     // layer il slides when il % pattern < pattern - 1 (llama.cpp)
+    bool post_attn_norm = false;
+    // Keys a query of layer il sees (0 = all earlier positions).
+    int64_t window(int64_t il) const {
+        if (sliding_window <= 0) return 0;
+        return swa_pattern <= 0 || il % swa_pattern < swa_pattern - 1 ? sliding_window : 0;
+    }
 };
 
 // Shape of one layer's KV cache rows (runtime::KvCacheSpec): standard attention caches
@@ -61,6 +73,7 @@ ArchDesc describe_qwen2moe(const ModelConfig& c);
 ArchDesc describe_qwen3moe(const ModelConfig& c);
 ArchDesc describe_olmoe(const ModelConfig& c);
 ArchDesc describe_deepseek2(const ModelConfig& c);
+ArchDesc describe_gpt_oss(const ModelConfig& c);
 }  // namespace detail
 
 }  // namespace moe::model

@@ -129,7 +129,7 @@ ModelConfig config_from_gguf(const gguf::File& f) {
         c.gating = GatingFunc::SoftmaxWeight;
         c.router_bias = c.expert_bias = c.attn_sinks = true;
         c.qkv_bias = has_q_bias;
-        c.attn_out_bias = f.find_tensor("blk.0.attn_output.bias") != nullptr;
+        c.attn_out_bias = true;  // llama.cpp requires attn_output.bias for gpt-oss
     }
     if (auto nv = r.opt("vocab_size")) {
         c.n_vocab = *nv;

@@ -98,7 +98,7 @@ Forward::Forward(Model& model) : m_(model), max_batch_(model.options().max_batch
         p.q = make_proj(k, w.wq, w.bq);
         p.k = make_proj(k, w.wk, w.bk);
         p.v = make_proj(k, w.wv, w.bv);
-        p.o = make_proj(k, w.wo);
+        p.o = make_proj(k, w.wo, w.bo);
         p.gate = make_proj(k, w.ffn_gate);
         p.up = make_proj(k, w.ffn_up);
         p.down = make_proj(k, w.ffn_down);
@@ -270,15 +270,16 @@ void Forward::attention_layer(ThreadPool& pool, int64_t il, const BatchRow* rows
     as.head_dim_v = dv;
     as.scale = ld.attn_scale;
     as.kv_type = kv.type();
+    as.window = ld.window(il);
     Timer att_timer;
-    attend_sequences(pool, il, rows, n, kv, as, b_.q, b_.qs, b_.att, b_.atts);
+    attend_sequences(pool, il, rows, n, kv, as, b_.q, b_.qs, b_.att, b_.atts, w.sinks.as<const float>());
     if (stats) stats->attention += att_timer.seconds();
     project(pool, P.o, b_.att, prepare(pool, P.o, b_.att, n), n, b_.y);
 }
 
 void Forward::attend_sequences(ThreadPool& pool, int64_t il, const BatchRow* rows, int64_t n, const KvStore& kv,
                                const AttentionSpec& as, const float* q, float* q_gather, float* out,
-                               float* out_gather) {
+                               float* out_gather, const float* sinks) {
     const kernels::Isa isa = m_.kernels().isa();
     const int64_t qd = as.n_head * as.head_dim_k, ad = as.n_head * as.head_dim_v;
     // One attention call per sequence present in the batch over that sequence's cache.
@@ -304,6 +305,7 @@ void Forward::attend_sequences(ThreadPool& pool, int64_t il, const BatchRow* row
         a.n_tokens = m;
         a.n_kv = static_cast<int64_t>(max_pos) + 1;
         a.out = whole ? out : out_gather;
+        a.sinks = sinks;
         cpu::attention(as, a, &pool, isa);
         if (!whole) {
             int64_t j = 0;

@@ -96,7 +96,8 @@ private:
     // One attention kernel call per sequence present in the batch (queries q [n, Hq, as.head_dim_k]
     // -> out [n, Hq, as.head_dim_v]), gathering the rows of a sequence when the batch mixes them.
     void attend_sequences(ThreadPool& pool, int64_t il, const BatchRow* rows, int64_t n, const KvStore& kv,
-                          const AttentionSpec& as, const float* q, float* q_gather, float* out, float* out_gather);
+                          const AttentionSpec& as, const float* q, float* q_gather, float* out, float* out_gather,
+                          const float* sinks = nullptr);
     // Activations x[n, K] prepared for `p`'s kernel: ActQ8 rows into b_.xq for the int8 kernels
     // (once per x, shared by every projection of x), nothing for the float kernels.
     const void* prepare(ThreadPool& pool, const Proj& p, const float* x, int64_t n);

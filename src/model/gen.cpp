@@ -13,6 +13,7 @@
 #include "core/thread_pool.h"
 #include "format/gguf.h"
 #include "format/gguf_writer.h"
+#include "kernels/ref/quant_formats.h"
 #include "kernels/ref/quantize_q8_0.h"
 #include "model/param_count.h"
 #include "model/presets.h"
@@ -55,6 +56,7 @@ void encode_row(DType type, const float* x, int64_t n, unsigned char* out) {
             }
             break;
         case DType::Q8_0: ref::quantize_row_q8_0(x, out, n); break;
+        case DType::MXFP4: ref::quantize_row_mxfp4(x, out, n); break;
         default: MOE_ASSERT(false, "gen cannot encode type ", dtype_name(type));
     }
 }
@@ -116,6 +118,15 @@ void write_hparams(gguf::Writer& w, const ModelConfig& c) {
     if (c.arch == kArchQwen2Moe || c.arch == kArchQwen3Moe) u32("expert_feed_forward_length", c.n_ff_exp);
     if (c.arch == kArchQwen2Moe) u32("expert_shared_feed_forward_length", c.n_ff_shexp);
     if (c.arch == kArchDeepseek2) write_deepseek2(w, c);
+    if (c.arch == kArchGptOss) {  // conversion/gpt_oss.py + the base converter's rope keys
+        u32("expert_feed_forward_length", c.n_ff_exp);
+        u32("attention.sliding_window", c.sliding_window);
+        if (c.rope_scaling == RopeScaling::Yarn) {
+            w.set_string(p + "rope.scaling.type", "yarn");
+            w.set_f32(p + "rope.scaling.factor", c.rope_scaling_factor);
+            u32("rope.scaling.original_context_length", c.rope_orig_ctx);
+        }
+    }
 }
 
 }  // namespace
@@ -126,7 +137,9 @@ uint32_t file_type_of(DType t) {
         case DType::F16: return 1;
         case DType::Q8_0: return 7;
         case DType::BF16: return 32;
-        default: throw_error(kC, "unsupported weight type ", dtype_name(t), " (supported: f32, f16, bf16, q8_0)");
+        case DType::MXFP4: return 38;  // LLAMA_FTYPE_MOSTLY_MXFP4_MOE: experts MXFP4, other matrices Q8_0
+        default:
+            throw_error(kC, "unsupported weight type ", dtype_name(t), " (supported: f32, f16, bf16, q8_0, mxfp4)");
     }
 }
 

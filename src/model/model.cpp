@@ -24,6 +24,11 @@ void check_rope_scaling_key(const gguf::File& f, const ModelConfig& c) {
     if (auto g = f.get_int(c.arch + ".expert_gating_func"); g && (*g < 1 || *g > 3))
         throw_error("model", f.path(), ": expert gating function ", *g, " (key ", c.arch,
                     ".expert_gating_func) is not supported (supported: 1 softmax, 2 sigmoid, 3 softmax over top-k)");
+    // gpt-oss: llama.cpp reads an optional separate RoPE base for the sliding-window layers.
+    if (auto b = f.get_float(c.arch + ".rope.freq_base_swa"); b && *b != c.rope_freq_base)
+        throw_error("model", f.path(), ": key ", c.arch, ".rope.freq_base_swa = ", *b,
+                    " differs from rope.freq_base = ", c.rope_freq_base,
+                    "; a separate RoPE base for sliding-window layers is not supported");
     for (const char* k : {".attention.temperature_scale", ".attention.temperature_length"})
         if (f.find(c.arch + k))
             throw_error("model", f.path(), ": attention temperature tuning (key ", c.arch, k,

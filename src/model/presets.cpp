@@ -120,6 +120,30 @@ ModelConfig tiny_deepseek3(int64_t tv) {
     return c;
 }
 
+// gpt-oss: q/k/v/o biases, attention sinks, sliding window on the even layers (pattern 2), router
+// and expert biases, softmax over the top-k logits, clamped SwiGLU, YaRN (factor, original ctx).
+struct Oss {
+    int64_t vocab, embd, layers, heads, kv, head_dim, ff_exp, E, k, window, ctx;
+    float rope_base, yarn_factor;
+    int64_t yarn_orig;
+};
+ModelConfig gpt_oss(const std::string& name, const Oss& s) {
+    ModelConfig c = base(kArchGptOss, name, s.vocab, s.embd, s.layers, s.heads, s.kv, s.head_dim, s.ctx, s.rope_base,
+                         1e-5f);
+    c.n_ff = c.n_ff_exp = s.ff_exp;
+    c.n_expert = s.E;
+    c.n_expert_used = s.k;
+    c.gating = GatingFunc::SoftmaxWeight;
+    c.router_bias = c.expert_bias = c.attn_sinks = true;
+    c.qkv_bias = c.attn_out_bias = true;
+    c.sliding_window = s.window;
+    c.swa_pattern = 2;
+    c.rope_scaling = RopeScaling::Yarn;
+    c.rope_scaling_factor = s.yarn_factor;
+    c.rope_orig_ctx = s.yarn_orig;
+    return c;
+}
+
 std::vector<Preset> make_presets() {
     const int64_t tv = builtin_vocab_size();
     std::vector<Preset> p;
@@ -137,6 +161,10 @@ std::vector<Preset> make_presets() {
     p.push_back({"deepseek-v2-lite", "DeepSeek-V2-Lite (deepseek2, MLA, 64 experts top-6 + 2 shared, ~15.7B params)",
                  deepseek2("deepseek-v2-lite", {102400, 2048, 27, 16, 0, 512, 128, 64, 128, 10944, 1408, 64, 6, 2, 1,
                                                 163840, 40.0f, 4096, 0.0707f})});
+    // gpt-oss-20b (config.json): 24 layers, hidden 2880, 64 heads / 8 kv of 64, 32 experts top-4 of
+    // 2880, sliding window 128, rope theta 150000 with YaRN 32x from 4096, vocab 201088.
+    p.push_back({"gpt-oss-20b", "gpt-oss-20b (gpt-oss, 32 experts top-4, sinks, sliding window, ~20.9B params)",
+                 gpt_oss("gpt-oss-20b", {201088, 2880, 24, 64, 8, 64, 2880, 32, 4, 128, 131072, 150000.0f, 32.0f, 4096})});
     // Tiny presets: n_embd 64, 2 layers, 4 heads / 2 kv heads (olmoe: 4, llama.cpp needs
     // n_head_kv == n_head there), 8 experts top-2, n_ff_exp 32.
     p.push_back({"tiny-mixtral", "tiny llama-arch MoE (test model)",
@@ -155,6 +183,10 @@ std::vector<Preset> make_presets() {
                                               0.0707f})});
     p.push_back({"tiny-deepseek3", "tiny deepseek2 with V3 routing (sigmoid, groups, selection bias; test model)",
                  tiny_deepseek3(tv)});
+    // tiny gpt-oss: 2 layers (sliding, full) with a window of 8 so that short tests
+    // run past it, 8 heads / 2 kv of 16, 8 experts top-4 of 32, YaRN 4x from 128.
+    p.push_back({"tiny-gpt-oss", "tiny gpt-oss (sinks, sliding window 8, biases, clamped SwiGLU, YaRN; test model)",
+                 gpt_oss("tiny-gpt-oss", {tv, 64, 2, 8, 2, 16, 32, 8, 4, 8, 4096, 150000.0f, 4.0f, 128})});
     for (const auto& x : p) x.config.validate();
     return p;
 }

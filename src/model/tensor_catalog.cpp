@@ -78,6 +78,8 @@ DType storage_type(std::string_view name, const std::vector<int64_t>& shape, DTy
     if (name.find("_norm.weight") != std::string_view::npos) return DType::F32;
     const std::string_view b = base_name(name);
     if (b == "ffn_gate_inp" || b == "ffn_gate_inp_shexp") return DType::F32;
+    // MXFP4 as llama-quantize's MXFP4_MOE: stacked expert matrices MXFP4, every other matrix Q8_0.
+    if (weight_type == DType::MXFP4 && !(shape.size() >= 3 && shape[2] > 1)) weight_type = DType::Q8_0;
     const DTypeInfo& info = dtype_info(weight_type);
     if (info.block > 1 && shape[0] % info.block != 0) return DType::F16;
     return weight_type;

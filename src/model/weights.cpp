@@ -186,12 +186,20 @@ ModelWeights bind_weights(const gguf::File& file, const ModelConfig& cfg, const 
             l.q_norm = b.get(p + "attn_q_norm.weight");
             l.k_norm = b.get(p + "attn_k_norm.weight");
         }
-        l.ffn_norm = b.get(p + "ffn_norm.weight");
+        l.ffn_norm = b.get(p + (desc.layer.post_attn_norm ? "post_attention_norm.weight" : "ffn_norm.weight"));
+        if (desc.layer.o_bias) l.bo = b.get(p + "attn_output.bias");
+        if (desc.layer.attn_sinks) l.sinks = b.get(p + "attn_sinks.weight");
         if (cfg.is_moe_layer(il)) {
             MoeWeights& m = l.moe;
             m.layer = static_cast<int>(il);
             m.router = b.get(p + "ffn_gate_inp.weight");
             if (desc.moe.has_selection_bias) m.selection_bias = b.get(p + "exp_probs_b.bias");
+            if (desc.moe.has_router_bias) m.router_bias = b.get(p + "ffn_gate_inp.bias");
+            if (desc.moe.has_expert_bias) {
+                m.gate_exps_b = b.get(p + "ffn_gate_exps.bias");
+                m.up_exps_b = b.get(p + "ffn_up_exps.bias");
+                m.down_exps_b = b.get(p + "ffn_down_exps.bias");
+            }
             m.gate_exps = b.get(p + "ffn_gate_exps.weight");
             m.up_exps = b.get(p + "ffn_up_exps.weight");
             m.down_exps = b.get(p + "ffn_down_exps.weight");
@@ -211,6 +219,7 @@ ModelWeights bind_weights(const gguf::File& file, const ModelConfig& cfg, const 
         MOE_ASSERT(desc.layer.mla || (l.wq.data && l.wk.data && l.wv.data));
         MOE_ASSERT(!desc.layer.mla || ((l.wq.data || l.wq_b.data) && l.wkv_a.data && l.k_b.data && l.v_b.data));
         MOE_ASSERT(l.wo.data && l.attn_norm.data && l.ffn_norm.data);
+        MOE_ASSERT((!desc.layer.o_bias || l.bo.data) && (!desc.layer.attn_sinks || l.sinks.data));
         MOE_ASSERT(!desc.layer.qkv_bias || (l.bq.data && l.bk.data && l.bv.data));
         MOE_ASSERT(desc.layer.qk_norm == QkNorm::None || (l.q_norm.data && l.k_norm.data));
     }

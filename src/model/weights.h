@@ -37,6 +37,8 @@ struct LayerWeights {
     TensorView wq, wk, wv;           // [D, Hq*dk], [D, Hkv*dk], [D, Hkv*dv]
     TensorView bq, bk, bv;           // biases (LayerDesc::qkv_bias), else data == nullptr
     TensorView wo;                   // [Hq*dv, D]
+    TensorView bo;                   // attn_output.bias [D] (LayerDesc::o_bias)
+    TensorView sinks;                // attn_sinks [Hq] (LayerDesc::attn_sinks)
     TensorView q_norm, k_norm;       // [head_dim] (PerHead) or [n_embd] (Whole); else empty
     // MLA (LayerDesc::mla; r = kv_lora_rank, dq = nope + rope, H heads); wq is the plain q
     // [D, H*dq] or empty when q goes through q_a [D, q_lora] -> q_a_norm -> q_b [q_lora, H*dq].
@@ -46,7 +48,7 @@ struct LayerWeights {
     // of nope, q_lat = k_b_h q_nope) and v_b [r, v, H] (per head: v rows of r, out = v_b_h o_lat).
     // From attn_k_b / attn_v_b, or rearranged from attn_kv_b [r, H*(nope + v)] at load.
     TensorView k_b, v_b;
-    TensorView ffn_norm;             // [D]
+    TensorView ffn_norm;             // [D] (gpt-oss: post_attention_norm)
     MoeWeights moe;                  // MoE blocks
     TensorView ffn_gate, ffn_up, ffn_down;  // dense blocks: [D, F], [D, F], [F, D]
 };

@@ -110,6 +110,16 @@ ExpertFfn make_expert_ffn(const MoeSpec& spec, const TensorView& gate, const Ten
     return f;
 }
 
+ExpertFfn make_routed_ffn(const MoeSpec& spec, const MoeWeights& w, const kernels::CpuKernels& k) {
+    ExpertFfn f = make_expert_ffn(spec, w.gate_exps, w.up_exps, w.down_exps, spec.n_ff, k);
+    if (spec.has_expert_bias) {
+        f.gate_bias = w.gate_exps_b.as<const float>();
+        f.up_bias = w.up_exps_b.as<const float>();
+        f.down_bias = w.down_exps_b.as<const float>();
+    }
+    return f;
+}
+
 float glu_activation(const ExpertFfn& f, float g, float u) {
     if (f.act == Activation::SwiGLU) return g / (1.0f + std::exp(-g)) * u;
     const float L = f.clamp_limit;
@@ -185,10 +195,20 @@ void GroupedFfn::run(ThreadPool& pool, const ExpertFfn& f, int E, const int64_t*
             a.y = ubuf;
             a.ldy = nc;
             (*f.up.kernel)(a);
-            for (int64_t r = 0; r < t.rows; ++r) {
-                float* hr = h + (t.row0 + r) * F + t.col0;
-                const float* ur = ubuf + r * nc;
-                for (int64_t n = 0; n < nc; ++n) hr[n] = glu_activation(f, hr[n], ur[n]);
+            if (f.gate_bias) {  // gpt-oss: biases before the activation
+                const float* gb = f.gate_bias + t.e * F + t.col0;
+                const float* ub = f.up_bias + t.e * F + t.col0;
+                for (int64_t r = 0; r < t.rows; ++r) {
+                    float* hr = h + (t.row0 + r) * F + t.col0;
+                    const float* ur = ubuf + r * nc;
+                    for (int64_t n = 0; n < nc; ++n) hr[n] = glu_activation(f, hr[n] + gb[n], ur[n] + ub[n]);
+                }
+            } else {
+                for (int64_t r = 0; r < t.rows; ++r) {
+                    float* hr = h + (t.row0 + r) * F + t.col0;
+                    const float* ur = ubuf + r * nc;
+                    for (int64_t n = 0; n < nc; ++n) hr[n] = glu_activation(f, hr[n], ur[n]);
+                }
             }
         });
     }
@@ -214,6 +234,11 @@ void GroupedFfn::run(ThreadPool& pool, const ExpertFfn& f, int E, const int64_t*
             a.y = out + t.row0 * D + t.col0;
             a.ldy = D;
             (*f.down.kernel)(a);
+            if (f.down_bias) {
+                const float* db = f.down_bias + t.e * D;
+                for (int64_t r = 0; r < t.rows; ++r)
+                    for (int64_t n = t.col0; n < t.col1; ++n) out[(t.row0 + r) * D + n] += db[n];
+            }
         });
     }
 }

@@ -38,12 +38,19 @@ struct ExpertFfn {
     Activation act = Activation::SwiGLU;
     float clamp_limit = 7.0f;
     float glu_alpha = 1.702f;
+    // Per-expert biases (f32, or null): gate/up [E, F] added before the activation, down [E, D]
+    // added to the expert's output (indexed like the stack: expert e's row at e * F / e * D).
+    const float* gate_bias = nullptr;
+    const float* up_bias = nullptr;
+    const float* down_bias = nullptr;
 };
 
 // Views a stacked (or single, E = 1) gate/up/down triple; looks up kernels by dtype (throws
 // moe::Error naming the tensor if its dtype has no kernel).
 ExpertFfn make_expert_ffn(const MoeSpec& spec, const TensorView& gate, const TensorView& up,
                           const TensorView& down, int64_t n_ff, const kernels::CpuKernels& k);
+// The routed expert stack of `w` with its biases (spec.has_expert_bias).
+ExpertFfn make_routed_ffn(const MoeSpec& spec, const MoeWeights& w, const kernels::CpuKernels& k);
 
 // h = act(g) * u for one element (f32; shared by the fast path of every ISA).
 float glu_activation(const ExpertFfn& f, float g, float u);

@@ -70,7 +70,7 @@ MoeBlock::MoeBlock(const MoeSpec& spec, const MoeWeights& weights, const kernels
     approx_.validate();
     if (max_tokens < 1) throw_error("moe", "max_tokens = ", max_tokens, " must be >= 1");
     if (n_threads < 1) throw_error("moe", "n_threads = ", n_threads, " must be >= 1");
-    ffn_ = make_expert_ffn(spec_, weights_.gate_exps, weights_.up_exps, weights_.down_exps, spec_.n_ff, kernels);
+    ffn_ = make_routed_ffn(spec_, weights_, kernels);
     if (spec_.n_shared > 0)
         shared_ffn_ = make_expert_ffn(spec_, weights_.gate_shexp, weights_.up_shexp, weights_.down_shexp,
                                       spec_.n_ff_shared, kernels);
@@ -184,6 +184,11 @@ void MoeBlock::run_from_store(ThreadPool& pool, const float* x, int64_t T, const
                 f.gate.slots = gate + e0;
                 f.up.slots = up + e0;
                 f.down.slots = down + e0;
+                if (f.gate_bias) {  // biases indexed like the slots: from expert e0
+                    f.gate_bias += static_cast<size_t>(e0) * static_cast<size_t>(spec_.n_ff);
+                    f.up_bias += static_cast<size_t>(e0) * static_cast<size_t>(spec_.n_ff);
+                    f.down_bias += static_cast<size_t>(e0) * static_cast<size_t>(spec_.n_embd);
+                }
                 GroupedFfn::run(pool, f, e1 - e0, plan_.offsets + e0, b.xp, b.h, b.yp, b.ffn_scratch, b.act_scratch);
                 j = j1;
             }

@@ -39,6 +39,7 @@ std::string MoeSpec::describe() const {
         os << " groups=" << n_group << "/" << topk_group << (group_score == GroupScore::Max ? "(max)" : "(top2sum)");
     if (has_selection_bias) os << " sel_bias";
     if (has_router_bias) os << " router_bias";
+    if (has_expert_bias) os << " expert_bias";
     if (n_shared > 0) os << " shared=" << n_shared << "x(Fs=" << n_ff_shared << ")" << (shared_gate_sigmoid ? " sigmoid_gate" : "");
     if (act == Activation::SwiGLUClamped) os << " swiglu_clamped(" << clamp_limit << ")";
     return os.str();
@@ -86,6 +87,14 @@ void MoeWeights::validate(const MoeSpec& s) const {
     check_shape(gate_exps, "ffn_gate_exps", {D, F, E}, layer);
     check_shape(up_exps, "ffn_up_exps", {D, F, E}, layer);
     check_shape(down_exps, "ffn_down_exps", {F, D, E}, layer);
+    if (s.has_expert_bias) {
+        check_shape(gate_exps_b, "ffn_gate_exps.bias", {F, E}, layer);
+        check_shape(up_exps_b, "ffn_up_exps.bias", {F, E}, layer);
+        check_shape(down_exps_b, "ffn_down_exps.bias", {D, E}, layer);
+        check_f32(gate_exps_b, "ffn_gate_exps.bias", layer);
+        check_f32(up_exps_b, "ffn_up_exps.bias", layer);
+        check_f32(down_exps_b, "ffn_down_exps.bias", layer);
+    }
     if (s.n_shared > 0) {
         const int64_t Fs = s.n_ff_shared;
         check_shape(gate_shexp, "ffn_gate_shexp", {D, Fs}, layer);

@@ -45,6 +45,8 @@ struct MoeSpec {
     GroupScore group_score = GroupScore::Max;
     bool has_selection_bias = false;  // exp_probs_b [E]: added to scores for selection only
     bool has_router_bias = false;     // ffn_gate_inp.bias [E]: added to logits (gpt-oss)
+    bool has_expert_bias = false;     // ffn_{gate,up,down}_exps.bias: added after each expert
+                                      // projection, before the activation / the weighting (gpt-oss)
     // Shared experts: always on, n_ff_shared = total width (DeepSeek merges n_shared experts).
     int n_shared = 0;
     int64_t n_ff_shared = 0;
@@ -67,6 +69,9 @@ struct MoeWeights {
     TensorView gate_exps;        // ffn_gate_exps       [D, F, E]
     TensorView up_exps;          // ffn_up_exps         [D, F, E]
     TensorView down_exps;        // ffn_down_exps       [F, D, E]
+    TensorView gate_exps_b;      // ffn_gate_exps.bias  [F, E]    (has_expert_bias)
+    TensorView up_exps_b;        // ffn_up_exps.bias    [F, E]
+    TensorView down_exps_b;      // ffn_down_exps.bias  [D, E]
     TensorView gate_shexp;       // ffn_gate_shexp      [D, Fs]   (n_shared > 0)
     TensorView up_shexp;         // ffn_up_shexp        [D, Fs]
     TensorView down_shexp;       // ffn_down_shexp      [Fs, D]

@@ -40,13 +40,17 @@ double act(const MoeSpec& s, double g, double u) {
 }
 
 // out[D] = down(act(gate x) * up x) for expert e of the given stack.
+// Biases gb/ub [E, F], db [E, D] (gpt-oss) or null.
 void ffn(const MoeSpec& s, const TensorView& gate, const TensorView& up, const TensorView& down, int64_t e,
-         int64_t F, const double* x, std::vector<double>& out) {
+         int64_t F, const double* x, std::vector<double>& out, const float* gb = nullptr, const float* ub = nullptr,
+         const float* db = nullptr) {
     const int64_t D = s.n_embd;
     std::vector<double> h(static_cast<size_t>(F));
-    for (int64_t f = 0; f < F; ++f) h[static_cast<size_t>(f)] = act(s, mat_row_dot(gate, e, f, x, D), mat_row_dot(up, e, f, x, D));
+    for (int64_t f = 0; f < F; ++f)
+        h[static_cast<size_t>(f)] = act(s, mat_row_dot(gate, e, f, x, D) + (gb ? gb[e * F + f] : 0.0),
+                                         mat_row_dot(up, e, f, x, D) + (ub ? ub[e * F + f] : 0.0));
     out.assign(static_cast<size_t>(D), 0.0);
-    for (int64_t d = 0; d < D; ++d) out[static_cast<size_t>(d)] = mat_row_dot(down, e, d, h.data(), F);
+    for (int64_t d = 0; d < D; ++d) out[static_cast<size_t>(d)] = mat_row_dot(down, e, d, h.data(), F) + (db ? db[e * D + d] : 0.0);
 }
 
 }  // namespace
@@ -147,7 +151,10 @@ RefOutput moe_reference(const MoeSpec& s, const MoeWeights& w, const float* x, i
         // experts + combine
         double* yt = &r.y[static_cast<size_t>(t * D)];
         for (int j = 0; j < k; ++j) {
-            ffn(s, w.gate_exps, w.up_exps, w.down_exps, ids[j], s.n_ff, xt.data(), out);
+            const bool eb = s.has_expert_bias;
+            ffn(s, w.gate_exps, w.up_exps, w.down_exps, ids[j], s.n_ff, xt.data(), out,
+                eb ? w.gate_exps_b.as<const float>() : nullptr, eb ? w.up_exps_b.as<const float>() : nullptr,
+                eb ? w.down_exps_b.as<const float>() : nullptr);
             for (int64_t d = 0; d < D; ++d) yt[d] += wt[j] * out[static_cast<size_t>(d)];
         }
         if (s.n_shared > 0) {

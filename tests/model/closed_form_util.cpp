@@ -8,6 +8,8 @@ ClosedForm closed_form_counts(const moe::model::ModelConfig& c) {
     // q, k, v, o projections + attn_norm
     uint64_t attn = D * H * hd + 2 * D * Hkv * hd + H * hd * D + D;
     if (c.qkv_bias) attn += H * hd + 2 * Hkv * hd;
+    if (c.attn_out_bias) attn += D;
+    if (c.attn_sinks) attn += H;  // one sink logit per head
     if (c.qk_norm == QkNorm::PerHead) attn += 2 * hd;
     if (c.qk_norm == QkNorm::Whole) attn += 2 * D;
     if (c.is_mla()) {
@@ -19,9 +21,12 @@ ClosedForm closed_form_counts(const moe::model::ModelConfig& c) {
                H * c.v_head_dim * D + D;
     }
     const uint64_t shared = S > 0 ? 3 * D * S + (c.shexp_gate ? D : 0) : 0;
-    const uint64_t fixed = attn + D /*ffn_norm*/ + D * E /*router*/ + shared + (c.selection_bias ? E : 0);
+    const uint64_t fixed = attn + D /*ffn_norm*/ + D * E /*router*/ + shared + (c.selection_bias ? E : 0) +
+                           (c.router_bias ? E : 0);
+    // gpt-oss expert biases: gate and up [F], down [D] per expert
+    const uint64_t eb = c.expert_bias ? 2 * F + D : 0;
     // Leading dense layers (deepseek2): a dense SwiGLU of width n_ff instead of router + experts.
     const uint64_t Ld = c.n_layer_dense_lead, Lm = L - Ld;
     const uint64_t dense = attn + D + 3 * D * c.n_ff;
-    return {embd + Ld * dense + Lm * (fixed + 3 * D * F * E), embd + Ld * dense + Lm * (fixed + 3 * D * F * k)};
+    return {embd + Ld * dense + Lm * (fixed + (3 * D * F + eb) * E), embd + Ld * dense + Lm * (fixed + (3 * D * F + eb) * k)};
 }

@@ -161,6 +161,13 @@ TEST(RealConfigs, PresetsEqualTheirConfigJson) {
     };
     same(find_preset("mixtral-8x7b").config, config_from_hf_json(kConfigs + "mixtral-8x7b-v0.1_config.json"));
     same(find_preset("qwen3-30b-a3b").config, config_from_hf_json(kConfigs + "qwen3-30b-a3b_config.json"));
+    const ModelConfig oss = find_preset("gpt-oss-20b").config, hf = config_from_hf_json(kConfigs + "gpt-oss-20b_config.json");
+    same(oss, hf);
+    EXPECT_EQ(oss.sliding_window, hf.sliding_window);
+    EXPECT_EQ(oss.swa_pattern, hf.swa_pattern);
+    EXPECT_EQ(oss.rope_scaling, hf.rope_scaling);
+    EXPECT_FLOAT_EQ(oss.rope_scaling_factor, hf.rope_scaling_factor);
+    EXPECT_EQ(oss.rope_orig_ctx, hf.rope_orig_ctx);
 }
 
 TEST(Presets, CatalogCountsEqualClosedForm) {

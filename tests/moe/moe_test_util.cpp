@@ -18,6 +18,11 @@ MoeWeights TestModel::views(int layer) {
     w.gate_exps = make_view(p + "ffn_gate_exps.weight", DType::F32, {D, F, E}, gate.data());
     w.up_exps = make_view(p + "ffn_up_exps.weight", DType::F32, {D, F, E}, up.data());
     w.down_exps = make_view(p + "ffn_down_exps.weight", DType::F32, {F, D, E}, down.data());
+    if (s.has_expert_bias) {
+        w.gate_exps_b = make_view(p + "ffn_gate_exps.bias", DType::F32, {F, E}, gate_b.data());
+        w.up_exps_b = make_view(p + "ffn_up_exps.bias", DType::F32, {F, E}, up_b.data());
+        w.down_exps_b = make_view(p + "ffn_down_exps.bias", DType::F32, {D, E}, down_b.data());
+    }
     if (s.n_shared > 0) {
         w.gate_shexp = make_view(p + "ffn_gate_shexp.weight", DType::F32, {D, Fs}, gate_sh.data());
         w.up_shexp = make_view(p + "ffn_up_shexp.weight", DType::F32, {D, Fs}, up_sh.data());
@@ -71,6 +76,7 @@ MoeSpec make_spec(Variant v, int E, int k, int64_t D, int64_t F) {
         case Variant::GptOss:
             s.gating = Gating::SoftmaxSelected;
             s.has_router_bias = true;
+            s.has_expert_bias = true;
             s.act = Activation::SwiGLUClamped;
             s.clamp_limit = 1.5f;  // small, so the clamp is active on random data
             break;
@@ -122,6 +128,11 @@ TestModel make_model(const MoeSpec& spec, uint64_t seed, float router_scale, int
         fill_normal(m.down_sh, Fs * D, rng, 1.0 / std::sqrt(static_cast<double>(Fs)));
     }
     fill_normal(m.gate_inp_sh, D, rng, 1.0 / std::sqrt(static_cast<double>(D)));
+    if (spec.has_expert_bias) {  // last, so the other variants keep their random streams
+        fill_normal(m.gate_b, F * E, rng, 0.5);
+        fill_normal(m.up_b, F * E, rng, 0.5);
+        fill_normal(m.down_b, D * E, rng, 0.5);
+    }
     return m;
 }
 

@@ -14,6 +14,7 @@ namespace moe::test {
 struct TestModel {
     MoeSpec spec;
     std::vector<float> router, router_bias, sel_bias, gate, up, down, gate_sh, up_sh, down_sh, gate_inp_sh;
+    std::vector<float> gate_b, up_b, down_b;  // expert biases (has_expert_bias)
     MoeWeights views(int layer = 0);
 };
 

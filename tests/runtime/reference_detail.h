@@ -13,6 +13,7 @@ class File;
 namespace moe::testref {
 
 std::vector<double> reference_forward_deepseek2(const gguf::File& f, const std::vector<int32_t>& tokens);
+std::vector<double> reference_forward_gpt_oss(const gguf::File& f, const std::vector<int32_t>& tokens);
 
 namespace detail {
 using Vec = std::vector<double>;

@@ -87,6 +87,7 @@ std::vector<double> reference_forward(const gguf::File& f, const std::vector<int
     const model::ModelConfig c = model::config_from_gguf(f);
     const std::string arch = c.arch;
     if (arch == "deepseek2") return reference_forward_deepseek2(f, tokens);
+    if (arch == "gpt-oss") return reference_forward_gpt_oss(f, tokens);
     if (arch != "llama" && arch != "qwen2moe" && arch != "qwen3moe" && arch != "olmoe")
         throw std::runtime_error("reference: no reference for " + arch);
     // Architecture rules, from llama.cpp's graph builders (src/models/<arch>.cpp):

@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* const kPresets[] = {"tiny-mixtral", "tiny-qwen2moe", "tiny-qwen3moe", "tiny-olmoe"};
+const char* const kPresets[] = {"tiny-mixtral", "tiny-qwen2moe", "tiny-qwen3moe", "tiny-olmoe", "tiny-gpt-oss"};
 const DType kTypes[] = {DType::F32, DType::F16, DType::Q8_0};
 
 const fs::path& temp_dir() { return moe::testutil::binary_temp_dir("expert-cache"); }

@@ -36,7 +36,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const char* const kPresets[] = {"tiny-mixtral", "tiny-qwen2moe",  "tiny-qwen3moe",
-                                "tiny-olmoe",   "tiny-deepseek2", "tiny-deepseek3"};
+                                "tiny-olmoe",   "tiny-deepseek2", "tiny-deepseek3", "tiny-gpt-oss"};
 
 const fs::path& temp_dir() { return moe::testutil::binary_temp_dir("forward"); }
 
@@ -58,6 +58,7 @@ std::string typed_model_path(const std::string& preset, DType type) {
     std::vector<bool> quant;
     for (const auto& t : in.tensors()) {
         const bool q = t.type == DType::F32 && t.n_dims >= 2 && t.ne[0] % 32 == 0 &&
+                       t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".weight") == 0 &&
                        t.name.find("ffn_gate_inp") == std::string::npos;
         quant.push_back(q);
         w.add_tensor(t.name, q ? DType::Q4_0 : t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims));

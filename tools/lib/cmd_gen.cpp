@@ -21,14 +21,15 @@ namespace {
 
 void gen_usage(std::FILE* out) {
     std::fprintf(out,
-                 "usage: moe gen PRESET -o OUT.gguf [--layers N] [--type f32|f16|bf16|q8_0] [--vocab FILE]\n"
+                 "usage: moe gen PRESET -o OUT.gguf [--layers N] [--type f32|f16|bf16|q8_0|mxfp4] [--vocab FILE]\n"
                  "               [--seed S] [--threads N]\n"
                  "       moe gen --list\n"
                  "  Writes a random-weight model of PRESET as GGUF (tensor names, shapes and metadata as\n"
                  "  llama.cpp expects them). Same seed -> same bytes.\n"
                  "  -o FILE        output path\n"
                  "  --layers N     only N blocks (default: the preset's)\n"
-                 "  --type T       weight type: f32 (default), f16, bf16, q8_0 (norms/routers stay f32)\n"
+                 "  --type T       weight type: f32 (default), f16, bf16, q8_0 (norms/routers stay f32); mxfp4:\n"
+                 "                 expert stacks MXFP4, other matrices q8_0 (llama-quantize MXFP4_MOE)\n"
                  "  --vocab FILE   copy the tokenizer from a GGUF vocab file (n_vocab follows it);\n"
                  "                 default: built-in 320-token byte-level BPE vocab (padded for real presets)\n"
                  "  --seed S       random seed (default 0)\n"
@@ -96,8 +97,9 @@ int cmd_gen(int argc, char** argv) {
         } else if (a == "--type") {
             const std::string t = value_of(argc, argv, i);
             const auto dt = dtype_from_name(t);
-            if (!dt || (*dt != DType::F32 && *dt != DType::F16 && *dt != DType::BF16 && *dt != DType::Q8_0))
-                throw_error("gen", "--type '", t, "' is not supported (use f32, f16, bf16 or q8_0)");
+            if (!dt || (*dt != DType::F32 && *dt != DType::F16 && *dt != DType::BF16 && *dt != DType::Q8_0 &&
+                        *dt != DType::MXFP4))
+                throw_error("gen", "--type '", t, "' is not supported (use f32, f16, bf16, q8_0 or mxfp4)");
             spec.type = *dt;
         } else if (a == "--vocab") {
             spec.vocab_file = value_of(argc, argv, i);

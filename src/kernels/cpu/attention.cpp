@@ -52,8 +52,10 @@ void accum_scalar(float* acc, const float* w, const void* vp, int64_t stride, in
 // online softmax over tiles of keys 0..n_keys-1. The heads take turns on each tile, so its K/V rows
 // are read from memory once and from cache by the other heads (GQA); each head's own sequence of
 // operations is the same as if it were processed alone.
+// Sink logits (sinks[hh], or null) join the denominator at the end: max and sum are rescaled as if
+// the sink had been one more key with a zero value.
 void attend_heads(const TileOps& ops, const AttentionSpec& s, const float* q, int64_t nh, const char* k,
-                  const char* v, size_t elem, int64_t n_keys, float scale, float* out) {
+                  const char* v, size_t elem, int64_t n_keys, float scale, float* out, const float* sinks) {
     const int64_t dk = s.head_dim_k, dv = s.head_dim_v;
     const int64_t k_stride = s.n_head_kv * dk, v_stride = attention_v_stride(s);
     alignas(64) float acc[kAttentionHeadsPerItem][kAttentionMaxHeadDim];
@@ -87,7 +89,11 @@ void attend_heads(const TileOps& ops, const AttentionSpec& s, const float* q, in
         }
     }
     for (int64_t hh = 0; hh < nh; ++hh) {
-        const float inv = 1.0f / l[hh];
+        float inv = 1.0f / l[hh];
+        if (sinks) {
+            const float mn = std::fmax(m[hh], sinks[hh]), a = std::exp(m[hh] - mn);
+            inv = a / (l[hh] * a + std::exp(sinks[hh] - mn));
+        }
         for (int64_t i = 0; i < dv; ++i) out[hh * dv + i] = acc[hh][i] * inv;
     }
 }
@@ -222,7 +228,8 @@ void pv_rows(float* const* acc, const float* w, const T* v, int64_t vstride, int
 struct QRow {
     const float* q;
     float* out;
-    int64_t n;  // keys 0 .. n-1
+    int64_t n;           // keys 0 .. n-1 (from the block's first key)
+    const float* sink;   // this head's sink logit, or null
 };
 
 template <typename T>
@@ -331,7 +338,11 @@ void attend_block(const AttentionSpec& s, const QRow* rows, int64_t R, const cha
         }
     }
     for (int64_t r = 0; r < R; ++r) {
-        const float inv = 1.0f / l[r];
+        float inv = 1.0f / l[r];
+        if (rows[r].sink) {  // as attend_heads: the sink joins the denominator last
+            const float sk = *rows[r].sink, mn = std::fmax(m[r], sk), a = std::exp(m[r] - mn);
+            inv = a / (l[r] * a + std::exp(sk - mn));
+        }
         for (int64_t i = 0; i < dv; ++i) rows[r].out[i] = acc[r][i] * inv;
     }
 }
@@ -341,7 +352,10 @@ MOE_DENSE_AVX512_END
 #endif
 
 void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool, kernels::Isa isa) {
-    if (s.kv_type == DType::Q8_0) return attention_q8(s, a, pool, isa);  // attention_q8.cpp
+    if (s.kv_type == DType::Q8_0) {  // attention_q8.cpp: no window / sinks (the session refuses them)
+        MOE_ASSERT(s.window == 0 && !a.sinks, "q8_0 KV attention with a sliding window or sinks");
+        return attention_q8(s, a, pool, isa);
+    }
     attention_check(s, a);
     MOE_ASSERT(s.head_dim_v <= kAttentionMaxHeadDim, "attention head_dim_v ", s.head_dim_v, " > ",
                kAttentionMaxHeadDim);
@@ -358,16 +372,23 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
             const int64_t t = it / (s.n_head_kv * chunks), g = (it / chunks) % s.n_head_kv, c = it % chunks;
             const int64_t h0 = g * group + c * kAttentionHeadsPerItem;
             const int64_t nh = std::min(kAttentionHeadsPerItem, (g + 1) * group - h0);
-            const char* k = static_cast<const char*>(a.k) + static_cast<size_t>(g * s.head_dim_k) * elem;
-            const char* v = static_cast<const char*>(a.v) + static_cast<size_t>(g * s.head_dim_v) * elem;
-            attend_heads(ops, s, a.q + (t * s.n_head + h0) * s.head_dim_k, nh, k, v, elem, int64_t{a.pos[t]} + 1,
-                         scale, a.out + (t * s.n_head + h0) * s.head_dim_v);
+            // Sliding window: start the key rows at the window's first key.
+            const int64_t j0 = attention_first_key(s, a.pos[t]);
+            const char* k = static_cast<const char*>(a.k) +
+                            static_cast<size_t>(j0 * s.n_head_kv * s.head_dim_k + g * s.head_dim_k) * elem;
+            const char* v = static_cast<const char*>(a.v) +
+                            static_cast<size_t>(j0 * attention_v_stride(s) + g * s.head_dim_v) * elem;
+            attend_heads(ops, s, a.q + (t * s.n_head + h0) * s.head_dim_k, nh, k, v, elem, int64_t{a.pos[t]} + 1 - j0,
+                         scale, a.out + (t * s.n_head + h0) * s.head_dim_v, a.sinks ? a.sinks + h0 : nullptr);
         }
     };
 #if MOE_DENSE_HAS_AVX512
     if (dense_use_avx512(isa)) {
         // Work item = (block of tokens, kv head, chunk of its query heads), at most kBlockRows rows.
-        const int64_t tb = std::max<int64_t>(1, kBlockRows / std::min(group, kAttentionHeadsPerItem));
+        // A sliding window gives each token its own first key: one token per block then, so the
+        // block's key rows start at that token's window.
+        const int64_t tb =
+            s.window > 0 ? 1 : std::max<int64_t>(1, kBlockRows / std::min(group, kAttentionHeadsPerItem));
         const int64_t n_blocks = (a.n_tokens + tb - 1) / tb;
         auto block = [&](int64_t b, int64_t e, int) {
             for (int64_t it = b; it < e; ++it) {
@@ -376,12 +397,15 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
                 const int64_t nh = std::min(kAttentionHeadsPerItem, (g + 1) * group - h0);
                 QRow rows[kBlockRows];
                 int64_t R = 0;
+                const int64_t j0 = s.window > 0 ? attention_first_key(s, a.pos[t0]) : 0;
                 for (int64_t t = t0; t < std::min(a.n_tokens, t0 + tb); ++t)
                     for (int64_t h = h0; h < h0 + nh; ++h)
                         rows[R++] = QRow{a.q + (t * s.n_head + h) * s.head_dim_k, a.out + (t * s.n_head + h) * s.head_dim_v,
-                                         int64_t{a.pos[t]} + 1};
-                const char* k = static_cast<const char*>(a.k) + static_cast<size_t>(g * s.head_dim_k) * elem;
-                const char* v = static_cast<const char*>(a.v) + static_cast<size_t>(g * s.head_dim_v) * elem;
+                                         int64_t{a.pos[t]} + 1 - j0, a.sinks ? a.sinks + h : nullptr};
+                const char* k = static_cast<const char*>(a.k) +
+                                static_cast<size_t>(j0 * s.n_head_kv * s.head_dim_k + g * s.head_dim_k) * elem;
+                const char* v = static_cast<const char*>(a.v) +
+                                static_cast<size_t>(j0 * attention_v_stride(s) + g * s.head_dim_v) * elem;
                 if (f16) attend_block<uint16_t>(s, rows, R, k, v, scale);
                 else attend_block<float>(s, rows, R, k, v, scale);
             }

@@ -14,6 +14,7 @@ void attention_check(const AttentionSpec& s, const AttentionArgs& a) {
                s.n_head_kv);
     MOE_ASSERT(s.head_dim_k > 0 && s.head_dim_v > 0, "attention head dims ", s.head_dim_k, "/", s.head_dim_v);
     MOE_ASSERT(s.kv_type == DType::F32 || s.kv_type == DType::F16 || s.kv_type == DType::Q8_0, "attention kv type ", dtype_name(s.kv_type));
+    MOE_ASSERT(s.window >= 0, "attention window ", s.window);
     MOE_ASSERT(a.n_tokens >= 0 && a.n_kv >= 0, "attention sizes ", a.n_tokens, "/", a.n_kv);
     for (int64_t t = 0; t < a.n_tokens; ++t)
         MOE_ASSERT(a.pos[t] >= 0 && a.pos[t] < a.n_kv, "attention query ", t, " at position ", a.pos[t],
@@ -47,25 +48,27 @@ void attention(const AttentionSpec& s, const AttentionArgs& a) {
     std::vector<float> w;
     std::vector<float> acc(static_cast<size_t>(dv));
     for (int64_t t = 0; t < a.n_tokens; ++t) {
-        const int64_t n = static_cast<int64_t>(a.pos[t]) + 1;
+        const int64_t n = static_cast<int64_t>(a.pos[t]) + 1, j0 = attention_first_key(s, a.pos[t]);
         w.assign(static_cast<size_t>(n), 0.0f);
         for (int64_t h = 0; h < s.n_head; ++h) {
             const int64_t g = h / group;
             const float* q = a.q + (t * s.n_head + h) * dk;
             float mx = -INFINITY;
-            for (int64_t j = 0; j < n; ++j) {
+            for (int64_t j = j0; j < n; ++j) {
                 float dot = 0.0f;
                 for (int64_t i = 0; i < dk; ++i) dot += q[i] * k_elem(s, a.k, j, g, i);
                 w[static_cast<size_t>(j)] = dot * scale;
                 mx = std::fmax(mx, w[static_cast<size_t>(j)]);
             }
+            if (a.sinks) mx = std::fmax(mx, a.sinks[h]);
             float sum = 0.0f;
-            for (int64_t j = 0; j < n; ++j) {
+            for (int64_t j = j0; j < n; ++j) {
                 w[static_cast<size_t>(j)] = std::exp(w[static_cast<size_t>(j)] - mx);
                 sum += w[static_cast<size_t>(j)];
             }
+            if (a.sinks) sum += std::exp(a.sinks[h] - mx);
             for (auto& x : acc) x = 0.0f;
-            for (int64_t j = 0; j < n; ++j) {
+            for (int64_t j = j0; j < n; ++j) {
                 const float wj = w[static_cast<size_t>(j)];
                 for (int64_t i = 0; i < dv; ++i) acc[static_cast<size_t>(i)] += wj * v_elem(s, a.v, j, g, i);
             }

@@ -1,8 +1,9 @@
 #pragma once
 // Causal multi-head attention with GQA/MQA over one sequence's KV cache (one layer).
 // For query token t at position pos[t] and head h (kv head g = h / (n_head / n_head_kv)):
-//   s_j = scale * dot(q[t, h, :], K[j, g, :])   for j = 0 .. pos[t]
-//   w   = softmax(s) in f32 with max subtraction
+//   s_j = scale * dot(q[t, h, :], K[j, g, :])   for j = first .. pos[t] (first = 0, or the
+//                                               sliding window's first key, attention_first_key)
+//   w   = softmax(s) in f32 with max subtraction (plus the head's sink logit in the denominator)
 //   out[t, h, :] = sum_j w_j * V[j, g, :]
 // The result for (t, h) depends only on q[t, h], pos[t] and cache rows 0..pos[t], never on the
 // other tokens of the batch: a token gives the same bits in batched prefill and in single-token
@@ -23,9 +24,16 @@ struct AttentionSpec {
     // Elements between consecutive V rows; 0 = n_head_kv * head_dim_v (separate V buffer). MLA sets
     // it to the K row length: V is then the first head_dim_v elements of each K row (latent cache).
     int64_t v_row_stride = 0;
+    // Sliding window (gpt-oss SWA layers, llama.cpp LLAMA_SWA_TYPE_STANDARD): > 0 = the query at
+    // position p attends to keys max(0, p - window + 1) .. p only; 0 = full causal attention.
+    int64_t window = 0;
 };
 inline int64_t attention_v_stride(const AttentionSpec& s) {
     return s.v_row_stride > 0 ? s.v_row_stride : s.n_head_kv * s.head_dim_v;
+}
+// First key a query at position pos attends to (0 unless a sliding window cuts it).
+inline int64_t attention_first_key(const AttentionSpec& s, int64_t pos) {
+    return s.window > 0 && pos - s.window + 1 > 0 ? pos - s.window + 1 : 0;
 }
 
 struct AttentionArgs {
@@ -36,6 +44,9 @@ struct AttentionArgs {
     int64_t n_tokens = 0;
     int64_t n_kv = 0;           // valid cache rows; every pos[t] < n_kv
     float* out = nullptr;       // [n_tokens, n_head, head_dim_v]
+    // Attention sinks (gpt-oss attn_sinks [n_head]) or null: head h's softmax denominator gets
+    // exp(sinks[h] - max) as if a key with logit sinks[h] and a zero value were present.
+    const float* sinks = nullptr;
 };
 
 // Internal invariants of spec/args (shapes, kv_type, positions); aborts with a message.

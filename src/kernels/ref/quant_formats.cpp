@@ -46,6 +46,7 @@ QuantFn quant_fn(DType t) {
         case DType::Q4_K: return quantize_row_q4_k;
         case DType::Q5_K: return quantize_row_q5_k;
         case DType::Q6_K: return quantize_row_q6_k;
+        case DType::MXFP4: return quantize_row_mxfp4;
         default: return nullptr;
     }
 }

@@ -115,9 +115,10 @@ void quantize_row_q4_0(const float* x, void* y, int64_t n);
 void quantize_row_q4_k(const float* x, void* y, int64_t n);
 void quantize_row_q5_k(const float* x, void* y, int64_t n);
 void quantize_row_q6_k(const float* x, void* y, int64_t n);
+void quantize_row_mxfp4(const float* x, void* y, int64_t n);
 
 // Generic entries by DType. dequantize_row: every type above plus Q8_0, F32, F16, BF16.
-// quantize_row: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Both return false (writing nothing)
+// quantize_row: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4. Both return false (writing nothing)
 // for a type they do not handle; n must be a multiple of the type's block size (asserted).
 bool dequantize_row(DType type, const void* x, float* y, int64_t n);
 bool quantize_row(DType type, const float* x, void* y, int64_t n);
