@@ -115,7 +115,7 @@ const void* Forward::prepare(ThreadPool& pool, const Proj& p, const float* x, in
     const kernels::Isa isa = m_.kernels().isa();
     char* out = static_cast<char*>(b_.xq);
     auto rows = [&](int64_t r0, int64_t r1, int) {
-        kernels::quantize_act_rows(isa, x + r0 * K, K, r1 - r0, K, out + static_cast<size_t>(r0) * xq_stride_,
+        kernels::quantize_act_rows(isa, p.kernel->act_q8, x + r0 * K, K, r1 - r0, K, out + static_cast<size_t>(r0) * xq_stride_,
                                    xq_stride_);
     };
     if (n < kParallelRows || pool.size() == 1) rows(0, n, 0);

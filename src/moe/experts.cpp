@@ -140,12 +140,12 @@ size_t GroupedFfn::act_scratch_bytes(int64_t max_rows, int64_t max_len) {
 namespace {
 // ActQ8 rows [r0, r1) of x (ld floats apart) into out (stride bytes apart); across the pool when
 // there are enough rows to pay for a dispatch.
-void prepare_rows(ThreadPool& pool, kernels::Isa isa, const float* x, int64_t ld, int64_t r0, int64_t r1, int64_t K,
+void prepare_rows(ThreadPool& pool, kernels::Isa isa, ref::ActQuant kind, const float* x, int64_t ld, int64_t r0, int64_t r1, int64_t K,
                   char* out, size_t stride) {
     const int64_t n = r1 - r0;
     if (n <= 0) return;
     auto rows = [&](int64_t a, int64_t b, int) {
-        kernels::quantize_act_rows(isa, x + (r0 + a) * ld, ld, b - a, K, out + static_cast<size_t>(r0 + a) * stride,
+        kernels::quantize_act_rows(isa, kind, x + (r0 + a) * ld, ld, b - a, K, out + static_cast<size_t>(r0 + a) * stride,
                                    stride);
     };
     if (n < 16 || pool.size() == 1) rows(0, n, 0);
@@ -162,10 +162,11 @@ void GroupedFfn::run(ThreadPool& pool, const ExpertFfn& f, int E, const int64_t*
     const size_t ubuf_stride = (sizeof(float) * kRowTile * kMaxColTile + 64) / sizeof(float);
 
     char* act = static_cast<char*>(act_scratch);
-    const bool q1 = act && f.gate.kernel->act_q8 && f.up.kernel->act_q8 && f.gate.kernel->isa == f.up.kernel->isa;
+    const bool q1 = act && f.gate.kernel->act_q8 && f.up.kernel->act_q8 == f.gate.kernel->act_q8 &&
+                    f.gate.kernel->isa == f.up.kernel->isa;
     const bool q2 = act && f.down.kernel->act_q8;
     const size_t s1 = ref::act_q8_row_bytes(D), s2 = ref::act_q8_row_bytes(F);
-    if (q1) prepare_rows(pool, f.gate.kernel->isa, xp, D, offsets[0], offsets[E], D, act, s1);
+    if (q1) prepare_rows(pool, f.gate.kernel->isa, f.gate.kernel->act_q8, xp, D, offsets[0], offsets[E], D, act, s1);
 
     // Phase 1: h[p, n] = act(gate_e[n] . xp[p], up_e[n] . xp[p]), tiles over (rows, F columns).
     {
@@ -212,7 +213,7 @@ void GroupedFfn::run(ThreadPool& pool, const ExpertFfn& f, int E, const int64_t*
             }
         });
     }
-    if (q2) prepare_rows(pool, f.down.kernel->isa, h, F, offsets[0], offsets[E], F, act, s2);
+    if (q2) prepare_rows(pool, f.down.kernel->isa, f.down.kernel->act_q8, h, F, offsets[0], offsets[E], F, act, s2);
     // Phase 2: out[p, d] = down_e[d] . h[p], tiles over (rows, D columns).
     {
         const TileGrid g = make_grid(E, offsets, D, pool.size(), prefix);

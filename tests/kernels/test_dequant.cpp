@@ -4,6 +4,7 @@
 // the generic dequant_row entries; the ActQ8 activation quantizer (SIMD == reference bytes).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -276,33 +277,85 @@ TEST(Dequant, GenericEntriesAndErrors) {
     EXPECT_FALSE(ref::quantize_row(DType::Q2_K, y.data(), q.data(), 256));
 }
 
-// ActQ8: the per-ISA quantizers give the reference bytes; values within d/2 of x.
+// ActQ8, every kind: the per-ISA quantizers give the reference bytes; values within half a step of x.
 TEST(ActQ8, SimdMatchesReferenceAndErrorWithinHalfStep) {
     Rng rng(0xac78);
-    for (int64_t K : {1, 16, 31, 32, 33, 64, 96, 100, 256, 4352}) {
-        const int64_t m = 3;
-        std::vector<float> x(m * K + 5);
-        for (auto& v : x) v = rng.uniform(-3.0f, 3.0f);
-        for (int64_t i = 0; i < std::min<int64_t>(K, 32); ++i) x[i] = 0.0f;  // an all-zero group
-        const size_t stride = ref::act_q8_row_bytes(K) + 64;
-        std::vector<unsigned char> want(stride * m, 0xEE);
-        for (int64_t r = 0; r < m; ++r) ref::quantize_act_q8(x.data() + r * K, K, want.data() + r * stride);
-        for (kernels::Isa isa : kernels::supported_isas()) {
-            std::vector<unsigned char> got(stride * m, 0xEE);
-            kernels::quantize_act_rows(isa, x.data(), K, m, K, got.data(), stride);
-            for (int64_t r = 0; r < m; ++r)
-                ASSERT_EQ(0, std::memcmp(got.data() + r * stride, want.data() + r * stride, ref::act_q8_row_bytes(K)))
-                    << "K=" << K << " isa " << kernels::isa_name(isa);
-        }
-        for (int64_t r = 0; r < m; ++r) {
-            const unsigned char* row = want.data() + r * stride;
-            const ref::ActQ8Row q = ref::act_q8_row(const_cast<unsigned char*>(row), K);
-            for (int64_t i = 0; i < K; ++i) {
-                const float d = q.dxv[16 * (i / 64) + 8 * ((i / 32) % 2)];
-                EXPECT_LE(std::fabs(ref::act_q8_value(row, K, i) - x[r * K + i]), d * 0.5f * (1 + 1e-5f) + 1e-30f);
+    for (ref::ActQuant kind : {ref::kActQ8_0, ref::kActQ8_1, ref::kActQ8_K}) {
+        SCOPED_TRACE(ref::act_quant_name(kind));
+        // Q8_0 / Q8_1: levels from the f32 scale d, values with the f16 one (127 |d - d16| <= 127 * 2^-11 d)
+        const float half = kind == ref::kActQ8_K ? 0.5f * (1 + 1e-5f) : 0.5f + 127.0f / 2048 + 1e-3f;
+        for (int64_t K : {1, 16, 31, 32, 33, 64, 96, 100, 256, 300, 4352}) {
+            const int64_t m = 3;
+            std::vector<float> x(m * K + 5);
+            for (auto& v : x) v = rng.uniform(-3.0f, 3.0f);
+            for (int64_t i = 0; i < std::min<int64_t>(K, 32); ++i) x[i] = 0.0f;  // an all-zero group
+            if (K >= 300) {  // a whole zero 256-block in row 1, ties of |max| in row 2
+                for (int64_t i = 0; i < 256; ++i) x[K + i] = 0.0f;
+                x[2 * K + 7] = 5.0f, x[2 * K + 9] = -5.0f;
+            }
+            const size_t stride = ref::act_q8_row_bytes(K) + 64;
+            std::vector<unsigned char> want(stride * m, 0xEE);
+            for (int64_t r = 0; r < m; ++r) ref::quantize_act_q8(x.data() + r * K, K, want.data() + r * stride, kind);
+            for (kernels::Isa isa : kernels::supported_isas()) {
+                std::vector<unsigned char> got(stride * m, 0xEE);
+                kernels::quantize_act_rows(isa, kind, x.data(), K, m, K, got.data(), stride);
+                for (int64_t r = 0; r < m; ++r)
+                    ASSERT_EQ(0, std::memcmp(got.data() + r * stride, want.data() + r * stride, ref::act_q8_row_bytes(K)))
+                        << "K=" << K << " isa " << kernels::isa_name(isa);
+            }
+            for (int64_t r = 0; r < m; ++r) {
+                const unsigned char* row = want.data() + r * stride;
+                const ref::ActQ8Row q = ref::act_q8_row(const_cast<unsigned char*>(row), K);
+                for (int64_t i = 0; i < K; ++i) {
+                    const float d = std::fabs(q.dxv[16 * (i / 64) + 8 * ((i / 32) % 2)]);
+                    EXPECT_LE(std::fabs(ref::act_q8_value(row, K, i) - x[r * K + i]), d * half + 1e-30f) << K << " " << i;
+                }
             }
         }
     }
+}
+
+// The llama.cpp semantics of each kind (ggml's quantize_row_q8_0 / _q8_1 / _q8_K), by hand.
+TEST(ActQ8, KindsFollowGgmlBlockQuantizers) {
+    const int64_t K = 512;
+    std::vector<float> x(K);
+    Rng rng(0x5eed);
+    for (auto& v : x) v = rng.uniform(-1.0f, 1.0f);
+    x[3] = 2.0f;    // block 0's largest |x|, positive: Q8_K scale negative
+    x[40] = -2.0f;  // tie in |x| later in the block: the first one sets the sign
+    x[300] = -4.0f; // block 1: negative max
+    std::vector<unsigned char> row(ref::act_q8_row_bytes(K));
+    const ref::ActQ8Row q = ref::act_q8_row(row.data(), K);
+    auto d_of = [&](int64_t g) { return q.dxv[16 * (g / 2) + 8 * (g % 2)]; };
+
+    ref::quantize_act_q8(x.data(), K, row.data(), ref::kActQ8_K);
+    EXPECT_EQ(d_of(0), 1.0f / (-127.0f / 2.0f));  // d = 1 / iscale, iscale = -127 / max
+    EXPECT_EQ(q.qs[3], -127);
+    EXPECT_EQ(q.qs[40], 127);
+    for (int64_t g = 0; g < 8; ++g) EXPECT_EQ(d_of(g), d_of(0)) << "one scale per 256";
+    EXPECT_EQ(d_of(8), 1.0f / (127.0f / 4.0f));
+    EXPECT_EQ(q.qs[300], -127);
+    EXPECT_EQ(q.qs[5], static_cast<int8_t>(std::nearbyint(x[5] * (-127.0f / 2.0f))));
+
+    ref::quantize_act_q8(x.data(), K, row.data(), ref::kActQ8_0);
+    int32_t s = 0;
+    float amax = 0.0f;
+    for (int64_t i = 32; i < 64; ++i) s += q.qs[i], amax = std::max(amax, std::fabs(x[i]));
+    EXPECT_EQ(d_of(1), fp16_to_fp32(fp32_to_fp16(amax / 127.0f)));  // block_q8_0's f16 d
+    EXPECT_EQ(q.qs[40], -127);
+    EXPECT_EQ(q.qs[33], static_cast<int8_t>(std::nearbyint(x[33] * (127.0f / amax))));
+    EXPECT_EQ(q.dxs[1], d_of(1) * static_cast<float>(s));
+    EXPECT_NE(d_of(1), d_of(2)) << "one scale per 32";
+
+    ref::quantize_act_q8(x.data(), K, row.data(), ref::kActQ8_1);
+    EXPECT_EQ(d_of(1), fp16_to_fp32(fp32_to_fp16(amax / 127.0f)));
+    EXPECT_EQ(q.dxs[1], fp16_to_fp32(fp32_to_fp16(amax / 127.0f * static_cast<float>(s))));  // block_q8_1's s
+
+    EXPECT_EQ(kernels::act_quant(DType::Q4_K), ref::kActQ8_K);
+    EXPECT_EQ(kernels::act_quant(DType::IQ2_XXS), ref::kActQ8_K);
+    EXPECT_EQ(kernels::act_quant(DType::IQ4_NL), ref::kActQ8_0);
+    EXPECT_EQ(kernels::act_quant(DType::Q5_1), ref::kActQ8_1);
+    EXPECT_EQ(kernels::act_quant(DType::F16), ref::kActNone);
 }
 
 }  // namespace

@@ -92,11 +92,11 @@ std::vector<float> effective_x(DType t, const std::vector<float>& x, int64_t m, 
             for (int64_t i = 0; i < K; ++i) xe[r * K + i] = x[r * ldx + i];
             continue;
         }
-        ref::quantize_act_q8(x.data() + r * ldx, K, row.data());
+        ref::quantize_act_q8(x.data() + r * ldx, K, row.data(), kernels::act_quant(t));
         const ref::ActQ8Row q = ref::act_q8_row(row.data(), K);
         for (int64_t i = 0; i < K; ++i) {
             xe[r * K + i] = ref::act_q8_value(row.data(), K, i);
-            (*step)[r * K + i] = q.dxv[16 * (i / 64) + 8 * ((i / 32) % 2)];
+            (*step)[r * K + i] = std::fabs(q.dxv[16 * (i / 64) + 8 * ((i / 32) % 2)]);
         }
     }
     return xe;
@@ -157,21 +157,30 @@ TEST(MatmulQuant, EveryTypeEveryPathAgainstFp64) {
                     for (auto& v : x) v = rng.uniform(-2.0f, 2.0f);
                     std::vector<float> step;
                     const std::vector<float> xe = effective_x(t, x, m, K, ldx, &step);
+                    // |x - xq| <= d/2 per value, d the f32 scale; Q8_0 / Q8_1 activations (f16 scale d16,
+                    // levels from the f32 one): + 127 |d - d16| <= 127 * 2^-11 d.
+                    const ref::ActQuant aq = kernels::act_quant(t);
+                    const double qhalf = aq == ref::kActQ8_0 || aq == ref::kActQ8_1 ? 0.5 + 127.0 / 2048 + 1e-3 : 0.5;
+                    // Q8_1 (Q4_1 / Q5_1): the min term reads block_q8_1's s = fp16(d * sum q) where the
+                    // reference has d16 * sum q: <= 2^-10 relative, on the min part of S.
+                    const double smin = aq == ref::kActQ8_1 ? 1.0 / 1024 : 0.0;
                     // fp64 references: exact (what the kernel multiplies) and true (f32 activations).
-                    std::vector<double> ref(m * N), truth(m * N), S(m * N), Q(m * N);
+                    std::vector<double> ref(m * N), truth(m * N), S(m * N), Q(m * N), M(m * N);
                     for (int64_t r = 0; r < m; ++r)
                         for (int64_t n = 0; n < N; ++n) {
-                            double s = 0, tr = 0, mag = 0, qe = 0;
+                            double s = 0, tr = 0, mag = 0, qe = 0, mins = 0;
                             for (int64_t i = 0; i < K; ++i) {
                                 const double wi = w.deq[n * K + i];
                                 s += wi * xe[r * K + i];
                                 tr += wi * x[r * ldx + i];
                                 mag += (std::fabs(wi) + 2 * w.mn[n * K + i]) * std::fabs(xe[r * K + i]);
-                                qe += std::fabs(wi) * step[r * K + i] / 2;  // |x - xq| <= d/2 per value
+                                mins += w.mn[n * K + i] * std::fabs(xe[r * K + i]);
+                                qe += std::fabs(wi) * step[r * K + i] * qhalf;  // |x - xq| per value
                             }
                             ref[r * N + n] = s;
                             truth[r * N + n] = tr;
                             S[r * N + n] = mag;
+                            M[r * N + n] = 1.01 * smin * mins;
                             Q[r * N + n] = qe;
                         }
                     for (Isa isa : kernels::supported_isas()) {
@@ -187,7 +196,7 @@ TEST(MatmulQuant, EveryTypeEveryPathAgainstFp64) {
                             for (int64_t n = 0; n < N; ++n) {
                                 const double got = y[r * ldy + n];
                                 // (1.01: the first-order bound n*u*S; 1e-30 for all-zero rows)
-                                const double bound = 1.01 * g * S[r * N + n] + 1e-30;
+                                const double bound = 1.01 * g * S[r * N + n] + M[r * N + n] + 1e-30;
                                 ASSERT_LE(std::fabs(got - ref[r * N + n]), bound) << "r=" << r << " n=" << n;
                                 // vs f32 activations: plus the activation quantization error.
                                 ASSERT_LE(std::fabs(got - truth[r * N + n]), bound + 1.0001 * Q[r * N + n]);
@@ -239,7 +248,7 @@ TEST(MatmulQuant, DeterministicAcrossBatchTileAndPreparedActivations) {
                 ASSERT_EQ(0, std::memcmp(ys.data(), all.data(), ys.size() * sizeof(float))) << "differs from scalar";
                 const size_t stride = ref::act_q8_row_bytes(K);
                 std::vector<unsigned char> xq(stride * m);
-                kernels::quantize_act_rows(isa, x.data(), K, m, K, xq.data(), stride);
+                kernels::quantize_act_rows(isa, k.act_q8, x.data(), K, m, K, xq.data(), stride);
                 std::vector<float> yp(m * N, 0.0f);
                 call(k, w, nullptr, K, m, yp.data(), N, 0, N, xq.data(), stride);
                 ASSERT_EQ(0, std::memcmp(yp.data(), all.data(), yp.size() * sizeof(float))) << "prepared xq";
@@ -324,7 +333,8 @@ TEST(MatmulQuant, KernelLookup) {
     for (DType t : kTypes) {
         EXPECT_TRUE(ks.has_matmul(t));
         EXPECT_EQ(ks.matmul(t, "x").weight_type, t);
-        EXPECT_EQ(ks.matmul(t, "x").act_q8, int8_type(t));
+        EXPECT_EQ(ks.matmul(t, "x").act_q8 != ref::kActNone, int8_type(t));
+        EXPECT_EQ(ks.matmul(t, "x").act_q8, kernels::act_quant(t));
     }
     // The types with an AVX-512 VNNI decoder run it where the CPU has VNNI (the others: AVX2).
     if (ks.isa() == Isa::Avx512 && kernels::qmm_has_avx512(DType::Q8_0))

@@ -60,7 +60,7 @@ CpuKernels::CpuKernels(Isa isa) : isa_(isa) {
             k.fn = half_kernel(t, isa);
         } else {
             k.fn = qmm_kernel(t, isa);
-            k.act_q8 = true;
+            k.act_q8 = act_quant(t);
         }
         MOE_ASSERT(k.fn != nullptr, "no kernel for ", dtype_name(t));
         kernels_[i] = k;

@@ -17,6 +17,7 @@
 #include "core/dtype.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/ref/matmul_ref.h"
+#include "kernels/ref/quantize_act.h"
 
 namespace moe::kernels {
 
@@ -27,7 +28,10 @@ struct MatmulKernel {
     Isa isa = Isa::Scalar;
     const char* name = "";
     MatmulFn fn = nullptr;
-    bool act_q8 = false;  // int8 kernel: MatmulArgs::xq (ActQ8 rows) may be given instead of quantizing x
+    // int8 kernel: its activation quantization (kActNone otherwise); MatmulArgs::xq (ActQ8 rows of
+    // this kind, kernels::quantize_act_rows) may be given instead of x. Kernels with equal act_q8
+    // can share one prepared input.
+    ref::ActQuant act_q8 = ref::kActNone;
     void operator()(const MatmulArgs& a) const { fn(a); }
 };
 

@@ -28,6 +28,7 @@
 #include "core/dtype.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/ref/quantize_act.h"
 
 namespace moe::kernels {
 
@@ -46,13 +47,44 @@ bool qmm_has_avx512(DType t);
 // Kernel functions per (type, path); nullptr if the type has no int8 kernel.
 MatmulFn qmm_kernel(DType t, Isa isa);
 
-// Quantize m activation rows (ldx floats apart) to ActQ8 rows `stride` bytes apart
-// (>= ref::act_q8_row_bytes(K)). Same bytes on every ISA path.
-void quantize_act_rows(Isa isa, const float* x, int64_t ldx, int64_t m, int64_t K, void* out, size_t stride);
+// The activation quantization of weight type t's int8 kernel (the vec_dot_type llama.cpp's CPU
+// backend pairs with t, kernels/ref/quantize_act.h); kActNone for the non-int8 types.
+constexpr ref::ActQuant act_quant(DType t) {
+    switch (t) {
+        case DType::Q8_0:
+        case DType::Q4_0:
+        case DType::Q5_0:
+        case DType::IQ4_NL:
+        case DType::MXFP4: return ref::kActQ8_0;
+        case DType::Q4_1:
+        case DType::Q5_1: return ref::kActQ8_1;
+        case DType::Q2_K:
+        case DType::Q3_K:
+        case DType::Q4_K:
+        case DType::Q5_K:
+        case DType::Q6_K:
+        case DType::IQ4_XS:
+        case DType::IQ3_S:
+        case DType::IQ3_XXS:
+        case DType::IQ2_S:
+        case DType::IQ2_XS:
+        case DType::IQ2_XXS:
+        case DType::IQ1_M:
+        case DType::IQ1_S:
+        case DType::TQ1_0:
+        case DType::TQ2_0: return ref::kActQ8_K;
+        default: return ref::kActNone;
+    }
+}
 
-// The kernel's ActQ8 activation rows: a.xq if the caller prepared them, else x quantized into a
-// per-thread buffer (valid until the next call on this thread).
-const unsigned char* qmm_activations(const MatmulArgs& a, Isa isa, size_t* stride);
+// Quantize m activation rows (ldx floats apart) to ActQ8 rows of kind `kind`, `stride` bytes apart
+// (>= ref::act_q8_row_bytes(K)). Same bytes on every ISA path.
+void quantize_act_rows(Isa isa, ref::ActQuant kind, const float* x, int64_t ldx, int64_t m, int64_t K, void* out,
+                       size_t stride);
+
+// The kernel's ActQ8 activation rows: a.xq if the caller prepared them (with `kind`), else x
+// quantized into a per-thread buffer (valid until the next call on this thread).
+const unsigned char* qmm_activations(const MatmulArgs& a, Isa isa, ref::ActQuant kind, size_t* stride);
 
 // f16 / bf16 weights with f32 activations (weights converted exactly, f32 FMAs as matmul_f32).
 MatmulFn half_kernel(DType t, Isa isa);

@@ -320,12 +320,12 @@ struct NoGemv {
     static void run(const MatmulArgs&, const ref::ActQ8Row&, int64_t, int64_t, int) {}
 };
 
-template <class D, class Fast = NoGemv>
+template <DType T, class D, class Fast = NoGemv>
 void qmm512(const MatmulArgs& a) {
     static_assert(!D::kMin || D::kG == 32, "min term is applied per granule");
     static_assert(!min16_of<D>() || D::kG == 16, "per-16 min term is applied per granule");
     size_t act_stride = 0;
-    const unsigned char* act = qmm_activations(a, Isa::Avx512, &act_stride);
+    const unsigned char* act = qmm_activations(a, Isa::Avx512, act_quant(T), &act_stride);
     const int64_t nblocks = D::kSbElems == 256 ? a.K / 256 : a.K / 32;
     const int64_t nsb = D::kSbElems == 256 ? a.K / 256 : (a.K / 32 + 1) / 2;
     if (a.m <= 2) {

@@ -278,13 +278,13 @@ struct DIQ1_M {
 
 MatmulFn qmm512_iq_kernel(DType t) {
     switch (t) {
-        case DType::IQ2_XXS: return qmm512<DIQ2_XXS>;
-        case DType::IQ2_XS: return qmm512<DIQ2_XS>;
-        case DType::IQ2_S: return qmm512<DIQ2_S>;
-        case DType::IQ3_XXS: return qmm512<DIQ3_XXS>;
-        case DType::IQ3_S: return qmm512<DIQ3_S>;
-        case DType::IQ1_S: return qmm512<DIQ1_S>;
-        case DType::IQ1_M: return qmm512<DIQ1_M>;
+        case DType::IQ2_XXS: return qmm512<DType::IQ2_XXS, DIQ2_XXS>;
+        case DType::IQ2_XS: return qmm512<DType::IQ2_XS, DIQ2_XS>;
+        case DType::IQ2_S: return qmm512<DType::IQ2_S, DIQ2_S>;
+        case DType::IQ3_XXS: return qmm512<DType::IQ3_XXS, DIQ3_XXS>;
+        case DType::IQ3_S: return qmm512<DType::IQ3_S, DIQ3_S>;
+        case DType::IQ1_S: return qmm512<DType::IQ1_S, DIQ1_S>;
+        case DType::IQ1_M: return qmm512<DType::IQ1_M, DIQ1_M>;
         default: return nullptr;
     }
 }

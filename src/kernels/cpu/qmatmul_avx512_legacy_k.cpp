@@ -223,15 +223,15 @@ struct DTQ2_0 {
 
 MatmulFn qmm512_legacy_k_kernel(DType t) {
     switch (t) {
-        case DType::Q4_1: return qmm512<DLegacy<DType::Q4_1>>;
-        case DType::Q5_0: return qmm512<DLegacy<DType::Q5_0>>;
-        case DType::Q5_1: return qmm512<DLegacy<DType::Q5_1>>;
-        case DType::IQ4_NL: return qmm512<DIQ4_NL>;
-        case DType::IQ4_XS: return qmm512<DIQ4_XS>;
-        case DType::Q3_K: return qmm512<DQ3_K>;
-        case DType::Q2_K: return qmm512<DQ2_K>;
-        case DType::MXFP4: return qmm512<DMXFP4>;
-        case DType::TQ2_0: return qmm512<DTQ2_0>;
+        case DType::Q4_1: return qmm512<DType::Q4_1, DLegacy<DType::Q4_1>>;
+        case DType::Q5_0: return qmm512<DType::Q5_0, DLegacy<DType::Q5_0>>;
+        case DType::Q5_1: return qmm512<DType::Q5_1, DLegacy<DType::Q5_1>>;
+        case DType::IQ4_NL: return qmm512<DType::IQ4_NL, DIQ4_NL>;
+        case DType::IQ4_XS: return qmm512<DType::IQ4_XS, DIQ4_XS>;
+        case DType::Q3_K: return qmm512<DType::Q3_K, DQ3_K>;
+        case DType::Q2_K: return qmm512<DType::Q2_K, DQ2_K>;
+        case DType::MXFP4: return qmm512<DType::MXFP4, DMXFP4>;
+        case DType::TQ2_0: return qmm512<DType::TQ2_0, DTQ2_0>;
         default: return nullptr;
     }
 }

@@ -482,11 +482,11 @@ struct FastQ6K {
 
 MatmulFn qmm512_q8k_kernel(DType t) {
     switch (t) {
-        case DType::Q8_0: return qmm512<DQ8_0, FastQ80>;
-        case DType::Q4_0: return qmm512<DQ4_0>;
-        case DType::Q4_K: return qmm512<DQ45_K<false>, FastQ4K>;
-        case DType::Q5_K: return qmm512<DQ45_K<true>, FastQ5K>;
-        case DType::Q6_K: return qmm512<DQ6_K, FastQ6K>;
+        case DType::Q8_0: return qmm512<DType::Q8_0, DQ8_0, FastQ80>;
+        case DType::Q4_0: return qmm512<DType::Q4_0, DQ4_0>;
+        case DType::Q4_K: return qmm512<DType::Q4_K, DQ45_K<false>, FastQ4K>;
+        case DType::Q5_K: return qmm512<DType::Q5_K, DQ45_K<true>, FastQ5K>;
+        case DType::Q6_K: return qmm512<DType::Q6_K, DQ6_K, FastQ6K>;
         default: return nullptr;
     }
 }

@@ -18,7 +18,8 @@
 
 namespace moe::kernels {
 
-void quantize_act_rows_avx512(const float* x, int64_t ldx, int64_t m, int64_t K, void* out, size_t stride);
+void quantize_act_rows_avx512(ref::ActQuant kind, const float* x, int64_t ldx, int64_t m, int64_t K, void* out,
+                              size_t stride);
 bool qmm_avx512_usable();
 MatmulFn qmm_avx512_kernel(DType t);
 
@@ -40,11 +41,11 @@ struct ActRows {
     size_t stride;
 };
 
-ActRows activations(const MatmulArgs& a, Isa isa) {
+ActRows activations(const MatmulArgs& a, Isa isa, ref::ActQuant kind) {
     if (a.xq) return {static_cast<const unsigned char*>(a.xq), a.xq_stride};
     const size_t stride = ref::act_q8_row_bytes(a.K);
     void* buf = Scratch::get(tls.act, stride * static_cast<size_t>(a.m));
-    quantize_act_rows(isa, a.x, a.ldx, a.m, a.K, buf, stride);
+    quantize_act_rows(isa, kind, a.x, a.ldx, a.m, a.K, buf, stride);
     return {static_cast<const unsigned char*>(buf), stride};
 }
 
@@ -98,7 +99,7 @@ inline float chain(const DecodedRow& w, const ref::ActQ8Row& x, int64_t K, ISum&
 template <DType T>
 void qmm_scalar(const MatmulArgs& a) {
     constexpr int G = granule(T);
-    const ActRows act = activations(a, Isa::Scalar);
+    const ActRows act = activations(a, Isa::Scalar, act_quant(T));
     const DecodedRow w = decoded_row_buffer(a.K);
     for (int64_t n = a.n0; n < a.n1; ++n) {
         qdec::decode_row(T, wrow(a, n), a.K, w.q, w.ws, w.wm);
@@ -131,7 +132,7 @@ MOE_T256 inline int32_t isum16_avx2(const uint8_t* q, const int8_t* x) {
 template <DType T>
 MOE_T256 void qmm_avx2(const MatmulArgs& a) {
     constexpr int G = granule(T);
-    const ActRows act = activations(a, Isa::Avx2);
+    const ActRows act = activations(a, Isa::Avx2, act_quant(T));
     const DecodedRow w = decoded_row_buffer(a.K);
     for (int64_t n = a.n0; n < a.n1; ++n) {
         qdec::decode_row(T, wrow(a, n), a.K, w.q, w.ws, w.wm);
@@ -148,19 +149,21 @@ MOE_T256 void qmm_avx2(const MatmulArgs& a) {
 
 }  // namespace
 
-const unsigned char* qmm_activations(const MatmulArgs& a, Isa isa, size_t* stride) {
-    const ActRows r = activations(a, isa);
+const unsigned char* qmm_activations(const MatmulArgs& a, Isa isa, ref::ActQuant kind, size_t* stride) {
+    const ActRows r = activations(a, isa, kind);
     *stride = r.stride;
     return r.base;
 }
 
-void quantize_act_rows(Isa isa, const float* x, int64_t ldx, int64_t m, int64_t K, void* out, size_t stride) {
+void quantize_act_rows(Isa isa, ref::ActQuant kind, const float* x, int64_t ldx, int64_t m, int64_t K, void* out,
+                       size_t stride) {
     MOE_ASSERT(stride >= ref::act_q8_row_bytes(K), "ActQ8 stride ", stride, " < ", ref::act_q8_row_bytes(K));
+    MOE_ASSERT(kind != ref::kActNone, "quantize_act_rows without an activation quantization");
     if (isa == Isa::Avx512 && qmm_avx512_usable()) {
-        quantize_act_rows_avx512(x, ldx, m, K, out, stride);
+        quantize_act_rows_avx512(kind, x, ldx, m, K, out, stride);
         return;
     }
-    for (int64_t r = 0; r < m; ++r) ref::quantize_act_q8(x + r * ldx, K, static_cast<char*>(out) + r * stride);
+    for (int64_t r = 0; r < m; ++r) ref::quantize_act_q8(x + r * ldx, K, static_cast<char*>(out) + r * stride, kind);
 }
 
 bool qmm_supported(DType t) {

@@ -1,36 +1,63 @@
 // Scalar reference of the ActQ8 activation quantizer (see quantize_act.h).
 #include "kernels/ref/quantize_act.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/error.h"
+#include "core/fp16.h"
 
 namespace moe::ref {
 
-void quantize_act_q8(const float* x, int64_t K, void* out) {
+const char* act_quant_name(ActQuant k) {
+    switch (k) {
+        case kActQ8_0: return "q8_0";
+        case kActQ8_1: return "q8_1";
+        case kActQ8_K: return "q8_K";
+        default: return "none";
+    }
+}
+
+void quantize_act_q8(const float* x, int64_t K, void* out, ActQuant kind) {
     MOE_ASSERT(K > 0, "quantize_act_q8 K ", K);
+    MOE_ASSERT(kind == kActQ8_0 || kind == kActQ8_1 || kind == kActQ8_K, "quantize_act_q8 kind ", static_cast<int>(kind));
     const int64_t Kp = act_q8_padded(K);
     std::memset(out, 0, act_q8_row_bytes(K));
     const ActQ8Row r = act_q8_row(out, K);
-    for (int64_t g = 0; g < Kp / 32; ++g) {
-        const int64_t i0 = 32 * g, n = K - i0 < 32 ? (K - i0 > 0 ? K - i0 : 0) : 32;
-        float amax = 0.0f;
-        for (int64_t l = 0; l < n; ++l) amax = std::fmax(amax, std::fabs(x[i0 + l]));
-        const float d = amax >= 1e-30f ? amax / 127.0f : 0.0f;  // tiny groups -> 0 (1/d stays finite)
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        int32_t s16[2] = {0, 0};
-        for (int64_t l = 0; l < n; ++l) {
-            const float v = x[i0 + l] * id;
-            const int q = static_cast<int>(std::nearbyint(v));
-            r.qs[i0 + l] = static_cast<int8_t>(q);
-            s16[l / 16] += q;
+    const int64_t B = kind == kActQ8_K ? 256 : 32;  // values per scale
+    for (int64_t b0 = 0; b0 < K; b0 += B) {
+        const int64_t n = std::min(B, K - b0);
+        // per block: the multiplier mul (q = nearbyint(x * mul)) and the scale d of every group in it
+        float amax = 0.0f, vmax = 0.0f;
+        for (int64_t l = 0; l < n; ++l)
+            if (std::fabs(x[b0 + l]) > amax) amax = std::fabs(x[b0 + l]), vmax = x[b0 + l];
+        float mul = 0.0f, d = 0.0f, df32 = 0.0f;
+        if (amax >= 1e-30f) {
+            if (kind == kActQ8_K) {
+                mul = -127.0f / vmax;
+                d = 1.0f / mul;
+            } else {
+                mul = 127.0f / amax;
+                df32 = amax / 127.0f;
+                d = fp16_to_fp32(fp32_to_fp16(df32));
+            }
         }
-        const int64_t u = g / 2, h = g % 2;
-        for (int l = 0; l < 8; ++l) r.dxv[16 * u + 8 * h + l] = d;
-        r.nsum[16 * u + 8 * h + 0] = -s16[0];
-        r.nsum[16 * u + 8 * h + 4] = -s16[1];
-        r.dxs[g] = d * static_cast<float>(s16[0] + s16[1]);
+        for (int64_t g = b0 / 32; g < (b0 + n + 31) / 32; ++g) {
+            const int64_t i0 = 32 * g, ng = std::min<int64_t>(32, K - i0);
+            int32_t s16[2] = {0, 0};
+            for (int64_t l = 0; l < ng; ++l) {
+                const int q = std::min(127, static_cast<int>(std::nearbyint(x[i0 + l] * mul)));
+                r.qs[i0 + l] = static_cast<int8_t>(q);
+                s16[l / 16] += q;
+            }
+            const int64_t u = g / 2, h = g % 2;
+            for (int l = 0; l < 8; ++l) r.dxv[16 * u + 8 * h + l] = d;
+            r.nsum[16 * u + 8 * h + 0] = -s16[0];
+            r.nsum[16 * u + 8 * h + 4] = -s16[1];
+            const float s = static_cast<float>(s16[0] + s16[1]);
+            r.dxs[g] = kind == kActQ8_1 ? fp16_to_fp32(fp32_to_fp16(df32 * s)) : d * s;
+        }
     }
 }
 
