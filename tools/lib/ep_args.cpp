@@ -22,6 +22,8 @@ const char* const kEpUsage =
     "  --ep-nodes N     simulate N nodes (rank -> rank * N / R) instead of MPI's shared-memory groups\n"
     "  --ep-overlap     two micro-batches per MoE layer: one's all-to-all (MPI_Ialltoallv) runs while\n"
     "                   the other's experts compute\n"
+    "  --ep-dp          data-parallel attention (perplexity): each rank evaluates its own chunks\n"
+    "                   (KV cache, attention, router); the MoE layers exchange tokens among all ranks\n"
     "  --ep-profile     print the per-layer, per-rank stage profile (stderr)\n"
     "  --ep-profile-json FILE  write that profile as JSON\n";
 
@@ -36,6 +38,7 @@ bool parse_ep_arg(int argc, char** argv, int& i, const char* cmd, EpArgs& ep) {
     } else if (a == "--ep-nodes") ep.nodes = static_cast<int>(parse_int(arg_value(argc, argv, i, cmd), "--ep-nodes", cmd, 1, 1 << 20));
     else if (a == "--ep-profile") ep.profile = true;
     else if (a == "--ep-overlap") ep.overlap = true;
+    else if (a == "--ep-dp") ep.dp = true;
     else if (a == "--ep-profile-json") ep.profile_json = arg_value(argc, argv, i, cmd);
     else return false;
     return true;
@@ -43,8 +46,8 @@ bool parse_ep_arg(int argc, char** argv, int& i, const char* cmd, EpArgs& ep) {
 
 void check_no_ep_options(const EpArgs& ep, const char* cmd) {
     if (!ep.placement.empty() || ep.compress != EpCompress::None || ep.nodes > 0 || ep.profile || ep.overlap ||
-        !ep.profile_json.empty())
-        throw_error(cmd, "--placement, --ep-compress, --ep-nodes, --ep-overlap and --ep-profile need --ep");
+        !ep.profile_json.empty() || ep.dp)
+        throw_error(cmd, "--placement, --ep-compress, --ep-nodes, --ep-overlap, --ep-dp and --ep-profile need --ep");
 }
 
 namespace {
@@ -69,6 +72,9 @@ uint64_t model_digest(const std::string& path, std::string& detail) {
 }  // namespace
 
 EpRuntime::EpRuntime(const EpArgs& args, model::Model& m, int argc, char** argv, const char* cmd) : args_(args) {
+    if (args.dp && std::string(cmd) != "perplexity")
+        throw_error(cmd, "--ep-dp (data-parallel attention) needs several independent sequences; only `moe "
+                    "perplexity` (chunks spread over the ranks) supports it; drop --ep-dp");
     dist::MpiGroupSpec gs;
     gs.timeout_s = args.timeout_s;
     gs.simulate_nodes = args.nodes;
@@ -93,10 +99,19 @@ EpRuntime::EpRuntime(const EpArgs& args, model::Model& m, int argc, char** argv,
     else placement_ = dist::Placement::load(args.placement);
     placement_.check_model(L, E, R, args.placement.empty() ? "contiguous" : args.placement);
     for (int64_t il = 0; il < c.n_layer; ++il)
-        if (MoeBlock* b = m.moe_block(il)) b->use_ep(EpConfig{group_.get(), &placement_, args.compress, args.overlap});
+        if (MoeBlock* b = m.moe_block(il)) {
+            EpConfig cfg{group_.get(), &placement_, args.compress, args.overlap};
+            cfg.dp = args.dp;
+            b->use_ep(cfg);
+        }
 }
 
 EpRuntime::~EpRuntime() = default;
+
+void EpRuntime::idle_step(model::Model& m, ThreadPool& pool) {
+    for (int64_t il = 0; il < m.config().n_layer; ++il)
+        if (MoeBlock* b = m.moe_block(il)) b->ep_idle(pool);
+}
 
 void EpRuntime::report(const model::Model& m) {
     if (!args_.profile && args_.profile_json.empty()) return;
