@@ -24,6 +24,8 @@ const char* const kEpUsage =
     "                   the other's experts compute\n"
     "  --ep-dp          data-parallel attention (perplexity): each rank evaluates its own chunks\n"
     "                   (KV cache, attention, router); the MoE layers exchange tokens among all ranks\n"
+    "  --ep-hash H      model file check across ranks: full (XXH3 of every byte; default) or quick\n"
+    "                   (size + first 8 MiB)\n"
     "  --ep-profile     print the per-layer, per-rank stage profile (stderr)\n"
     "  --ep-profile-json FILE  write that profile as JSON\n";
 
@@ -39,6 +41,7 @@ bool parse_ep_arg(int argc, char** argv, int& i, const char* cmd, EpArgs& ep) {
     else if (a == "--ep-profile") ep.profile = true;
     else if (a == "--ep-overlap") ep.overlap = true;
     else if (a == "--ep-dp") ep.dp = true;
+    else if (a == "--ep-hash") ep.hash = dist::parse_digest_mode(arg_value(argc, argv, i, cmd));
     else if (a == "--ep-profile-json") ep.profile_json = arg_value(argc, argv, i, cmd);
     else return false;
     return true;
@@ -46,30 +49,11 @@ bool parse_ep_arg(int argc, char** argv, int& i, const char* cmd, EpArgs& ep) {
 
 void check_no_ep_options(const EpArgs& ep, const char* cmd) {
     if (!ep.placement.empty() || ep.compress != EpCompress::None || ep.nodes > 0 || ep.profile || ep.overlap ||
-        !ep.profile_json.empty() || ep.dp)
-        throw_error(cmd, "--placement, --ep-compress, --ep-nodes, --ep-overlap, --ep-dp and --ep-profile need --ep");
+        !ep.profile_json.empty() || ep.dp ||
+        ep.hash != dist::DigestMode::Full)
+        throw_error(cmd, "--placement, --ep-compress, --ep-nodes, --ep-overlap, --ep-dp, --ep-hash and --ep-profile need --ep");
 }
 
-namespace {
-
-// Model identity: file size + FNV-1a of the first 8 MiB (header, metadata, tensor table and the
-// first tensors). Hashing whole multi-GB files at every start would cost seconds per rank; two
-// different model files that agree on size and on their first 8 MiB are not detected.
-uint64_t model_digest(const std::string& path, std::string& detail) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw_error("ep", "cannot open ", path, ": ", std::strerror(errno));
-    f.seekg(0, std::ios::end);
-    const uint64_t size = static_cast<uint64_t>(f.tellg());
-    f.seekg(0);
-    std::vector<char> buf(std::min<uint64_t>(size, 8u << 20));
-    f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    uint64_t h = dist::fnv1a(&size, sizeof size);
-    h = dist::fnv1a(buf.data(), buf.size(), h);
-    detail = path + " (" + std::to_string(size) + " bytes)";
-    return h;
-}
-
-}  // namespace
 
 EpRuntime::EpRuntime(const EpArgs& args, model::Model& m, int argc, char** argv, const char* cmd) : args_(args) {
     if (args.dp && std::string(cmd) != "perplexity")
@@ -84,8 +68,12 @@ EpRuntime::EpRuntime(const EpArgs& args, model::Model& m, int argc, char** argv,
         if (!std::freopen("/dev/null", "w", stdout)) throw_error("ep", "cannot silence stdout of rank ", group_->rank());
     }
     // Same model and the same flags everywhere, before any work.
-    std::string detail;
-    dist::check_same(*group_, model_digest(m.path(), detail), "model file", detail);
+    const dist::FileDigest fd = dist::file_digest(m.path(), args.hash);
+    if (args.profile && is_root())
+        std::fprintf(stderr, "moe %s: --ep model check: %s hash of %.2f GB in %.2f s\n", cmd,
+                     args.hash == dist::DigestMode::Full ? "XXH3 full" : "quick (first 8 MiB)",
+                     static_cast<double>(fd.hashed) / 1e9, fd.seconds);
+    dist::check_same(*group_, fd.hash, "model file", m.path() + " (" + std::to_string(fd.size) + " bytes)");
     std::string flags;
     for (int i = 0; i < argc; ++i) flags += std::string(argv[i]) + '\x1f';
     if (!args.placement.empty()) flags += "placement:" + tools::read_file(args.placement, cmd);

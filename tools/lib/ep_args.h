@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "dist/file_digest.h"
 #include "dist/group.h"
 #include "dist/placement.h"
 #include "moe/ep.h"
@@ -29,6 +30,7 @@ struct EpArgs {
     int nodes = 0;             // > 0: simulate this many nodes
     bool overlap = false;      // two micro-batches, non-blocking all-to-alls
     bool dp = false;           // data-parallel attention: each rank evaluates its own sequences
+    dist::DigestMode hash = dist::DigestMode::Full;  // model file identity check at start-up
     bool profile = false;      // print the per-layer, per-rank stage profile (rank 0, stderr)
     std::string profile_json;  // write it as JSON here (rank 0)
 };
