@@ -35,6 +35,8 @@ void perplexity_usage(std::FILE* out) {
                  "  --ctx N      chunk length (default 512)\n"
                  "  --chunks N   score only the first N chunks (default: all)\n"
                  "  --batch N    rows per forward call (default 512)\n"
+                 "  --routing-trace F  write every MoE layer's routing of every evaluated token as TSV\n"
+                 "               (as moe run; chunk after chunk, token = position in its chunk)\n"
                  "  --nll-out F  write the NLL of every scored position (f64, chunk-major) to F\n"
                  "  --top-k K    route every MoE layer with K experts per token instead of the model's k\n"
                  "               (approximation: the quality cost of `moe serve --adaptive-topk`)\n"
@@ -56,7 +58,7 @@ double nll_of(const float* logits, int64_t V, int32_t target) {
 int cmd_perplexity(int argc, char** argv) {
     const char* cmd = "perplexity";
     EpArgs epa;
-    std::string model, file, nll_out;
+    std::string model, file, nll_out, trace_path;
     int64_t n_ctx = 512, max_chunks = -1;
     int top_k = 0;  // --top-k: experts per token override (0: the model's)
     model::ModelOptions mo;
@@ -77,6 +79,8 @@ int cmd_perplexity(int argc, char** argv) {
             mo.n_threads = static_cast<int>(parse_int(arg_value(argc, argv, i, cmd), "-t", cmd, 1, 1024));
         } else if (a == "--batch" || a == "-b") {
             mo.max_batch = parse_int(arg_value(argc, argv, i, cmd), "--batch", cmd, 1, 1 << 20);
+        } else if (a == "--routing-trace") {
+            trace_path = arg_value(argc, argv, i, cmd);
         } else if (a == "--nll-out") {
             nll_out = arg_value(argc, argv, i, cmd);
         } else if (a == "--top-k") {
@@ -98,6 +102,8 @@ int cmd_perplexity(int argc, char** argv) {
     mo.n_ctx = n_ctx;
     auto m = model::Model::load(model, mo);
     std::unique_ptr<EpRuntime> ep;
+    if (epa.on && !trace_path.empty())
+        throw_error(cmd, "--routing-trace with --ep would record only this rank's tokens; record it without --ep");
     if (epa.on) ep = std::make_unique<EpRuntime>(epa, *m, argc, argv, cmd);
     else check_no_ep_options(epa, cmd);
     if (top_k > 0) {
@@ -126,6 +132,8 @@ int cmd_perplexity(int argc, char** argv) {
     ThreadPool pool(m->options().n_threads);
     runtime::Session session(*m, pool, {n_ctx, 1, DType::F32});
     std::vector<float> logits(static_cast<size_t>(n_ctx * V));
+    RoutingTrace trace;
+    if (!trace_path.empty()) session.stats().trace = &trace;
     // NLL of every scored position [n_chunk, per], summed in chunk and position order afterwards
     // (the same order and bits with or without --ep-dp).
     const int64_t per = n_ctx - 1 - first;
@@ -170,6 +178,7 @@ int cmd_perplexity(int argc, char** argv) {
         ep->group().all_reduce_sum(nlls.data(), static_cast<int64_t>(nlls.size()));
         print_upto(n_chunk);
     }
+    if (!trace_path.empty()) trace.write_tsv(trace_path);
     if (!nll_out.empty() && (!ep || ep->is_root())) {
         std::FILE* f = std::fopen(nll_out.c_str(), "wb");
         if (!f) throw_error(cmd, "cannot create ", nll_out, ": ", std::strerror(errno));
