@@ -282,14 +282,17 @@ Placement plan_eplb(const LoadInput& in, const PlanSpec& s) {
     const int E = in.n_experts, R = s.ranks, N = s.nodes, slots = (E + s.replicas) / R;
     for (int l = 0; l < in.n_layers; ++l) {
         const auto& w = in.counts[static_cast<size_t>(l)];
-        // Every replica budget K' <= K (a replica on a rank that needs no more load can cost balance
-        // when slots per rank are few); for each: nodes first then ranks, plus swaps across all ranks
+        // Replica budgets K' = K, K / 2, 0 (a replica on a rank that needs no more load can cost
+        // balance when slots per rank are few); for each: nodes first then ranks, plus swaps across all ranks
         // (nodes first can strand a heavy rank inside a balanced node), and the flat rank packing.
         // The lowest maximum wins; ties keep the larger budget and the nodes-first packing.
         std::vector<std::vector<Item>> best;
         std::vector<int> best_cnt;
         double best_max = 0;
-        for (int k = s.replicas; k >= 0; --k) {
+        std::vector<int> budgets = {s.replicas};
+        for (int k : {s.replicas / 2, 0})
+            if (k != budgets.back()) budgets.push_back(k);
+        for (int k : budgets) {
             const std::vector<int> cnt = replicate(w, k);
             std::vector<Item> items;
             for (int e = 0; e < E; ++e)
@@ -381,7 +384,9 @@ Placement plan_coact(const LoadInput& in, const PlanSpec& s) {
         // over nodes, which also saves copies): swaps that lower the planning trace's nodes per
         // token within the load cap; the cheaper result wins (ties: the lighter heaviest node).
         const bool traced = l < static_cast<int>(in.tokens.size()) && !in.tokens[static_cast<size_t>(l)].empty();
-        if (N > 1 && traced) {
+        // (Bounded: up to 16 nodes and 64 replicas per layer; larger plans keep the greedy result,
+        // where a round of the search would cost (items / N)^2 N^2 / 2 trace evaluations.)
+        if (N > 1 && N <= 16 && E + s.replicas <= 64 && traced) {
             std::vector<Item> items;
             for (int e = 0; e < E; ++e)
                 for (int c = 0; c < cnt[static_cast<size_t>(e)]; ++c) items.push_back({e, w[static_cast<size_t>(e)] / cnt[static_cast<size_t>(e)]});

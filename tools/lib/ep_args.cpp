@@ -101,39 +101,83 @@ void EpRuntime::idle_step(model::Model& m, ThreadPool& pool) {
         if (MoeBlock* b = m.moe_block(il)) b->ep_idle(pool);
 }
 
-void EpRuntime::report(const model::Model& m) {
-    if (!args_.profile && args_.profile_json.empty()) return;
+namespace {
+
+constexpr int kF = 12;  // fields per layer and rank (below)
+const char* const kNames[kF] = {"route", "layout", "wait", "dispatch", "experts", "shared", "combine", "gather",
+                                "calls", "rows_sent", "bytes_sent", "inter_node_bytes"};
+
+}  // namespace
+
+EpRuntime::Profile EpRuntime::gather_profile(const model::Model& m) {
     // Per layer: route, layout, wait, dispatch, experts, shared, combine, gather (s), calls, rows,
     // bytes, inter-node bytes (all incl. the gather for the last).
-    constexpr int kF = 12;
-    std::vector<int64_t> layers;
+    Profile pr;
     for (int64_t il = 0; il < m.config().n_layer; ++il)
-        if (m.moe_block(il)) layers.push_back(il);
-    const int R = group_->size(), nl = static_cast<int>(layers.size());
-    std::vector<double> mine(static_cast<size_t>(nl * kF)), all(static_cast<size_t>(nl * kF * R));
+        if (m.moe_block(il)) pr.layers.push_back(il);
+    const int R = group_->size(), nl = static_cast<int>(pr.layers.size());
+    std::vector<double> mine(static_cast<size_t>(nl * kF));
+    pr.all.resize(static_cast<size_t>(nl * kF * R));
     for (int j = 0; j < nl; ++j) {
-        const EpStageTimes& t = *m.moe_block(layers[static_cast<size_t>(j)])->ep_times();
+        const EpStageTimes& t = *m.moe_block(pr.layers[static_cast<size_t>(j)])->ep_times();
         const double v[kF] = {t.route,   t.layout,  t.wait,   t.dispatch, t.experts, t.shared, t.combine, t.gather,
                               double(t.calls), double(t.rows_sent), double(t.bytes_sent), double(t.inter_node_bytes)};
         std::copy(v, v + kF, mine.begin() + j * kF);
     }
     std::vector<int64_t> bytes(static_cast<size_t>(R), nl * kF * 8), displs(static_cast<size_t>(R));
     for (int r = 0; r < R; ++r) displs[static_cast<size_t>(r)] = int64_t(r) * nl * kF * 8;
-    group_->all_gather_v(mine.data(), all.data(), bytes.data(), displs.data());
+    group_->all_gather_v(mine.data(), pr.all.data(), bytes.data(), displs.data());
+    return pr;
+}
+
+std::string EpRuntime::profile_json(const Profile& pr) const {
+    const int R = group_->size(), nl = static_cast<int>(pr.layers.size());
+    auto at = [&](int r, int j, int f) { return pr.all[static_cast<size_t>((r * nl + j) * kF + f)]; };
+    std::string out;
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "{\"ranks\": %d, \"placement\": \"%s\", \"compress\": \"%s\", \"overlap\": %s, "
+                  "\"dp\": %s, \"layers\": [", R, placement_.algorithm.c_str(), ep_compress_name(args_.compress),
+                  args_.overlap ? "true" : "false", args_.dp ? "true" : "false");
+    out += buf;
+    for (int j = 0; j < nl; ++j) {
+        std::snprintf(buf, sizeof buf, "%s\n {\"layer\": %lld, \"ranks\": [", j ? "," : "",
+                      static_cast<long long>(pr.layers[static_cast<size_t>(j)]));
+        out += buf;
+        for (int r = 0; r < R; ++r) {
+            out += r ? ", {" : "{";
+            for (int x = 0; x < kF; ++x) {
+                std::snprintf(buf, sizeof buf, "%s\"%s%s\": %.9g", x ? ", " : "", kNames[x], x < 8 ? "_s" : "", at(r, j, x));
+                out += buf;
+            }
+            out += "}";
+        }
+        out += "]}";
+    }
+    out += "\n]}";
+    return out;
+}
+
+std::string EpRuntime::profile_json(const model::Model& m) {
+    const Profile pr = gather_profile(m);
+    return is_root() ? profile_json(pr) : std::string();
+}
+
+void EpRuntime::report(const model::Model& m) {
+    if (!args_.profile && args_.profile_json.empty()) return;
+    const Profile pr = gather_profile(m);
     if (!is_root()) return;
-    static const char* names[kF] = {"route", "layout", "wait", "dispatch", "experts", "shared", "combine", "gather",
-                                    "calls", "rows_sent", "bytes_sent", "inter_node_bytes"};
-    auto at = [&](int r, int j, int f) { return all[static_cast<size_t>((r * nl + j) * kF + f)]; };
+    const int R = group_->size(), nl = static_cast<int>(pr.layers.size());
+    auto at = [&](int r, int j, int f) { return pr.all[static_cast<size_t>((r * nl + j) * kF + f)]; };
     if (args_.profile) {
         std::fprintf(stderr, "\nEP stage profile (ms per layer per rank, summed over calls; wait = the counts exchange,"
                              " where ranks meet)\n| layer | rank |");
-        for (int f = 0; f < 8; ++f) std::fprintf(stderr, " %s |", names[f]);
+        for (int f = 0; f < 8; ++f) std::fprintf(stderr, " %s |", kNames[f]);
         std::fprintf(stderr, " rows sent | bytes sent | inter-node bytes |\n|---|---|");
         for (int f = 0; f < 11; ++f) std::fprintf(stderr, "---:|");
         std::fprintf(stderr, "\n");
         for (int j = 0; j < nl; ++j)
             for (int r = 0; r < R; ++r) {
-                std::fprintf(stderr, "| %lld | %d |", static_cast<long long>(layers[static_cast<size_t>(j)]), r);
+                std::fprintf(stderr, "| %lld | %d |", static_cast<long long>(pr.layers[static_cast<size_t>(j)]), r);
                 for (int f = 0; f < 8; ++f) std::fprintf(stderr, " %.3f |", 1e3 * at(r, j, f));
                 std::fprintf(stderr, " %.0f | %.0f | %.0f |\n", at(r, j, 9), at(r, j, 10), at(r, j, 11));
             }
@@ -141,21 +185,9 @@ void EpRuntime::report(const model::Model& m) {
     if (!args_.profile_json.empty()) {
         std::FILE* f = std::fopen(args_.profile_json.c_str(), "w");
         if (!f) throw_error("ep", "cannot create ", args_.profile_json, ": ", std::strerror(errno));
-        std::fprintf(f, "{\"ranks\": %d, \"placement\": \"%s\", \"compress\": \"%s\", \"overlap\": %s, \"layers\": [",
-                     R, placement_.algorithm.c_str(), ep_compress_name(args_.compress), args_.overlap ? "true" : "false");
-        for (int j = 0; j < nl; ++j) {
-            std::fprintf(f, "%s\n {\"layer\": %lld, \"ranks\": [", j ? "," : "",
-                         static_cast<long long>(layers[static_cast<size_t>(j)]));
-            for (int r = 0; r < R; ++r) {
-                std::fprintf(f, "%s{", r ? ", " : "");
-                for (int x = 0; x < kF; ++x)
-                    std::fprintf(f, "%s\"%s%s\": %.9g", x ? ", " : "", names[x], x < 8 ? "_s" : "", at(r, j, x));
-                std::fprintf(f, "}");
-            }
-            std::fprintf(f, "]}");
-        }
-        std::fprintf(f, "\n]}\n");
-        std::fclose(f);
+        const std::string j = profile_json(pr) + "\n";
+        const size_t w = std::fwrite(j.data(), 1, j.size(), f);
+        if (std::fclose(f) != 0 || w != j.size()) throw_error("ep", "cannot write ", args_.profile_json);
     }
 }
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dist/file_digest.h"
 #include "dist/group.h"
@@ -60,8 +61,16 @@ public:
     void idle_step(model::Model& m, ThreadPool& pool);
     // Gathers every rank's per-layer stage times on rank 0 and prints / writes them (collective).
     void report(const model::Model& m);
+    // The same profile as JSON (collective; the text on rank 0, "" on the others), for `bench -o json`.
+    std::string profile_json(const model::Model& m);
 
 private:
+    struct Profile {
+        std::vector<int64_t> layers;  // MoE layers
+        std::vector<double> all;      // [rank][layer][field]
+    };
+    Profile gather_profile(const model::Model& m);  // collective
+    std::string profile_json(const Profile& pr) const;
     EpArgs args_;
     std::unique_ptr<dist::Group> group_;
     dist::Placement placement_;
