@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "dist/coact_search.h"
 
 namespace moe::dist {
 
@@ -176,30 +177,18 @@ double max_load(const std::vector<std::vector<Item>>& bins) {
     return m;
 }
 
-// Longest-processing-time packing into n_bins bins of cap items: heaviest first onto the lightest
-// bin with room (ties to the lower bin); with `distinct`, a bin that already holds a replica of the
-// same expert is skipped unless no other has room. Then swaps between the heaviest bin and any other
-// bin while a swap lowers the heaviest bin's load (never raises the maximum).
-std::vector<std::vector<Item>> pack_once(std::vector<Item> items, int n_bins, int cap, bool distinct) {
-    std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.load > b.load; });
-    std::vector<std::vector<Item>> bins(static_cast<size_t>(n_bins));
-    std::vector<double> load(static_cast<size_t>(n_bins), 0.0);
+// Swaps between the heaviest bin and any other bin while a swap lowers the heaviest bin's load
+// (never raises the maximum); with `distinct`, never two replicas of one expert in one bin.
+void swap_down(std::vector<std::vector<Item>>& bins, bool distinct) {
+    const int n_bins = static_cast<int>(bins.size());
+    std::vector<double> load(bins.size(), 0.0);
+    for (size_t b = 0; b < bins.size(); ++b)
+        for (const Item& it : bins[b]) load[b] += it.load;
     auto holds = [&](int b, int e) {
         for (const Item& it : bins[static_cast<size_t>(b)])
             if (it.expert == e) return true;
         return false;
     };
-    for (const Item& it : items) {
-        int best = -1;
-        for (int pass = distinct ? 0 : 1; pass < 2 && best < 0; ++pass)
-            for (int b = 0; b < n_bins; ++b)
-                if (static_cast<int>(bins[static_cast<size_t>(b)].size()) < cap && (pass == 1 || !holds(b, it.expert)) &&
-                    (best < 0 || load[static_cast<size_t>(b)] < load[static_cast<size_t>(best)]))
-                    best = b;
-        MOE_ASSERT(best >= 0, "packing ran out of room");
-        bins[static_cast<size_t>(best)].push_back(it);
-        load[static_cast<size_t>(best)] += it.load;
-    }
     for (int iter = 0; iter < 10000; ++iter) {
         const int M = static_cast<int>(std::max_element(load.begin(), load.end()) - load.begin());
         double best_gain = 1e-12 * std::max(1.0, load[static_cast<size_t>(M)]);
@@ -229,6 +218,33 @@ std::vector<std::vector<Item>> pack_once(std::vector<Item> items, int n_bins, in
         load[static_cast<size_t>(M)] -= d;
         load[static_cast<size_t>(bb)] += d;
     }
+}
+
+// Longest-processing-time packing into n_bins bins of cap items: heaviest first onto the lightest
+// bin with room (ties to the lower bin); with `distinct`, a bin that already holds a replica of the
+// same expert is skipped unless no other has room. Then swaps between the heaviest bin and any other
+// bin while a swap lowers the heaviest bin's load (never raises the maximum).
+std::vector<std::vector<Item>> pack_once(std::vector<Item> items, int n_bins, int cap, bool distinct) {
+    std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.load > b.load; });
+    std::vector<std::vector<Item>> bins(static_cast<size_t>(n_bins));
+    std::vector<double> load(static_cast<size_t>(n_bins), 0.0);
+    auto holds = [&](int b, int e) {
+        for (const Item& it : bins[static_cast<size_t>(b)])
+            if (it.expert == e) return true;
+        return false;
+    };
+    for (const Item& it : items) {
+        int best = -1;
+        for (int pass = distinct ? 0 : 1; pass < 2 && best < 0; ++pass)
+            for (int b = 0; b < n_bins; ++b)
+                if (static_cast<int>(bins[static_cast<size_t>(b)].size()) < cap && (pass == 1 || !holds(b, it.expert)) &&
+                    (best < 0 || load[static_cast<size_t>(b)] < load[static_cast<size_t>(best)]))
+                    best = b;
+        MOE_ASSERT(best >= 0, "packing ran out of room");
+        bins[static_cast<size_t>(best)].push_back(it);
+        load[static_cast<size_t>(best)] += it.load;
+    }
+    swap_down(bins, distinct);
     return bins;
 }
 
@@ -288,13 +304,42 @@ Placement plan_eplb(const LoadInput& in, const PlanSpec& s) {
     const int E = in.n_experts, R = s.ranks, N = s.nodes, slots = (E + s.replicas) / R;
     for (int l = 0; l < in.n_layers; ++l) {
         const auto& w = in.counts[static_cast<size_t>(l)];
-        const std::vector<int> cnt = replicate(w, s.replicas);
-        std::vector<Item> items;
-        for (int e = 0; e < E; ++e)
-            for (int c = 0; c < cnt[static_cast<size_t>(e)]; ++c)
-                items.push_back({e, w[static_cast<size_t>(e)] / cnt[static_cast<size_t>(e)]});
-        const auto node_items = N > 1 ? pack(items, N, slots * (R / N)) : std::vector<std::vector<Item>>{items};
-        emit(p, l, pack_within_nodes(node_items, R / N, slots), cnt);
+        // Replica budgets K' = K, K / 2, 0 (a replica on a rank that needs no more load can cost
+        // balance when slots per rank are few); for each: nodes first then ranks, plus swaps across all ranks
+        // (nodes first can strand a heavy rank inside a balanced node), and the flat rank packing.
+        // The lowest maximum wins; ties keep the larger budget and the nodes-first packing.
+        std::vector<std::vector<Item>> best;
+        std::vector<int> best_cnt;
+        double best_max = 0;
+        std::vector<int> budgets = {s.replicas};
+        for (int k : {s.replicas / 2, 0})
+            if (k != budgets.back()) budgets.push_back(k);
+        for (int k : budgets) {
+            const std::vector<int> cnt = replicate(w, k);
+            std::vector<Item> items;
+            for (int e = 0; e < E; ++e)
+                for (int c = 0; c < cnt[static_cast<size_t>(e)]; ++c)
+                    items.push_back({e, w[static_cast<size_t>(e)] / cnt[static_cast<size_t>(e)]});
+            const auto node_items = N > 1 ? pack(items, N, slots * (R / N)) : std::vector<std::vector<Item>>{items};
+            auto ranks = pack_within_nodes(node_items, R / N, slots);
+            std::vector<std::vector<std::vector<Item>>> cands;
+            if (N > 1) {
+                swap_down(ranks, true);
+                cands.push_back(std::move(ranks));
+                cands.push_back(pack(items, R, slots));
+            } else {
+                cands.push_back(std::move(ranks));
+            }
+            for (auto& c : cands) {
+                const double mx = max_load(c);
+                if (best.empty() || mx < best_max - 1e-12 * best_max) {
+                    best = std::move(c);
+                    best_cnt = cnt;
+                    best_max = mx;
+                }
+            }
+        }
+        emit(p, l, best, best_cnt);
     }
     return p;
 }
@@ -356,6 +401,36 @@ Placement plan_coact(const LoadInput& in, const PlanSpec& s) {
                 nload[static_cast<size_t>(best)] += share;
                 ++nslots[static_cast<size_t>(best)];
             }
+        }
+        // Local search from this greedy start and from the EPLB node packing (its replicas spread
+        // over nodes, which also saves copies): swaps that lower the planning trace's nodes per
+        // token within the load cap; the cheaper result wins (ties: the lighter heaviest node).
+        const bool traced = l < static_cast<int>(in.tokens.size()) && !in.tokens[static_cast<size_t>(l)].empty();
+        // (Bounded: up to 16 nodes and 64 replicas per layer; larger plans keep the greedy result,
+        // where a round of the search would cost (items / N)^2 N^2 / 2 trace evaluations.)
+        if (N > 1 && N <= 16 && E + s.replicas <= 64 && traced) {
+            std::vector<Item> items;
+            for (int e = 0; e < E; ++e)
+                for (int c = 0; c < cnt[static_cast<size_t>(e)]; ++c) items.push_back({e, w[static_cast<size_t>(e)] / cnt[static_cast<size_t>(e)]});
+            const CoactSearch search({E, &in.tokens[static_cast<size_t>(l)]});
+            double best_cost = 0, best_max = 0;
+            std::vector<std::vector<Item>> best;
+            for (const auto& start : {node_items, pack(items, N, cap_slots)}) {
+                std::vector<std::vector<NodeItem>> nodes(static_cast<size_t>(N));
+                for (int n = 0; n < N; ++n)
+                    for (const Item& it : start[static_cast<size_t>(n)]) nodes[static_cast<size_t>(n)].push_back({it.expert, it.load});
+                const double c = search.refine(nodes, cap_load);
+                std::vector<std::vector<Item>> out(static_cast<size_t>(N));
+                for (int n = 0; n < N; ++n)
+                    for (const NodeItem& it : nodes[static_cast<size_t>(n)]) out[static_cast<size_t>(n)].push_back({it.expert, it.load});
+                const double mx = max_load(out);
+                if (best.empty() || c < best_cost - 1e-9 || (c < best_cost + 1e-9 && mx < best_max)) {
+                    best = std::move(out);
+                    best_cost = c;
+                    best_max = mx;
+                }
+            }
+            node_items = std::move(best);
         }
         emit(p, l, pack_within_nodes(node_items, rpn, slots), cnt);
     }

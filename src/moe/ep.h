@@ -34,6 +34,10 @@ struct EpConfig {
     // half's dispatch is in flight while the first half's experts run, the first half's combine
     // while the second's run, and the second's combine while the shared experts run.
     bool overlap = false;
+    // Data-parallel attention: x [T, D] holds only this rank's own tokens (its own sequences), T may
+    // differ between ranks (a rank with no work calls MoeBlock::ep_idle), every rank routes all of
+    // its tokens and there is no all-gather: y [T, D] is this rank's rows only.
+    bool dp = false;
 };
 
 // Wall time of each EP stage of one block on this rank, accumulated over calls, plus traffic.
@@ -45,6 +49,7 @@ struct EpStageTimes {
     int64_t gather_bytes = 0; // all_gather bytes sent to other ranks
     int64_t inter_node_bytes = 0;  // dispatch + combine + gather bytes sent to ranks on other nodes
     int64_t tokens = 0;       // tokens of the whole batch, summed over calls
+    int64_t max_rows_recv = 0;  // most rows this rank received (and computed) in one call
     double total() const { return route + layout + wait + dispatch + experts + shared + combine + gather; }
 };
 
@@ -65,9 +70,9 @@ struct EpState {
     std::vector<int32_t> dest;       // [T * k] destination rank of own (token, slot), -1 unused
     std::vector<int32_t> slot_send;  // [T * k] record index of own (token, slot) in send order
     std::vector<int64_t> cursor;     // [M * R]
-    std::vector<char> send_buf, recv_buf;   // [T * k records]
-    std::vector<int32_t> recv_pos;          // [T * k] grouped row of received record i
-    std::vector<float> ret_send, ret_recv;  // [T * k, D]
+    std::vector<char> send_buf, recv_buf;   // [T * k records] (recv: grown on demand with dp, up to R T k)
+    std::vector<int32_t> recv_pos;          // [T * k] grouped row of received record i (idem)
+    std::vector<float> ret_send, ret_recv;  // [T * k, D] (ret_send: idem)
     EpStageTimes times;
 };
 

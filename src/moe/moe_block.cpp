@@ -266,6 +266,17 @@ void MoeBlock::shared_experts(ThreadPool& pool, const float* x, int64_t T, const
     GroupedFfn::run(pool, shared_ffn_, 1, b.shared_offsets, x, b.hs, b.ys, b.ffn_scratch, b.act_scratch);
 }
 
+void MoeBlock::ep_idle(ThreadPool& pool) {
+    if (!ep_ || !ep_->cfg.dp)
+        throw_error("moe", "layer ", weights_.layer, ": an idle step needs data-parallel expert parallelism (--ep-dp)");
+    if (pool.size() > n_threads_)
+        throw_error("moe", "thread pool of ", pool.size(), " threads, the block was planned for ", n_threads_);
+    Arena& arena = shared_ ? *shared_ : arena_;
+    arena.reset();
+    const Buffers b = carve(spec_, max_tokens_, n_threads_, approx_, [&](size_t bytes) { return arena.alloc(bytes); });
+    forward_ep(pool, nullptr, 0, nullptr, MoeObserve{}, b);
+}
+
 void MoeBlock::forward(ThreadPool& pool, const float* x, int64_t T, float* y, const MoeObserve& obs) {
     if (T < 1 || T > max_tokens_)
         throw_error("moe", "layer ", weights_.layer, ": batch of ", T, " tokens, the block was planned for 1..",
@@ -275,7 +286,9 @@ void MoeBlock::forward(ThreadPool& pool, const float* x, int64_t T, float* y, co
     const int64_t D = spec_.n_embd, E = spec_.n_expert;
     Arena& arena = shared_ ? *shared_ : arena_;
     arena.reset();
-    const Buffers b = carve(spec_, T, n_threads_, approx_, [&](size_t bytes) { return arena.alloc(bytes); });
+    // Data-parallel EP receives rows from every rank: scratch for max_tokens_, used in chunks.
+    const int64_t Tc = ep_ && ep_->cfg.dp ? max_tokens_ : T;
+    const Buffers b = carve(spec_, Tc, n_threads_, approx_, [&](size_t bytes) { return arena.alloc(bytes); });
     StageTimes* times = obs.times;
     Timer timer;
     auto lap = [&](double& slot) {

@@ -85,6 +85,10 @@ public:
     // layer's placement; every rank of the group must call forward() with the same x. Checks the
     // placement against the block; approximations are not supported with EP (moe::Error).
     void use_ep(const EpConfig& cfg);
+    // Data-parallel EP (EpConfig::dp): a rank with no tokens in this step still takes part in the
+    // layer's exchanges (sends nothing, computes the rows others send it). Called in layer order
+    // for every MoE block, as often as the busiest rank calls forward().
+    void ep_idle(ThreadPool& pool);
     const EpStageTimes* ep_times() const { return ep_ ? &ep_->times : nullptr; }
     void reset_ep_times() {
         if (ep_) ep_->times = {};

@@ -113,8 +113,12 @@ void MoeBlock::forward_ep(ThreadPool& pool, const float* x, int64_t T, float* y,
     const EpCompress cz = st.cfg.compress;
     const int64_t rec = static_cast<int64_t>(st.rec_bytes), row_f32 = D * static_cast<int64_t>(sizeof(float));
     const int M = st.cfg.overlap ? 2 : 1;  // micro-batches (the same on every rank; some may be empty)
-    auto lo = [&](int r) { return T * r / R; };  // own slice of rank r: [lo(r), lo(r + 1))
-    const int64_t t0 = lo(me), Tn = lo(me + 1) - t0;
+    const bool dp = st.cfg.dp;  // data-parallel: all T rows are this rank's own
+    auto lo = [&](int r) { return T * r / R; };  // replicated: own slice of rank r is [lo(r), lo(r + 1))
+    const int64_t t0 = dp ? 0 : lo(me), Tn = dp ? T : lo(me + 1) - t0;
+    // Rows one rank may send (its own tokens x k), and rows the scratch b holds per grouped FFN
+    // call (b is carved for max_tokens_ under dp, where a rank may receive up to R max_tokens_ k).
+    const int64_t per_src = (dp ? max_tokens_ : T) * k, cap = per_src;
     auto mb_lo = [&](int m) { return Tn * m / M; };  // micro-batch m: own tokens [mb_lo(m), mb_lo(m + 1))
     auto at = [&](std::vector<int64_t>& v, int m, int r) -> int64_t& { return v[static_cast<size_t>(m * R + r)]; };
     EpStageTimes& et = st.times;
@@ -173,18 +177,24 @@ void MoeBlock::forward_ep(ThreadPool& pool, const float* x, int64_t T, float* y,
     for (int m = 0; m < M; ++m) {
         for (int r = 0; r < R; ++r) {
             const int64_t n = at(st.recv_rows, m, r);
-            if (n < 0 || n > T * k)
-                throw_error("ep", "rank ", me, " layer ", L, ": rank ", r, " announces ", n, " rows for a batch of ", T,
-                            " tokens (ranks disagree about the batch)");
+            if (n < 0 || n > per_src)
+                throw_error("ep", "rank ", me, " layer ", L, ": rank ", r, " announces ", n, " rows, more than ",
+                            per_src, " (ranks disagree about the batch)");
             at(st.rd, m, r) = nr * rec;
             at(st.rb, m, r) = n * rec;
             nr += n;
         }
         nr_mb[m + 1] = nr;
-        if (nr > T * k)
+        if (!dp && nr > T * k)
             throw_error("ep", "rank ", me, " layer ", L, ": ", nr, " rows received for a batch of ", T, " tokens x ", k,
                         " slots (ranks disagree about the batch)");
     }
+    if (static_cast<size_t>(nr) > st.recv_pos.size()) {  // dp only: grows to the largest step seen
+        st.recv_buf.resize(static_cast<size_t>(nr * rec));
+        st.recv_pos.resize(static_cast<size_t>(nr));
+        st.ret_send.resize(static_cast<size_t>(nr * D));
+    }
+    et.max_rows_recv = std::max(et.max_rows_recv, nr);
     int hd[2] = {-1, -1}, hc[2] = {-1, -1};
     for (int m = 0; m < M; ++m)
         hd[m] = g.start_all_to_all_v(st.send_buf.data(), &at(st.sb, m, 0), &at(st.sd, m, 0), st.recv_buf.data(),
@@ -194,34 +204,37 @@ void MoeBlock::forward_ep(ThreadPool& pool, const float* x, int64_t T, float* y,
     for (int m = 0; m < M; ++m) {
         g.wait(hd[m]);
         lap(et.dispatch);
-        // ---- group this micro-batch's records by expert (counting sort), decode, grouped FFN
+        // ---- group this micro-batch's records by expert (counting sort), decode, grouped FFN; in
+        // chunks of at most cap rows (one chunk unless dp). Each output row is independent of the
+        // other rows of its group, so the chunking does not change any bit.
         const int64_t base = nr_mb[m], n = nr_mb[m + 1] - base;
-        std::fill(b.counts, b.counts + E, 0);
-        for (int64_t i = base; i < base + n; ++i) {
-            int32_t e;
-            std::memcpy(&e, st.recv_buf.data() + i * rec, 4);
-            if (e < 0 || e >= E || !pl.holds(L, e, me))
-                throw_error("ep", "rank ", me, " layer ", L, ": received a row for expert ", e,
-                            ", which this rank does not hold (ranks use different placements)");
-            ++b.counts[e];
+        for (int64_t c0 = base; c0 < base + n; c0 += cap) {
+            const int64_t c1 = std::min(base + n, c0 + cap);
+            std::fill(b.counts, b.counts + E, 0);
+            for (int64_t i = c0; i < c1; ++i) {
+                int32_t e;
+                std::memcpy(&e, st.recv_buf.data() + i * rec, 4);
+                if (e < 0 || e >= E || !pl.holds(L, e, me))
+                    throw_error("ep", "rank ", me, " layer ", L, ": received a row for expert ", e,
+                                ", which this rank does not hold (ranks use different placements)");
+                ++b.counts[e];
+            }
+            b.offsets[0] = 0;
+            for (int e = 0; e < E; ++e) b.offsets[e + 1] = b.offsets[e] + b.counts[e];
+            std::fill(b.counts, b.counts + E, 0);
+            for (int64_t i = c0; i < c1; ++i) {
+                const char* r = st.recv_buf.data() + i * rec;
+                int32_t e;
+                std::memcpy(&e, r, 4);
+                const int64_t pos = b.offsets[e] + b.counts[e]++;
+                st.recv_pos[static_cast<size_t>(i)] = static_cast<int32_t>(pos);
+                ep_decode_row(r + 4, D, cz, b.xp + pos * D);
+            }
+            GroupedFfn::run(pool, ffn_, E, b.offsets, b.xp, b.h, b.yp, b.ffn_scratch, b.act_scratch);
+            for (int64_t i = c0; i < c1; ++i)
+                std::memcpy(st.ret_send.data() + i * D, b.yp + st.recv_pos[static_cast<size_t>(i)] * D,
+                            static_cast<size_t>(row_f32));
         }
-        b.offsets[0] = 0;
-        for (int e = 0; e < E; ++e) b.offsets[e + 1] = b.offsets[e] + b.counts[e];
-        std::fill(b.counts, b.counts + E, 0);
-        for (int64_t i = base; i < base + n; ++i) {
-            const char* r = st.recv_buf.data() + i * rec;
-            int32_t e;
-            std::memcpy(&e, r, 4);
-            const int64_t pos = b.offsets[e] + b.counts[e]++;
-            st.recv_pos[static_cast<size_t>(i)] = static_cast<int32_t>(pos);
-            ep_decode_row(r + 4, D, cz, b.xp + (base + pos) * D);
-        }
-        if (n > 0)
-            GroupedFfn::run(pool, ffn_, E, b.offsets, b.xp + base * D, b.h + base * F, b.yp + base * D, b.ffn_scratch,
-                            b.act_scratch);
-        for (int64_t i = base; i < base + n; ++i)
-            std::memcpy(st.ret_send.data() + i * D, b.yp + (base + st.recv_pos[static_cast<size_t>(i)]) * D,
-                        static_cast<size_t>(row_f32));
         lap(et.experts);
         // ---- combine: expert outputs back to their source ranks (f32), in the order received
         for (int r = 0; r < R; ++r) {
@@ -247,12 +260,14 @@ void MoeBlock::forward_ep(ThreadPool& pool, const float* x, int64_t T, float* y,
                 spec_.shared_gate_sigmoid ? b.sgate : nullptr, y + t0 * D);
     lap(et.combine);
 
-    // ---- every rank gets the whole y
-    for (int r = 0; r < R; ++r) {
-        st.sb[static_cast<size_t>(r)] = (lo(r + 1) - lo(r)) * row_f32;
-        st.sd[static_cast<size_t>(r)] = lo(r) * row_f32;
+    // ---- replicated: every rank gets the whole y (dp: y is this rank's rows only, nothing to do)
+    if (!dp) {
+        for (int r = 0; r < R; ++r) {
+            st.sb[static_cast<size_t>(r)] = (lo(r + 1) - lo(r)) * row_f32;
+            st.sd[static_cast<size_t>(r)] = lo(r) * row_f32;
+        }
+        g.all_gather_v(y + t0 * D, y, st.sb.data(), st.sd.data());
     }
-    g.all_gather_v(y + t0 * D, y, st.sb.data(), st.sd.data());
     lap(et.gather);
 
     int64_t rows_out = 0, sent_back = 0;
@@ -264,11 +279,12 @@ void MoeBlock::forward_ep(ThreadPool& pool, const float* x, int64_t T, float* y,
                 if (g.node_of(r) != g.node_of(me))
                     et.inter_node_bytes += at(st.send_rows, m, r) * rec + at(st.recv_rows, m, r) * row_f32;
             }
-    for (int r = 0; r < R; ++r)
-        if (g.node_of(r) != g.node_of(me)) et.inter_node_bytes += Tn * row_f32;
+    if (!dp)
+        for (int r = 0; r < R; ++r)
+            if (g.node_of(r) != g.node_of(me)) et.inter_node_bytes += Tn * row_f32;
     et.rows_sent += rows_out;
     et.bytes_sent += rows_out * rec + sent_back;
-    et.gather_bytes += Tn * row_f32 * (R - 1);
+    if (!dp) et.gather_bytes += Tn * row_f32 * (R - 1);
     et.tokens += T;
     ++et.calls;
     if (StageTimes* t = obs.times) {  // the single-process stage names, for the existing reports

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -76,12 +77,75 @@ double ds_max_over_mean(const std::vector<double>& weight, const DsResult& r) {
     return max_over_mean(load);
 }
 
-// DeepSeek's result as a Placement (a duplicate on one GPU merges its shares), for scoring copies.
-Placement ds_placement(const LoadInput& in, int R, int K) {
+// DeepSeek's balanced_packing on its own: n items into num_packs packs of n / num_packs items,
+// heaviest first (stable order) onto the lightest pack with room; pack of each item.
+std::vector<int> ds_balanced_packing(const std::vector<double>& w, int num_packs) {
+    const int n = static_cast<int>(w.size()), per = n / num_packs;
+    std::vector<int> pack(static_cast<size_t>(n));
+    if (per == 1) {
+        std::iota(pack.begin(), pack.end(), 0);
+        return pack;
+    }
+    std::vector<int> idx(static_cast<size_t>(n));
+    std::iota(idx.begin(), idx.end(), 0);
+    std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return w[static_cast<size_t>(a)] > w[static_cast<size_t>(b)]; });
+    std::vector<double> pw(static_cast<size_t>(num_packs), 0.0);
+    std::vector<int> pc(static_cast<size_t>(num_packs), 0);
+    for (int i : idx) {
+        int best = -1;
+        for (int g = 0; g < num_packs; ++g)
+            if (pc[static_cast<size_t>(g)] < per && (best < 0 || pw[static_cast<size_t>(g)] < pw[static_cast<size_t>(best)])) best = g;
+        pack[static_cast<size_t>(i)] = best;
+        pw[static_cast<size_t>(best)] += w[static_cast<size_t>(i)];
+        ++pc[static_cast<size_t>(best)];
+    }
+    return pack;
+}
+
+// DeepSeek's hierarchical policy (rebalance_experts_hierarchical), written from the published
+// algorithm: (1) groups of E / G consecutive experts packed onto nodes by group load (G / N groups
+// per node); (2) within each node, replicate_experts over its E / N experts into (E + K) / N
+// slots; (3) each node's replicas packed onto its GPUs (balanced_packing). GPU = node * (gpus / N)
+// + pack, so node(gpu) = gpu * N / gpus as in score().
+DsResult deepseek_eplb_hierarchical(const std::vector<double>& weight, int num_replicas, int num_groups, int num_nodes,
+                                    int num_gpus) {
+    const int E = static_cast<int>(weight.size()), gsize = E / num_groups, per_node = E / num_nodes;
+    const int phy_per_node = num_replicas / num_nodes, gpus_per_node = num_gpus / num_nodes;
+    std::vector<double> gw(static_cast<size_t>(num_groups), 0.0);
+    for (int e = 0; e < E; ++e) gw[static_cast<size_t>(e / gsize)] += weight[static_cast<size_t>(e)];
+    const std::vector<int> gpack = ds_balanced_packing(gw, num_nodes);
+    std::vector<std::vector<int>> node_experts(static_cast<size_t>(num_nodes));  // logical experts per node
+    for (int g = 0; g < num_groups; ++g)
+        for (int i = 0; i < gsize; ++i) node_experts[static_cast<size_t>(gpack[static_cast<size_t>(g)])].push_back(g * gsize + i);
+    DsResult r;
+    r.logcnt.assign(static_cast<size_t>(E), 1);
+    r.gpu_experts.assign(static_cast<size_t>(num_gpus), {});
+    for (int n = 0; n < num_nodes; ++n) {
+        const auto& ex = node_experts[static_cast<size_t>(n)];
+        EXPECT_EQ(static_cast<int>(ex.size()), per_node);
+        std::vector<double> w;
+        for (int e : ex) w.push_back(weight[static_cast<size_t>(e)]);
+        const DsResult local = deepseek_eplb(w, phy_per_node, 1);  // replicate_experts (one pack)
+        std::vector<int> phy = local.gpu_experts[0];                 // node-local ids, heaviest first
+        for (size_t i = 0; i < ex.size(); ++i) r.logcnt[static_cast<size_t>(ex[i])] = local.logcnt[i];
+        std::vector<double> pwt;
+        for (int j : phy) pwt.push_back(w[static_cast<size_t>(j)] / local.logcnt[static_cast<size_t>(j)]);
+        const std::vector<int> pk = ds_balanced_packing(pwt, gpus_per_node);
+        for (size_t j = 0; j < phy.size(); ++j)
+            r.gpu_experts[static_cast<size_t>(n * gpus_per_node + pk[j])].push_back(ex[static_cast<size_t>(phy[j])]);
+    }
+    return r;
+}
+
+// DeepSeek's result as a Placement (a duplicate on one GPU merges its shares), for scoring copies;
+// groups > 0: the hierarchical policy with that many expert groups over `nodes` nodes.
+Placement ds_placement(const LoadInput& in, int R, int K, int groups = 0, int nodes = 1) {
     Placement p = Placement::contiguous(in.n_layers, in.n_experts, R);
-    p.algorithm = "deepseek-eplb";
+    p.algorithm = groups > 0 ? "deepseek-hier" : "deepseek-eplb";
     for (int l = 0; l < in.n_layers; ++l) {
-        const DsResult r = deepseek_eplb(in.counts[static_cast<size_t>(l)], in.n_experts + K, R);
+        const auto& c = in.counts[static_cast<size_t>(l)];
+        const DsResult r = groups > 0 ? deepseek_eplb_hierarchical(c, in.n_experts + K, groups, nodes, R)
+                                      : deepseek_eplb(c, in.n_experts + K, R);
         for (auto& reps : p.layers[static_cast<size_t>(l)]) reps.clear();
         for (int g = 0; g < R; ++g)
             for (int e : r.gpu_experts[static_cast<size_t>(g)]) {
@@ -135,6 +199,39 @@ TEST(Planner, EplbNoWorseThanDeepSeekOnRealCounts) {
     std::printf("compared %d cases; strictly better than DeepSeek EPLB in %d\n", compared, strictly_better);
 }
 
+// The same against DeepSeek's hierarchical policy (nodes first), with our eplb told the same nodes:
+// G expert groups of consecutive experts (these models have no groups; G = N and 2N), N = 2, 4.
+TEST(Planner, EplbNoWorseThanDeepSeekHierarchicalOnRealCounts) {
+    int compared = 0, strictly_better = 0;
+    for (const char* file : {"olmoe_1b_7b_expert_counts.json", "olmoe_1b_7b_expert_counts_top1.json",
+                             "mixtral_8x7b_expert_counts.json"}) {
+        const LoadInput all = read_counts_json(std::string(MOE_TEST_DATA_DIR) + "/routing_stats/" + file);
+        const int E = all.n_experts;
+        for (int l = 0; l < all.n_layers; ++l) {
+            const auto& c = all.counts[static_cast<size_t>(l)];
+            if (std::accumulate(c.begin(), c.end(), 0.0) == 0) continue;
+            for (int N : {2, 4})
+                for (int R : {4, 8})
+                    for (int K : {0, R, 2 * R})
+                        for (int G : {N, 2 * N}) {
+                            if (R % N || E % G || (E + K) % R || K > E * (R - 1) || (E + K) / N < E / N) continue;
+                            PlanSpec s;
+                            s.ranks = R;
+                            s.nodes = N;
+                            s.replicas = K;
+                            const double mine = score(plan_eplb(one_layer(c), s), one_layer(c), N).max_over_mean;
+                            const double ds = ds_max_over_mean(c, deepseek_eplb_hierarchical(c, E + K, G, N, R));
+                            EXPECT_LE(mine, ds + 1e-12) << file << " layer " << l << " N=" << N << " R=" << R
+                                                        << " K=" << K << " G=" << G;
+                            ++compared;
+                            strictly_better += mine < ds - 1e-9;
+                        }
+        }
+    }
+    EXPECT_GT(compared, 100);
+    std::printf("compared %d cases; strictly better than DeepSeek hierarchical EPLB in %d\n", compared, strictly_better);
+}
+
 // A trace with co-activation structure: 4 hidden clusters of 8 experts (ids shuffled), each token
 // picks a cluster (skewed) and 4 experts, each from its cluster with probability 0.85.
 LoadInput clustered_trace(uint64_t seed) {
@@ -178,14 +275,69 @@ TEST(Planner, CoactivationCutsCrossNodeCopiesOnHeldTrace) {
         const PlacementScore ep = score(plan_eplb(plan, s), held, N);
         const PlacementScore ct = score(plan_contiguous(plan, s), held, N);
         const PlacementScore ds = score(ds_placement(plan, R, K), held, N);
+        const PlacementScore dh = score(ds_placement(plan, R, K, 2 * N, N), held, N);
+        EXPECT_LT(co.cross_node_copies, dh.cross_node_copies) << R << "/" << N << "/" << K;
         EXPECT_LT(co.cross_node_copies, ep.cross_node_copies) << R << "/" << N << "/" << K;
         EXPECT_LT(co.cross_node_copies, ds.cross_node_copies) << R << "/" << N << "/" << K;
         EXPECT_LT(co.cross_node_copies, ct.cross_node_copies) << R << "/" << N << "/" << K;
         EXPECT_LT(co.max_over_mean, 1.5) << "co-activation must stay roughly balanced";
-        std::printf("R=%d N=%d K=%d copies/token: coact %.3f eplb %.3f deepseek %.3f contiguous %.3f; max/mean "
-                    "coact %.3f eplb %.3f deepseek %.3f contiguous %.3f\n",
-                    R, N, K, co.cross_node_copies, ep.cross_node_copies, ds.cross_node_copies, ct.cross_node_copies,
-                    co.max_over_mean, ep.max_over_mean, ds.max_over_mean, ct.max_over_mean);
+        std::printf("R=%d N=%d K=%d copies/token: coact %.3f eplb %.3f deepseek %.3f ds-hier %.3f contiguous %.3f; "
+                    "max/mean coact %.3f eplb %.3f deepseek %.3f ds-hier %.3f contiguous %.3f\n",
+                    R, N, K, co.cross_node_copies, ep.cross_node_copies, ds.cross_node_copies, dh.cross_node_copies,
+                    ct.cross_node_copies, co.max_over_mean, ep.max_over_mean, ds.max_over_mean, dh.max_over_mean,
+                    ct.max_over_mean);
+    }
+}
+
+// Real routing from a trained router: models/shakespeare-moe.gguf (4 layers, 16 experts, top-2)
+// over the first 48 KB of Tiny Shakespeare (planning) followed by its last 16 KB (held: text at
+// the end of the file, the trainer's validation part). Planned on the first part, scored on the
+// held part: coact has fewer cross-node copies per token than eplb, contiguous and DeepSeek's
+// global and hierarchical policies, for several rank / node / replica counts.
+TEST(Planner, CoactivationOnTrainedRouterHeldTrace) {
+    const std::string dir = ::testing::TempDir();
+    std::ifstream f(std::string(MOE_TEST_DATA_DIR) + "/text/tinyshakespeare.txt", std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(f)), {});
+    ASSERT_GT(text.size(), 100000u);
+    const std::string plan_text = text.substr(0, 48000), held_text = text.substr(text.size() - 16000);
+    const std::string txt = dir + "moe_place_shk.txt", trace = dir + "moe_place_shk.tsv";
+    std::ofstream(txt, std::ios::binary) << plan_text << held_text;
+    std::remove(trace.c_str());
+    const std::string line = std::string(MOE_BINARY) + " perplexity -m " MOE_TEST_DATA_DIR
+                             "/../../models/shakespeare-moe.gguf -f " + txt + " --ctx 128 -t 1 --routing-trace " +
+                             trace + " > /dev/null 2>&1";
+    ASSERT_EQ(std::system(line.c_str()), 0) << line;
+    const LoadInput all = read_trace_tsv(trace);
+    ASSERT_EQ(all.n_layers, 4);
+    ASSERT_EQ(all.n_experts, 16);
+    // perplexity's chunks are whole 128-token pieces of the text; hold the held text's share
+    // (a little less, so no planning text is scored)
+    const double hold = 0.9 * static_cast<double>(held_text.size()) / static_cast<double>(plan_text.size() + held_text.size());
+    const LoadInput plan = slice_tokens(all, 0.0, 1.0 - hold), held = slice_tokens(all, 1.0 - hold, 1.0);
+    ASSERT_GT(held.tokens[0].size(), 2000u);
+    for (const auto& [R, N, K] : std::vector<std::tuple<int, int, int>>{{4, 2, 0}, {4, 2, 4}, {8, 4, 0}, {8, 4, 8}, {16, 8, 16}}) {
+        PlanSpec s;
+        s.ranks = R;
+        s.nodes = N;
+        s.replicas = K;
+        const Placement co_p = plan_coact(plan, s);
+        co_p.validate("coact");
+        const PlacementScore co = score(co_p, held, N);
+        const PlacementScore ep = score(plan_eplb(plan, s), held, N);
+        const PlacementScore ct = score(plan_contiguous(plan, s), held, N);
+        const PlacementScore ds = score(ds_placement(plan, R, K), held, N);
+        const PlacementScore dh = score(ds_placement(plan, R, K, N, N), held, N);
+        const std::string at = std::to_string(R) + "/" + std::to_string(N) + "/" + std::to_string(K);
+        EXPECT_LT(co.cross_node_copies, ep.cross_node_copies) << at;
+        EXPECT_LT(co.cross_node_copies, ct.cross_node_copies) << at;
+        EXPECT_LT(co.cross_node_copies, ds.cross_node_copies) << at;
+        EXPECT_LT(co.cross_node_copies, dh.cross_node_copies) << at;
+        EXPECT_LT(co.max_over_mean, 1.5) << at;
+        std::printf("shakespeare R=%d N=%d K=%d copies/token: coact %.3f eplb %.3f deepseek %.3f ds-hier %.3f "
+                    "contiguous %.3f; max/mean coact %.3f eplb %.3f deepseek %.3f ds-hier %.3f contiguous %.3f\n",
+                    R, N, K, co.cross_node_copies, ep.cross_node_copies, ds.cross_node_copies, dh.cross_node_copies,
+                    ct.cross_node_copies, co.max_over_mean, ep.max_over_mean, ds.max_over_mean, dh.max_over_mean,
+                    ct.max_over_mean);
     }
 }
 

@@ -223,4 +223,95 @@ TEST(Ep, Errors) {
     EXPECT_THROW(parse_ep_compress("fp8"), moe::Error);
 }
 
+// Data-parallel attention (EpConfig::dp): every rank brings its own tokens (a different count per
+// rank and step, 0 = ep_idle), and each rank's y must be bitwise the single-process block's output
+// for that rank's tokens alone. With a "hot" placement (13 of 16 experts on rank 0) rank 0 receives
+// more rows than one grouped-FFN call holds, so the chunked path runs too.
+class EpDataParallel : public testing::TestWithParam<Variant> {};
+
+TEST_P(EpDataParallel, OwnTokensPerRankBitwise) {
+    constexpr int64_t kMax = 9;  // max tokens per rank and step
+    Case c = make_case(GetParam(), kMax, 57);
+    const int64_t D = c.spec.n_embd;
+    kernels::CpuKernels kk = kernels::CpuKernels::from_env();
+    MoeBlock one(c.spec, c.model.views(0), kk, kMax, 2);
+    ThreadPool pool2(2);
+    constexpr int kSteps = 3;
+    for (int R = 1; R <= 4; ++R) {
+        // tokens of rank r in step s (0..kMax; 0 -> idle) and their inputs
+        auto count = [&](int r, int s) { return static_cast<int64_t>((r * 5 + s * 7 + R) % (kMax + 1)); };
+        std::vector<std::vector<float>> xs(static_cast<size_t>(R * kSteps)), want(xs.size());
+        for (int r = 0; r < R; ++r)
+            for (int s = 0; s < kSteps; ++s) {
+                const int64_t T = count(r, s);
+                const size_t i = static_cast<size_t>(r * kSteps + s);
+                if (T == 0) continue;
+                xs[i] = random_x(T, D, 700 + i + 10 * static_cast<uint64_t>(R));
+                want[i].assign(static_cast<size_t>(T * D), 0.0f);
+                one.forward(pool2, xs[i].data(), T, want[i].data());
+            }
+        dist::Placement hot = dist::Placement::contiguous(1, 16, R);
+        for (int e = 0; e < 16; ++e) hot.layers[0][static_cast<size_t>(e)] = {{e < 13 ? 0 : (e - 13) % R, 1.0}};
+        hot.algorithm = "hot";
+        for (const dist::Placement& pl : {hot, random_placement(1, 16, R, 300 + static_cast<uint64_t>(R))})
+            for (bool overlap : {false, true}) {
+                dist::ThreadHub hub(R);
+                std::vector<std::vector<float>> got(xs.size());
+                std::vector<EpStageTimes> times(static_cast<size_t>(R));
+                std::vector<std::thread> th;
+                for (int r = 0; r < R; ++r)
+                    th.emplace_back([&, r] {
+                        dist::ThreadGroup g(hub, r);
+                        kernels::CpuKernels k = kernels::CpuKernels::from_env();
+                        MoeBlock b(c.spec, c.model.views(0), k, kMax, 1);
+                        EpConfig cfg{&g, &pl, EpCompress::None, overlap};
+                        cfg.dp = true;
+                        b.use_ep(cfg);
+                        ThreadPool pool(1);
+                        for (int s = 0; s < kSteps; ++s) {
+                            const size_t i = static_cast<size_t>(r * kSteps + s);
+                            const int64_t T = count(r, s);
+                            if (T == 0) {
+                                b.ep_idle(pool);
+                                continue;
+                            }
+                            got[i].assign(static_cast<size_t>(T * D), -1.0f);
+                            b.forward(pool, xs[i].data(), T, got[i].data());
+                        }
+                        times[static_cast<size_t>(r)] = *b.ep_times();
+                    });
+                for (auto& t : th) t.join();
+                for (size_t i = 0; i < xs.size(); ++i) {
+                    ASSERT_EQ(got[i].size(), want[i].size());
+                    EXPECT_EQ(std::memcmp(got[i].data(), want[i].data(), want[i].size() * 4), 0)
+                        << "R=" << R << " rank " << i / kSteps << " step " << i % kSteps << " placement "
+                        << pl.algorithm << " overlap " << overlap;
+                }
+                EXPECT_EQ(times[0].gather_bytes, 0);
+                if (R == 4 && pl.algorithm == "hot")
+                    EXPECT_GT(times[0].max_rows_recv, kMax * c.spec.top_k) << "the chunked path did not run";
+            }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Moe, EpDataParallel, testing::ValuesIn(all_variants()),
+                         [](const testing::TestParamInfo<Variant>& i) { return std::string(variant_name(i.param)); });
+
+TEST(Ep, IdleNeedsDataParallel) {
+    Case c = make_case(Variant::Qwen2Shared, 4, 43);
+    kernels::CpuKernels k = kernels::CpuKernels::from_env();
+    MoeBlock b(c.spec, c.model.views(0), k, c.T, 1);
+    ThreadPool pool(1);
+    EXPECT_THROW(b.ep_idle(pool), Error);
+    dist::LocalGroup g;
+    const dist::Placement pl = dist::Placement::contiguous(1, 16, 1);
+    b.use_ep(EpConfig{&g, &pl, EpCompress::None, false});
+    try {
+        b.ep_idle(pool);
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--ep-dp"), std::string::npos) << e.what();
+    }
+}
+
 }  // namespace

@@ -73,6 +73,24 @@ TEST(EpCliErrors, DifferentModelsOrFlagsDetectedAtStart) {
     EXPECT_NE(r.err.find("(flags or placement file) differs between ranks"), std::string::npos) << r.err;
 }
 
+// Same size, same header and tensor table, one byte of the last tensor changed: the full-file hash
+// (default) tells the two files apart before any work.
+TEST(EpCliErrors, ChangedTensorByteDetectedAtStart) {
+    const std::string a = model_for("tiny-olmoe"), b = tmp("changed.gguf");
+    std::ifstream in(a, std::ios::binary);
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), {});
+    ASSERT_GT(bytes.size(), 100u);
+    bytes[bytes.size() - 3] ^= 0x01;
+    std::ofstream(b, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    const std::string out = tmp("changed.bin");
+    std::remove(out.c_str());
+    const CliRun r = sh(kMpirun + "-np 1 " + bin() + eval_args(a, out) + " --ep : -np 1 " + bin() +
+                        eval_args(b, out) + " --ep");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("the model file differs between ranks"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::ifstream(out).good());
+}
+
 // Rank 1 runs a long perplexity in the background of a shell and is killed (SIGKILL) or stopped
 // (SIGSTOP) after 2 s. Killed: mpirun sees it die and ends rank 0. Stopped (a hang): rank 0's
 // watchdog (--ep-timeout 3) stops it with a message naming the collective. Deadline: 40 s.

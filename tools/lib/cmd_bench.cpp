@@ -406,6 +406,7 @@ int cmd_bench(int argc, char** argv) {
     const double file = static_cast<double>(m->file_bytes());
 
     if (out_fmt == "json") {
+        const std::string ep_json = ep ? ep->profile_json(*m) : std::string();  // collective
         std::printf("{\n  \"model\": \"%s\", \"file\": \"%s\", \"size_bytes\": %.0f, \"params\": %llu,\n", name.c_str(),
                     model.c_str(), file, static_cast<unsigned long long>(m->n_params()));
         std::printf("  \"backend\": \"%s\", \"threads\": %d, \"build\": \"moe-engine %s (%s)\",\n", backend.c_str(), threads,
@@ -427,7 +428,9 @@ int cmd_bench(int argc, char** argv) {
             if (!r.cache_json.empty()) std::printf(", \"expert_cache\": %s", r.cache_json.c_str());
             std::printf("}%s\n", i + 1 < rows.size() ? "," : "");
         }
-        std::printf("  ]\n}\n");
+        std::printf("  ]");
+        if (!ep_json.empty()) std::printf(",\n  \"ep_profile\": %s", ep_json.c_str());
+        std::printf("\n}\n");
         if (ep) ep->report(*m);
         return 0;
     }

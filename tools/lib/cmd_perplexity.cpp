@@ -7,7 +7,9 @@
 //  - evaluate each chunk from an empty cache and score only its second half: logits at positions
 //    first = n_ctx/2 .. n_ctx-2 predict the next token; NLL = -log softmax(logits)[next];
 //  - PPL = exp(sum NLL / count), with llama.cpp's +/- estimate (sd of the NLL / sqrt(count - 1), * PPL).
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -35,6 +37,9 @@ void perplexity_usage(std::FILE* out) {
                  "  --chunks N   score only the first N chunks (default: all)\n"
                  "  --batch N    rows per forward call (default 512)\n"
                  "  --kv-type T  KV cache type f32 (default), f16 or q8_0 (approximate)\n"
+                 "  --routing-trace F  write every MoE layer's routing of every evaluated token as TSV\n"
+                 "               (as moe run; chunk after chunk, token = position in its chunk)\n"
+                 "  --nll-out F  write the NLL of every scored position (f64, chunk-major) to F\n"
                  "  --top-k K    route every MoE layer with K experts per token instead of the model's k\n"
                  "               (approximation: the quality cost of `moe serve --adaptive-topk`)\n"
                  "%s", kCacheUsage);
@@ -55,7 +60,7 @@ double nll_of(const float* logits, int64_t V, int32_t target) {
 int cmd_perplexity(int argc, char** argv) {
     const char* cmd = "perplexity";
     EpArgs epa;
-    std::string model, file;
+    std::string model, file, nll_out, trace_path;
     int64_t n_ctx = 512, max_chunks = -1;
     DType kv_type = DType::F32;
     int top_k = 0;  // --top-k: experts per token override (0: the model's)
@@ -79,6 +84,10 @@ int cmd_perplexity(int argc, char** argv) {
             mo.max_batch = parse_int(arg_value(argc, argv, i, cmd), "--batch", cmd, 1, 1 << 20);
         } else if (a == "--kv-type") {
             kv_type = parse_kv_type(arg_value(argc, argv, i, cmd), cmd);
+        } else if (a == "--routing-trace") {
+            trace_path = arg_value(argc, argv, i, cmd);
+        } else if (a == "--nll-out") {
+            nll_out = arg_value(argc, argv, i, cmd);
         } else if (a == "--top-k") {
             top_k = static_cast<int>(parse_int(arg_value(argc, argv, i, cmd), "--top-k", cmd, 1, 1 << 16));
         } else if (parse_cache_option(argc, argv, i, cmd, mo.cache)) {
@@ -98,6 +107,8 @@ int cmd_perplexity(int argc, char** argv) {
     mo.n_ctx = n_ctx;
     auto m = model::Model::load(model, mo);
     std::unique_ptr<EpRuntime> ep;
+    if (epa.on && !trace_path.empty())
+        throw_error(cmd, "--routing-trace with --ep would record only this rank's tokens; record it without --ep");
     if (epa.on) ep = std::make_unique<EpRuntime>(epa, *m, argc, argv, cmd);
     else check_no_ep_options(epa, cmd);
     if (top_k > 0) {
@@ -126,22 +137,58 @@ int cmd_perplexity(int argc, char** argv) {
     ThreadPool pool(m->options().n_threads);
     runtime::Session session(*m, pool, {n_ctx, 1, kv_type});
     std::vector<float> logits(static_cast<size_t>(n_ctx * V));
+    RoutingTrace trace;
+    if (!trace_path.empty()) session.stats().trace = &trace;
+    // NLL of every scored position [n_chunk, per], summed in chunk and position order afterwards
+    // (the same order and bits with or without --ep-dp).
+    const int64_t per = n_ctx - 1 - first;
+    std::vector<double> nlls(static_cast<size_t>(n_chunk * per), 0.0);
+    // --ep-dp: rank r evaluates chunks r, r + R, ... (its own KV cache, attention and router); a
+    // rank without a chunk in a round still takes part in the MoE exchanges of each of the round's
+    // forward calls (ceil(n_ctx / batch) per chunk, as Session::eval makes them).
+    const bool dp = ep && ep->data_parallel();
+    const int R = dp ? ep->group().size() : 1, me = dp ? ep->group().rank() : 0;
+    const int64_t B = m->options().max_batch, calls = (n_ctx + B - 1) / B;
     double nll = 0, nll2 = 0;
-    int64_t count = 0;
-    Timer t;
-    for (int64_t c = 0; c < n_chunk; ++c) {
-        std::vector<int32_t> chunk(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx);
-        if (add_bos) chunk[0] = tok.vocab().bos_id;
-        session.clear(0);
-        session.eval(0, chunk, logits.data(), true);
-        for (int64_t i = first; i < n_ctx - 1; ++i) {
-            const double v = nll_of(logits.data() + i * V, V, chunk[static_cast<size_t>(i + 1)]);
-            nll += v;
-            nll2 += v * v;
-            ++count;
+    int64_t count = 0, printed = 0;
+    auto print_upto = [&](int64_t c_end) {
+        for (; printed < c_end; ++printed) {
+            for (int64_t i = 0; i < per; ++i) {
+                const double v = nlls[static_cast<size_t>(printed * per + i)];
+                nll += v;
+                nll2 += v * v;
+                ++count;
+            }
+            std::printf("[%lld]%.4f,", static_cast<long long>(printed + 1), std::exp(nll / count));
+            std::fflush(stdout);
         }
-        std::printf("[%lld]%.4f,", static_cast<long long>(c + 1), std::exp(nll / count));
-        std::fflush(stdout);
+    };
+    Timer t;
+    for (int64_t c0 = 0; c0 < n_chunk; c0 += R) {
+        const int64_t c = c0 + me;
+        if (c < n_chunk) {
+            std::vector<int32_t> chunk(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx);
+            if (add_bos) chunk[0] = tok.vocab().bos_id;
+            session.clear(0);
+            session.eval(0, chunk, logits.data(), true);
+            for (int64_t i = first; i < n_ctx - 1; ++i)
+                nlls[static_cast<size_t>(c * per + i - first)] =
+                    nll_of(logits.data() + i * V, V, chunk[static_cast<size_t>(i + 1)]);
+        } else {
+            for (int64_t j = 0; j < calls; ++j) ep->idle_step(*m, pool);
+        }
+        if (!dp) print_upto(c + 1);
+    }
+    if (dp) {  // every position's value comes from one rank, the others add exact zeros
+        ep->group().all_reduce_sum(nlls.data(), static_cast<int64_t>(nlls.size()));
+        print_upto(n_chunk);
+    }
+    if (!trace_path.empty()) trace.write_tsv(trace_path);
+    if (!nll_out.empty() && (!ep || ep->is_root())) {
+        std::FILE* f = std::fopen(nll_out.c_str(), "wb");
+        if (!f) throw_error(cmd, "cannot create ", nll_out, ": ", std::strerror(errno));
+        const size_t w = std::fwrite(nlls.data(), sizeof(double), nlls.size(), f);
+        if (std::fclose(f) != 0 || w != nlls.size()) throw_error(cmd, "cannot write ", nll_out);
     }
     std::printf("\n");
     const double mean = nll / count;

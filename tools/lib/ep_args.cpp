@@ -22,6 +22,10 @@ const char* const kEpUsage =
     "  --ep-nodes N     simulate N nodes (rank -> rank * N / R) instead of MPI's shared-memory groups\n"
     "  --ep-overlap     two micro-batches per MoE layer: one's all-to-all (MPI_Ialltoallv) runs while\n"
     "                   the other's experts compute\n"
+    "  --ep-dp          data-parallel attention (perplexity): each rank evaluates its own chunks\n"
+    "                   (KV cache, attention, router); the MoE layers exchange tokens among all ranks\n"
+    "  --ep-hash H      model file check across ranks: full (XXH3 of every byte; default) or quick\n"
+    "                   (size + first 8 MiB)\n"
     "  --ep-profile     print the per-layer, per-rank stage profile (stderr)\n"
     "  --ep-profile-json FILE  write that profile as JSON\n";
 
@@ -36,6 +40,8 @@ bool parse_ep_arg(int argc, char** argv, int& i, const char* cmd, EpArgs& ep) {
     } else if (a == "--ep-nodes") ep.nodes = static_cast<int>(parse_int(arg_value(argc, argv, i, cmd), "--ep-nodes", cmd, 1, 1 << 20));
     else if (a == "--ep-profile") ep.profile = true;
     else if (a == "--ep-overlap") ep.overlap = true;
+    else if (a == "--ep-dp") ep.dp = true;
+    else if (a == "--ep-hash") ep.hash = dist::parse_digest_mode(arg_value(argc, argv, i, cmd));
     else if (a == "--ep-profile-json") ep.profile_json = arg_value(argc, argv, i, cmd);
     else return false;
     return true;
@@ -43,32 +49,16 @@ bool parse_ep_arg(int argc, char** argv, int& i, const char* cmd, EpArgs& ep) {
 
 void check_no_ep_options(const EpArgs& ep, const char* cmd) {
     if (!ep.placement.empty() || ep.compress != EpCompress::None || ep.nodes > 0 || ep.profile || ep.overlap ||
-        !ep.profile_json.empty())
-        throw_error(cmd, "--placement, --ep-compress, --ep-nodes, --ep-overlap and --ep-profile need --ep");
+        !ep.profile_json.empty() || ep.dp ||
+        ep.hash != dist::DigestMode::Full)
+        throw_error(cmd, "--placement, --ep-compress, --ep-nodes, --ep-overlap, --ep-dp, --ep-hash and --ep-profile need --ep");
 }
 
-namespace {
-
-// Model identity: file size + FNV-1a of the first 8 MiB (header, metadata, tensor table and the
-// first tensors). Hashing whole multi-GB files at every start would cost seconds per rank; two
-// different model files that agree on size and on their first 8 MiB are not detected.
-uint64_t model_digest(const std::string& path, std::string& detail) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw_error("ep", "cannot open ", path, ": ", std::strerror(errno));
-    f.seekg(0, std::ios::end);
-    const uint64_t size = static_cast<uint64_t>(f.tellg());
-    f.seekg(0);
-    std::vector<char> buf(std::min<uint64_t>(size, 8u << 20));
-    f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    uint64_t h = dist::fnv1a(&size, sizeof size);
-    h = dist::fnv1a(buf.data(), buf.size(), h);
-    detail = path + " (" + std::to_string(size) + " bytes)";
-    return h;
-}
-
-}  // namespace
 
 EpRuntime::EpRuntime(const EpArgs& args, model::Model& m, int argc, char** argv, const char* cmd) : args_(args) {
+    if (args.dp && std::string(cmd) != "perplexity")
+        throw_error(cmd, "--ep-dp (data-parallel attention) needs several independent sequences; only `moe "
+                    "perplexity` (chunks spread over the ranks) supports it; drop --ep-dp");
     dist::MpiGroupSpec gs;
     gs.timeout_s = args.timeout_s;
     gs.simulate_nodes = args.nodes;
@@ -78,8 +68,12 @@ EpRuntime::EpRuntime(const EpArgs& args, model::Model& m, int argc, char** argv,
         if (!std::freopen("/dev/null", "w", stdout)) throw_error("ep", "cannot silence stdout of rank ", group_->rank());
     }
     // Same model and the same flags everywhere, before any work.
-    std::string detail;
-    dist::check_same(*group_, model_digest(m.path(), detail), "model file", detail);
+    const dist::FileDigest fd = dist::file_digest(m.path(), args.hash);
+    if (args.profile && is_root())
+        std::fprintf(stderr, "moe %s: --ep model check: %s hash of %.2f GB in %.2f s\n", cmd,
+                     args.hash == dist::DigestMode::Full ? "XXH3 full" : "quick (first 8 MiB)",
+                     static_cast<double>(fd.hashed) / 1e9, fd.seconds);
+    dist::check_same(*group_, fd.hash, "model file", m.path() + " (" + std::to_string(fd.size) + " bytes)");
     std::string flags;
     for (int i = 0; i < argc; ++i) flags += std::string(argv[i]) + '\x1f';
     if (!args.placement.empty()) flags += "placement:" + tools::read_file(args.placement, cmd);
@@ -93,44 +87,97 @@ EpRuntime::EpRuntime(const EpArgs& args, model::Model& m, int argc, char** argv,
     else placement_ = dist::Placement::load(args.placement);
     placement_.check_model(L, E, R, args.placement.empty() ? "contiguous" : args.placement);
     for (int64_t il = 0; il < c.n_layer; ++il)
-        if (MoeBlock* b = m.moe_block(il)) b->use_ep(EpConfig{group_.get(), &placement_, args.compress, args.overlap});
+        if (MoeBlock* b = m.moe_block(il)) {
+            EpConfig cfg{group_.get(), &placement_, args.compress, args.overlap};
+            cfg.dp = args.dp;
+            b->use_ep(cfg);
+        }
 }
 
 EpRuntime::~EpRuntime() = default;
 
-void EpRuntime::report(const model::Model& m) {
-    if (!args_.profile && args_.profile_json.empty()) return;
+void EpRuntime::idle_step(model::Model& m, ThreadPool& pool) {
+    for (int64_t il = 0; il < m.config().n_layer; ++il)
+        if (MoeBlock* b = m.moe_block(il)) b->ep_idle(pool);
+}
+
+namespace {
+
+constexpr int kF = 12;  // fields per layer and rank (below)
+const char* const kNames[kF] = {"route", "layout", "wait", "dispatch", "experts", "shared", "combine", "gather",
+                                "calls", "rows_sent", "bytes_sent", "inter_node_bytes"};
+
+}  // namespace
+
+EpRuntime::Profile EpRuntime::gather_profile(const model::Model& m) {
     // Per layer: route, layout, wait, dispatch, experts, shared, combine, gather (s), calls, rows,
     // bytes, inter-node bytes (all incl. the gather for the last).
-    constexpr int kF = 12;
-    std::vector<int64_t> layers;
+    Profile pr;
     for (int64_t il = 0; il < m.config().n_layer; ++il)
-        if (m.moe_block(il)) layers.push_back(il);
-    const int R = group_->size(), nl = static_cast<int>(layers.size());
-    std::vector<double> mine(static_cast<size_t>(nl * kF)), all(static_cast<size_t>(nl * kF * R));
+        if (m.moe_block(il)) pr.layers.push_back(il);
+    const int R = group_->size(), nl = static_cast<int>(pr.layers.size());
+    std::vector<double> mine(static_cast<size_t>(nl * kF));
+    pr.all.resize(static_cast<size_t>(nl * kF * R));
     for (int j = 0; j < nl; ++j) {
-        const EpStageTimes& t = *m.moe_block(layers[static_cast<size_t>(j)])->ep_times();
+        const EpStageTimes& t = *m.moe_block(pr.layers[static_cast<size_t>(j)])->ep_times();
         const double v[kF] = {t.route,   t.layout,  t.wait,   t.dispatch, t.experts, t.shared, t.combine, t.gather,
                               double(t.calls), double(t.rows_sent), double(t.bytes_sent), double(t.inter_node_bytes)};
         std::copy(v, v + kF, mine.begin() + j * kF);
     }
     std::vector<int64_t> bytes(static_cast<size_t>(R), nl * kF * 8), displs(static_cast<size_t>(R));
     for (int r = 0; r < R; ++r) displs[static_cast<size_t>(r)] = int64_t(r) * nl * kF * 8;
-    group_->all_gather_v(mine.data(), all.data(), bytes.data(), displs.data());
+    group_->all_gather_v(mine.data(), pr.all.data(), bytes.data(), displs.data());
+    return pr;
+}
+
+std::string EpRuntime::profile_json(const Profile& pr) const {
+    const int R = group_->size(), nl = static_cast<int>(pr.layers.size());
+    auto at = [&](int r, int j, int f) { return pr.all[static_cast<size_t>((r * nl + j) * kF + f)]; };
+    std::string out;
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "{\"ranks\": %d, \"placement\": \"%s\", \"compress\": \"%s\", \"overlap\": %s, "
+                  "\"dp\": %s, \"layers\": [", R, placement_.algorithm.c_str(), ep_compress_name(args_.compress),
+                  args_.overlap ? "true" : "false", args_.dp ? "true" : "false");
+    out += buf;
+    for (int j = 0; j < nl; ++j) {
+        std::snprintf(buf, sizeof buf, "%s\n {\"layer\": %lld, \"ranks\": [", j ? "," : "",
+                      static_cast<long long>(pr.layers[static_cast<size_t>(j)]));
+        out += buf;
+        for (int r = 0; r < R; ++r) {
+            out += r ? ", {" : "{";
+            for (int x = 0; x < kF; ++x) {
+                std::snprintf(buf, sizeof buf, "%s\"%s%s\": %.9g", x ? ", " : "", kNames[x], x < 8 ? "_s" : "", at(r, j, x));
+                out += buf;
+            }
+            out += "}";
+        }
+        out += "]}";
+    }
+    out += "\n]}";
+    return out;
+}
+
+std::string EpRuntime::profile_json(const model::Model& m) {
+    const Profile pr = gather_profile(m);
+    return is_root() ? profile_json(pr) : std::string();
+}
+
+void EpRuntime::report(const model::Model& m) {
+    if (!args_.profile && args_.profile_json.empty()) return;
+    const Profile pr = gather_profile(m);
     if (!is_root()) return;
-    static const char* names[kF] = {"route", "layout", "wait", "dispatch", "experts", "shared", "combine", "gather",
-                                    "calls", "rows_sent", "bytes_sent", "inter_node_bytes"};
-    auto at = [&](int r, int j, int f) { return all[static_cast<size_t>((r * nl + j) * kF + f)]; };
+    const int R = group_->size(), nl = static_cast<int>(pr.layers.size());
+    auto at = [&](int r, int j, int f) { return pr.all[static_cast<size_t>((r * nl + j) * kF + f)]; };
     if (args_.profile) {
         std::fprintf(stderr, "\nEP stage profile (ms per layer per rank, summed over calls; wait = the counts exchange,"
                              " where ranks meet)\n| layer | rank |");
-        for (int f = 0; f < 8; ++f) std::fprintf(stderr, " %s |", names[f]);
+        for (int f = 0; f < 8; ++f) std::fprintf(stderr, " %s |", kNames[f]);
         std::fprintf(stderr, " rows sent | bytes sent | inter-node bytes |\n|---|---|");
         for (int f = 0; f < 11; ++f) std::fprintf(stderr, "---:|");
         std::fprintf(stderr, "\n");
         for (int j = 0; j < nl; ++j)
             for (int r = 0; r < R; ++r) {
-                std::fprintf(stderr, "| %lld | %d |", static_cast<long long>(layers[static_cast<size_t>(j)]), r);
+                std::fprintf(stderr, "| %lld | %d |", static_cast<long long>(pr.layers[static_cast<size_t>(j)]), r);
                 for (int f = 0; f < 8; ++f) std::fprintf(stderr, " %.3f |", 1e3 * at(r, j, f));
                 std::fprintf(stderr, " %.0f | %.0f | %.0f |\n", at(r, j, 9), at(r, j, 10), at(r, j, 11));
             }
@@ -138,21 +185,9 @@ void EpRuntime::report(const model::Model& m) {
     if (!args_.profile_json.empty()) {
         std::FILE* f = std::fopen(args_.profile_json.c_str(), "w");
         if (!f) throw_error("ep", "cannot create ", args_.profile_json, ": ", std::strerror(errno));
-        std::fprintf(f, "{\"ranks\": %d, \"placement\": \"%s\", \"compress\": \"%s\", \"overlap\": %s, \"layers\": [",
-                     R, placement_.algorithm.c_str(), ep_compress_name(args_.compress), args_.overlap ? "true" : "false");
-        for (int j = 0; j < nl; ++j) {
-            std::fprintf(f, "%s\n {\"layer\": %lld, \"ranks\": [", j ? "," : "",
-                         static_cast<long long>(layers[static_cast<size_t>(j)]));
-            for (int r = 0; r < R; ++r) {
-                std::fprintf(f, "%s{", r ? ", " : "");
-                for (int x = 0; x < kF; ++x)
-                    std::fprintf(f, "%s\"%s%s\": %.9g", x ? ", " : "", names[x], x < 8 ? "_s" : "", at(r, j, x));
-                std::fprintf(f, "}");
-            }
-            std::fprintf(f, "]}");
-        }
-        std::fprintf(f, "\n]}\n");
-        std::fclose(f);
+        const std::string j = profile_json(pr) + "\n";
+        const size_t w = std::fwrite(j.data(), 1, j.size(), f);
+        if (std::fclose(f) != 0 || w != j.size()) throw_error("ep", "cannot write ", args_.profile_json);
     }
 }
 

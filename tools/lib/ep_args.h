@@ -7,11 +7,16 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "dist/file_digest.h"
 #include "dist/group.h"
 #include "dist/placement.h"
 #include "moe/ep.h"
 
+namespace moe {
+class ThreadPool;
+}
 namespace moe::model {
 class Model;
 }
@@ -25,6 +30,8 @@ struct EpArgs {
     double timeout_s = 120;    // watchdog limit for one collective
     int nodes = 0;             // > 0: simulate this many nodes
     bool overlap = false;      // two micro-batches, non-blocking all-to-alls
+    bool dp = false;           // data-parallel attention: each rank evaluates its own sequences
+    dist::DigestMode hash = dist::DigestMode::Full;  // model file identity check at start-up
     bool profile = false;      // print the per-layer, per-rank stage profile (rank 0, stderr)
     std::string profile_json;  // write it as JSON here (rank 0)
 };
@@ -48,10 +55,22 @@ public:
     bool is_root() const { return group_->rank() == 0; }
     dist::Group& group() { return *group_; }
     const dist::Placement& placement() const { return placement_; }
+    bool data_parallel() const { return args_.dp; }
+    // --ep-dp: this rank has no sequence for one forward call; it still runs every MoE layer's
+    // exchanges (in layer order) so the ranks that do have work can proceed (collective).
+    void idle_step(model::Model& m, ThreadPool& pool);
     // Gathers every rank's per-layer stage times on rank 0 and prints / writes them (collective).
     void report(const model::Model& m);
+    // The same profile as JSON (collective; the text on rank 0, "" on the others), for `bench -o json`.
+    std::string profile_json(const model::Model& m);
 
 private:
+    struct Profile {
+        std::vector<int64_t> layers;  // MoE layers
+        std::vector<double> all;      // [rank][layer][field]
+    };
+    Profile gather_profile(const model::Model& m);  // collective
+    std::string profile_json(const Profile& pr) const;
     EpArgs args_;
     std::unique_ptr<dist::Group> group_;
     dist::Placement placement_;
