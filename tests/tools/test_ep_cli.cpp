@@ -35,7 +35,8 @@ std::string replicated_placement() {
 }
 
 TEST(EpCli, BitIdenticalOnEveryPresetAndRankCount) {
-    for (const std::string preset : {"tiny-mixtral", "tiny-qwen2moe", "tiny-qwen3moe", "tiny-olmoe"}) {
+    for (const std::string preset : {"tiny-mixtral", "tiny-qwen2moe", "tiny-qwen3moe", "tiny-olmoe", "tiny-deepseek2",
+                                      "tiny-deepseek3", "tiny-gpt-oss"}) {
         const std::string m = model_for(preset);
         const std::string ref = tmp(preset + "_ref.bin");
         const CliRun r0 = sh(bin() + eval_args(m, ref));
