@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -67,4 +68,14 @@ TEST(QuantMxfp4, EdgeBlocksStayFinite) {
     for (float v : y) EXPECT_TRUE(std::isfinite(v));
     EXPECT_GT(y[65], 1e38f);
     EXPECT_LT(y[64], -1e38f);
+}
+
+// The E8M0 half-scale is built from float bits; every one of the 256 bytes equals 2^(e - 128)
+// computed by the C library (subnormals at e = 0, 1 included).
+TEST(QuantMxfp4, E8m0HalfEqualsLdexpForEveryByte) {
+    for (int e = 0; e < 256; ++e) {
+        const float want = std::ldexp(1.0f, e - 128);
+        const float got = moe::ref::e8m0_half(static_cast<uint8_t>(e));
+        EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0) << "e = " << e << ": " << got << " vs " << want;
+    }
 }

@@ -260,6 +260,16 @@ inline void prefetch_share(const PanelShare& p, int i, int n) {
     for (int64_t o = p.start + 64 * i; o < p.stop; o += 64 * n) asm volatile("prefetcht2 %0" : : "m"(p.base[o]));
 }
 
+// Decoders of 32-value blocks with one scale field at the start of each block (Q8_0, Q4_0, MXFP4)
+// may give kBlockBytes and gather_scale(offs, p): the scales of 16 rows' blocks at byte p of row 0
+// and p + offs[c] of row c, as one vector. direct_row then gathers them instead of going through
+// pack_scales' per-row scalar stores (measured on gpt-oss-20b shapes, whose K = 2880 keeps Q8_0 off
+// its 128-value GEMV: see docs/PERFORMANCE.md, "gpt-oss decode").
+template <class D>
+constexpr bool gathers_scales() {
+    return requires { D::kBlockBytes; };
+}
+
 template <class D>
 void direct_row(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc, int64_t nblocks,
                 int64_t nsb) {
@@ -268,11 +278,31 @@ void direct_row(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
     constexpr int kGran = D::kSbElems / D::kG, kSub = D::kG / 16;
     alignas(64) float ws[kGran * 16], wm[16 * 16];
     const int64_t ng = a.K / D::kG;
+    const int64_t stride = static_cast<int64_t>(a.w_row_stride);
+    bool gather = false;
+    __m512i offs = _mm512_setzero_si512();
+    if constexpr (gathers_scales<D>()) {
+        static_assert(kGran == 2 && D::kUnits == 1, "gathered scales: two 32-value blocks per super-block");
+        gather = 15 * stride <= INT32_MAX;
+        alignas(64) int32_t off[16];
+        for (int c = 0; c < 16; ++c) off[c] = c < nc ? static_cast<int32_t>(c * stride) : 0;  // rows past nc re-read row n
+        offs = _mm512_load_si512(off);
+    }
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
         typename D::State st[16];
         const PanelShare ps = panel_share(a, n, sb, nsb);
-        pack_scales<D>(w, nc, sb, nblocks, st, ws, wm);
+        if constexpr (gathers_scales<D>()) {
+            if (gather) {
+                const uint8_t* b0 = w[0] + 2 * sb * D::kBlockBytes;
+                _mm512_store_ps(ws, D::gather_scale(offs, b0));
+                _mm512_store_ps(ws + 16, 2 * sb + 1 < nblocks ? D::gather_scale(offs, b0 + D::kBlockBytes) : _mm512_setzero_ps());
+            } else {
+                pack_scales<D>(w, nc, sb, nblocks, st, ws, wm);
+            }
+        } else {
+            pack_scales<D>(w, nc, sb, nblocks, st, ws, wm);
+        }
         for (int u = 0; u < D::kUnits; ++u) {
             const int64_t U = sb * D::kUnits + u;
             const __m512i xq = _mm512_loadu_si512(x.qs + 64 * U);

@@ -37,8 +37,11 @@ using namespace avx512;
 // scale_vec() (K-quants): the granule scales in lanes 0.. and, for Q4_K/Q5_K, dmin*m of each
 // 32-value group in lanes 8..15, as one zmm (transposed to [granule][row] by pack_scales).
 struct DQ8_0 {
-    static constexpr int kShift = 7, kUnits = 1, kSbElems = 64, kG = 32, kSbBytes = 68;
+    static constexpr int kShift = 7, kUnits = 1, kSbElems = 64, kG = 32, kSbBytes = 68, kBlockBytes = 34;
     static constexpr bool kMin = false, kVecScales = false;
+    static __m512 gather_scale(__m512i offs, const uint8_t* p) {  // f16 d: the low half of the dword at p
+        return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(offs, p, 1)));
+    }
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
     static __m512i levels(const State&, const uint8_t* row, int64_t sb, int, int64_t nblocks) {
@@ -56,8 +59,9 @@ struct DQ8_0 {
 };
 
 struct DQ4_0 {
-    static constexpr int kShift = 3, kUnits = 1, kSbElems = 64, kG = 32, kSbBytes = 36;
+    static constexpr int kShift = 3, kUnits = 1, kSbElems = 64, kG = 32, kSbBytes = 36, kBlockBytes = 18;
     static constexpr bool kMin = false, kVecScales = false;
+    static __m512 gather_scale(__m512i offs, const uint8_t* p) { return DQ8_0::gather_scale(offs, p); }
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
     static __m512i levels(const State&, const uint8_t* row, int64_t sb, int, int64_t nblocks) {
@@ -153,7 +157,7 @@ struct DQ6_K {
 };
 
 // ---------------------------------------------------------------- decode GEMV, 16 rows x 128 values
-// For Q4_K/Q5_K (and Q8_0 when K % 128 == 0) the decode path works in steps of 128 values: per
+// For Q4_K/Q5_K (and Q8_0) the decode path works in steps of 128 values: per
 // weight row two 64-byte level vectors L and H (Q4_K: one 64-byte load of qs gives both nibble
 // planes; Q8_0: two units), one vpdpbusd each against the matching activation bytes (prepared once
 // per step for all 16 rows), and a reduction tree (tree4 below) that turns the 32 vpdpbusd results
@@ -260,14 +264,7 @@ struct G45_K {
 };
 
 struct G8_0 {  // 4 blocks (128 values) per step; the engine is gemv16_q80
-    static constexpr int kSbElems = 128, kSteps = 1, kBytes = 136;
-    static constexpr bool kMin = false;
-    static constexpr int kShift = 7;
-    static void scales(const uint8_t* const* w, int64_t sb, __m512* ws, __m512*, __m512i rows, const uint8_t* base) {
-        (void)w;
-        for (int b = 0; b < 4; ++b)
-            ws[b] = half_lo(_mm512_i32gather_epi32(rows, base + sb * kBytes + 34 * b, 1));
-    }
+    static constexpr int kBytes = 136;
 };
 
 // The 16 weight rows n.. of a decode GEMV: their pointers and, for gathers, their byte offsets
@@ -387,38 +384,45 @@ void gemv16_q4k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
 
 // Q8_0 likewise: per 128-value step (4 blocks) the two 64-byte level vectors [b0 b1] and [b2 b3]
 // are regrouped into first / second 16 values of each block, one vpdpbusd chain per row, then
-// granule_sums: R[h] = block h of the step (lane c = row c).
+// granule_sums: R[h] = block h of the step (lane c = row c). When K is not a multiple of 128
+// (gpt-oss: 2880) the last step has 1-3 blocks: the missing ones are zero-filled (never read past
+// the row) and their lanes ignored.
+template <bool Tail>
+inline void q80_step(const uint8_t* const* w, const ref::ActQ8Row& x, int64_t sb, int nbs, __m512i rows,
+                     const PanelShare& ps, __m512& acc) {
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    const __mmask64 k0 = Tail && nbs < 2 ? 0xFFFFFFFFull : ~0ull;
+    const __mmask64 k1 = Tail ? (nbs == 4 ? ~0ull : nbs == 3 ? 0xFFFFFFFFull : 0ull) : ~0ull;
+    const __m512i x0 = _mm512_maskz_loadu_epi8(k0, x.qs + 128 * sb), x1 = _mm512_maskz_loadu_epi8(k1, x.qs + 128 * sb + 64);
+    const __m512i xA = _mm512_shuffle_i64x2(x0, x1, 0x88), xB = _mm512_shuffle_i64x2(x0, x1, 0xDD);
+    auto blk = [&](const uint8_t* b, int k) {
+        return !Tail || k < nbs ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 34 * k + 2)) : _mm256_setzero_si256();
+    };
+    __m512i dp[16], R[4];
+    for (int c = 0; c < 16; ++c) {
+        prefetch_share(ps, c, 16);
+        const uint8_t* b = w[c] + sb * G8_0::kBytes;
+        const __m512i L = _mm512_xor_si512(cat256(blk(b, 0), blk(b, 1)), flip);
+        const __m512i H = _mm512_xor_si512(cat256(blk(b, 2), blk(b, 3)), flip);
+        const __m512i A = _mm512_shuffle_i64x2(L, H, 0x88), B = _mm512_shuffle_i64x2(L, H, 0xDD);
+        dp[c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), A, xA), B, xB);
+    }
+    granule_sums(dp, R);
+    for (int k = 0; k < (Tail ? nbs : 4); ++k) {
+        const int64_t g = sb * 4 + k;
+        const __m512 ws = half_lo(_mm512_i32gather_epi32(rows, w[0] + sb * G8_0::kBytes + 34 * k, 1));
+        const __m512i I = _mm512_add_epi32(R[k], _mm512_set1_epi32((x.nsum[8 * g] + x.nsum[8 * g + 4]) * 128));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(ws, _mm512_set1_ps(x.dxv[8 * g])), acc);
+    }
+}
+
 void gemv16_q80(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
     const Rows16 rw(a, n, nc);
-    const uint8_t* const* w = rw.w;
     const __m512i rows = rw.offsets();
-    const int64_t nsb = a.K / 128;
-    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    const int64_t nb = a.K / 32, nfull = nb / 4, nstep = (nb + 3) / 4;
     __m512 acc = _mm512_setzero_ps();
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-        const PanelShare ps = panel_share(a, n, sb, nsb);
-        __m512 ws[4];
-        G8_0::scales(w, sb, ws, nullptr, rows, w[0]);
-        const __m512i x0 = _mm512_loadu_si512(x.qs + 128 * sb), x1 = _mm512_loadu_si512(x.qs + 128 * sb + 64);
-        const __m512i xA = _mm512_shuffle_i64x2(x0, x1, 0x88), xB = _mm512_shuffle_i64x2(x0, x1, 0xDD);
-        __m512i dp[16], R[4];
-        for (int c = 0; c < 16; ++c) {
-            prefetch_share(ps, c, 16);
-            const uint8_t* b = w[c] + sb * G8_0::kBytes;
-            const __m512i L = _mm512_xor_si512(cat256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)),
-                                                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 36))), flip);
-            const __m512i H = _mm512_xor_si512(cat256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 70)),
-                                                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 104))), flip);
-            const __m512i A = _mm512_shuffle_i64x2(L, H, 0x88), B = _mm512_shuffle_i64x2(L, H, 0xDD);
-            dp[c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), A, xA), B, xB);
-        }
-        granule_sums(dp, R);
-        for (int k = 0; k < 4; ++k) {
-            const int64_t g = sb * 4 + k;
-            const __m512i I = _mm512_add_epi32(R[k], _mm512_set1_epi32((x.nsum[8 * g] + x.nsum[8 * g + 4]) * 128));
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(ws[k], _mm512_set1_ps(x.dxv[8 * g])), acc);
-        }
-    }
+    for (int64_t sb = 0; sb < nfull; ++sb) q80_step<false>(rw.w, x, sb, 4, rows, panel_share(a, n, sb, nstep), acc);
+    if (nfull < nstep) q80_step<true>(rw.w, x, nfull, static_cast<int>(nb - 4 * nfull), rows, panel_share(a, n, nfull, nstep), acc);
     store_row16(a, r, n, nc, acc);
 }
 
@@ -470,7 +474,7 @@ struct FastQ5K {
     static void run(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16<G45_K<true>>(a, x, r, n, nc); }
 };
 struct FastQ80 {
-    static bool usable(const MatmulArgs& a) { return a.K % 128 == 0 && 15 * static_cast<int64_t>(a.w_row_stride) <= INT32_MAX; }
+    static bool usable(const MatmulArgs& a) { return 15 * static_cast<int64_t>(a.w_row_stride) <= INT32_MAX; }
     static void run(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_q80(a, x, r, n, nc); }
 };
 struct FastQ6K {

@@ -74,9 +74,17 @@ void quantize_affine_k(const float* x, int levels, uint16_t* d, uint16_t* dmin, 
 // Q3_K: signed scale j (0..15) = 6-bit field - 32.
 int q3_k_scale(const uint8_t scales[12], int j);
 
-// MXFP4 element values (2 x E2M1) and the E8M0 half-scale 2^(e-128).
+// MXFP4 element values (2 x E2M1) and the E8M0 half-scale 2^(e-128), built from its float bits
+// (inline: the decode GEMV calls it per block and row, and std::ldexp cost 40 % of gpt-oss decode):
+// e >= 2 is the normal float with biased exponent e - 1; e = 1, 0 are the subnormals 2^-127, 2^-128.
+// tests/kernels/test_quant_mxfp4.cpp checks all 256 values against std::ldexp(1, e - 128).
 extern const int8_t kMxfp4Values[16];
-float e8m0_half(uint8_t e);
+inline float e8m0_half(uint8_t e) {
+    const uint32_t bits = e >= 2 ? static_cast<uint32_t>(e - 1) << 23 : 0x00200000u << e;
+    float f;
+    __builtin_memcpy(&f, &bits, sizeof f);
+    return f;
+}
 
 // Dequantizers: x is n / block-size blocks, y n floats (n a multiple of the block size, asserted).
 void dequantize_row_q4_0(const void* x, float* y, int64_t n);

@@ -12,7 +12,6 @@ namespace moe::ref {
 
 const int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
-float e8m0_half(uint8_t e) { return std::ldexp(1.0f, static_cast<int>(e) - 128); }  // exact
 
 void dequantize_row_mxfp4(const void* x, float* y, int64_t n) {
     MOE_ASSERT(n % 32 == 0, "MXFP4 row length ", n, " is not a multiple of 32");
