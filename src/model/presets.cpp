@@ -187,6 +187,13 @@ std::vector<Preset> make_presets() {
     // run past it, 8 heads / 2 kv of 16, 8 experts top-4 of 32, YaRN 4x from 128.
     p.push_back({"tiny-gpt-oss", "tiny gpt-oss (sinks, sliding window 8, biases, clamped SwiGLU, YaRN; test model)",
                  gpt_oss("tiny-gpt-oss", {tv, 64, 2, 8, 2, 16, 32, 8, 4, 8, 4096, 150000.0f, 4.0f, 128})});
+    // Small presets for per-weight-type parity runs (docs/PARITY.md, issue 17): every row length a
+    // multiple of 256 so that llama-quantize keeps each K-/IQ-type (no fallback), 4 layers,
+    // 16 experts top-4, a few hundred MB at f32.
+    p.push_back({"small-qwen3moe", "small qwen3moe, rows multiples of 256 (quantization parity model)",
+                 qwen3moe("small-qwen3moe", tv, 512, 4, 4, 2, 128, 1024, 256, 16, 4, 2048)});
+    p.push_back({"small-olmoe", "small olmoe, rows multiples of 256 (quantization parity model)",
+                 olmoe("small-olmoe", tv, 512, 4, 4, 4, 128, 512, 16, 4, 2048)});
     for (const auto& x : p) x.config.validate();
     return p;
 }

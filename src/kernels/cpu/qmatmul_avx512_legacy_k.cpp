@@ -142,10 +142,21 @@ struct DQ3_K {
         return _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(hm, bits), lo, _mm512_set1_epi8(4));
     }
     static __m512 scale_vec(const State&, const uint8_t* row, int64_t sb, int64_t) {
+        // The 16 6-bit scales as ref::q3_k_scale, in lanes (decode GEMV calls this per row and
+        // super-block; the scalar loop was 4x the dot product): low 4 bits = nibble j / 8 of
+        // scales[j % 8], high 2 bits = bits 2 (j / 4) of scales[8 + j % 4]. Masked load: 12 bytes.
         const uint8_t* b = row + sb * 110;
-        alignas(64) float sc[16];
-        for (int j = 0; j < 16; ++j) sc[j] = static_cast<float>(ref::q3_k_scale(b + 96, j));
-        return _mm512_mul_ps(_mm512_load_ps(sc), _mm512_set1_ps(h2f(b + 108)));
+        const __m512i v = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(0x0FFF, b + 96));
+        const __m512i lo = _mm512_and_si512(
+            _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7), v),
+                              _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4)),
+            _mm512_set1_epi32(0xF));
+        const __m512i hi = _mm512_and_si512(
+            _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_setr_epi32(8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11), v),
+                              _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6)),
+            _mm512_set1_epi32(3));
+        const __m512i sc = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(sc), _mm512_set1_ps(h2f(b + 108)));
     }
 };
 
