@@ -270,6 +270,32 @@ constexpr bool gathers_scales() {
     return requires { D::kBlockBytes; };
 }
 
+// The 16 weight rows n.. of a decode GEMV: their pointers and, for gathers, their byte offsets
+// from row n. Rows past nc re-read row n (their lanes are computed but never stored).
+struct Rows16 {
+    const uint8_t* w[16];
+    alignas(64) int32_t off[16];
+    Rows16(const MatmulArgs& a, int64_t n, int nc) {
+        for (int c = 0; c < 16; ++c) {
+            const int64_t cc = c < nc ? c : 0;
+            w[c] = static_cast<const uint8_t*>(a.w) + (n + cc) * static_cast<int64_t>(a.w_row_stride);
+            off[c] = static_cast<int32_t>(cc * static_cast<int64_t>(a.w_row_stride));  // callers check 15 * stride fits
+        }
+    }
+    __m512i offsets() const { return _mm512_load_si512(off); }
+};
+
+// Activations of a 128-value decode step (4 blocks of 32) regrouped so that 128-bit lane k holds
+// block k's first 16 values (xA) and its second 16 (xB); a last step of nbs < 4 blocks reads only
+// its own bytes (the rest are zero).
+inline void act_step128(const int8_t* xq, int nbs, __m512i& xA, __m512i& xB) {
+    const __mmask64 k0 = nbs < 2 ? 0xFFFFFFFFull : ~0ull;
+    const __mmask64 k1 = nbs == 4 ? ~0ull : nbs == 3 ? 0xFFFFFFFFull : 0ull;
+    const __m512i x0 = _mm512_maskz_loadu_epi8(k0, xq), x1 = _mm512_maskz_loadu_epi8(k1, xq + 64);
+    xA = _mm512_shuffle_i64x2(x0, x1, 0x88);
+    xB = _mm512_shuffle_i64x2(x0, x1, 0xDD);
+}
+
 template <class D>
 void direct_row(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc, int64_t nblocks,
                 int64_t nsb) {

@@ -197,9 +197,10 @@ struct DMXFP4 {
     static constexpr int kShift = 4, kUnits = 1, kSbElems = 64, kG = 32, kSbBytes = 34, kBlockBytes = 17;
     static constexpr bool kMin = false, kVecScales = false;
     struct State {};
+    static __m512i table() { return _mm512_broadcast_i32x4(_mm_setr_epi8(16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4)); }
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
     static __m512i levels(const State&, const uint8_t* row, int64_t sb, int, int64_t nblocks) {
-        const __m512i tbl = _mm512_broadcast_i32x4(_mm_setr_epi8(16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4));
+        const __m512i tbl = table();
         const uint8_t* b0 = row + 2 * sb * 17;
         return _mm512_shuffle_epi8(tbl, nibbles2(b0 + 1, b0 + 18, 2 * sb + 1 < nblocks));
     }
@@ -228,13 +229,10 @@ struct DMXFP4 {
 template <bool Tail>
 inline void mxfp4_step(const uint8_t* const* w, const ref::ActQ8Row& x, int64_t s, int nbs, __m512i offs,
                        const PanelShare& ps, __m512& acc) {
-    const __m512i tbl = _mm512_broadcast_i32x4(_mm_setr_epi8(16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4));
+    const __m512i tbl = DMXFP4::table();
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const int8_t* xq = x.qs + 128 * s;
-    const __mmask64 k0 = Tail && nbs < 2 ? 0xFFFFFFFFull : ~0ull;
-    const __mmask64 k1 = Tail ? (nbs == 4 ? ~0ull : nbs == 3 ? 0xFFFFFFFFull : 0ull) : ~0ull;
-    const __m512i x0 = _mm512_maskz_loadu_epi8(k0, xq), x1 = _mm512_maskz_loadu_epi8(k1, xq + 64);
-    const __m512i xA = _mm512_shuffle_i64x2(x0, x1, 0x88), xB = _mm512_shuffle_i64x2(x0, x1, 0xDD);
+    __m512i xA, xB;
+    act_step128(x.qs + 128 * s, Tail ? nbs : 4, xA, xB);
     __m512i dp[16], R[4];
     for (int c = 0; c < 16; ++c) {
         prefetch_share(ps, c, 16);
@@ -266,15 +264,9 @@ inline void mxfp4_step(const uint8_t* const* w, const ref::ActQ8Row& x, int64_t 
 }
 
 void gemv16_mxfp4(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
-    const int64_t stride = static_cast<int64_t>(a.w_row_stride);
-    const uint8_t* w[16];
-    alignas(64) int32_t off[16];
-    for (int c = 0; c < 16; ++c) {  // rows past nc re-read row n (their lanes are never stored)
-        const int64_t cc = c < nc ? c : 0;
-        w[c] = static_cast<const uint8_t*>(a.w) + (n + cc) * stride;
-        off[c] = static_cast<int32_t>(cc * stride);
-    }
-    const __m512i offs = _mm512_load_si512(off);
+    const Rows16 rw(a, n, nc);
+    const uint8_t* const* w = rw.w;
+    const __m512i offs = rw.offsets();
     const int64_t nb = a.K / 32, nfull = nb / 4, nstep = (nb + 3) / 4;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t s = 0; s < nfull; ++s) mxfp4_step<false>(w, x, s, 4, offs, panel_share(a, n, s, nstep), acc);

@@ -267,20 +267,6 @@ struct G8_0 {  // 4 blocks (128 values) per step; the engine is gemv16_q80
     static constexpr int kBytes = 136;
 };
 
-// The 16 weight rows n.. of a decode GEMV: their pointers and, for gathers, their byte offsets
-// from row n. Rows past nc re-read row n (their lanes are computed but never stored).
-struct Rows16 {
-    const uint8_t* w[16];
-    alignas(64) int32_t off[16];
-    Rows16(const MatmulArgs& a, int64_t n, int nc) {
-        for (int c = 0; c < 16; ++c) {
-            const int64_t cc = c < nc ? c : 0;
-            w[c] = static_cast<const uint8_t*>(a.w) + (n + cc) * static_cast<int64_t>(a.w_row_stride);
-            off[c] = static_cast<int32_t>(cc * static_cast<int64_t>(a.w_row_stride));  // callers check 15 * stride fits
-        }
-    }
-    __m512i offsets() const { return _mm512_load_si512(off); }
-};
 
 template <class G>
 void gemv16(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
@@ -391,10 +377,8 @@ template <bool Tail>
 inline void q80_step(const uint8_t* const* w, const ref::ActQ8Row& x, int64_t sb, int nbs, __m512i rows,
                      const PanelShare& ps, __m512& acc) {
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-    const __mmask64 k0 = Tail && nbs < 2 ? 0xFFFFFFFFull : ~0ull;
-    const __mmask64 k1 = Tail ? (nbs == 4 ? ~0ull : nbs == 3 ? 0xFFFFFFFFull : 0ull) : ~0ull;
-    const __m512i x0 = _mm512_maskz_loadu_epi8(k0, x.qs + 128 * sb), x1 = _mm512_maskz_loadu_epi8(k1, x.qs + 128 * sb + 64);
-    const __m512i xA = _mm512_shuffle_i64x2(x0, x1, 0x88), xB = _mm512_shuffle_i64x2(x0, x1, 0xDD);
+    __m512i xA, xB;
+    act_step128(x.qs + 128 * sb, Tail ? nbs : 4, xA, xB);
     auto blk = [&](const uint8_t* b, int k) {
         return !Tail || k < nbs ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 34 * k + 2)) : _mm256_setzero_si256();
     };
