@@ -190,6 +190,9 @@ void ExpertCache::acquire_async(int layer, const int32_t* ids, int n, ExpertSlic
     MOE_ASSERT(layer >= 0 && layer < spec_.n_layer && by_layer_[static_cast<size_t>(layer)], "layer ", layer);
     MOE_ASSERT(held_.empty(), "acquire before release");
     MOE_ASSERT(n <= spec_.n_slots, n, " experts > ", spec_.n_slots, " slots");
+    // The file changed under the cache once: no call may run, even on slots that are all resident
+    // (the model's weights no longer match its file; the error says to start again).
+    if (changed_) std::rethrow_exception(changed_);
     const ExpertLayerFile& lf = *by_layer_[static_cast<size_t>(layer)];
     ExpertCacheCounters& st = per_layer_[static_cast<size_t>(layer)];
     reader_.poll();
@@ -267,7 +270,10 @@ int ExpertCache::wait_ready(uint8_t* ready, int n) {
                 } catch (...) {
                     err = std::current_exception();
                 }
-                if (err) fail_held(held_layer_, err);
+                if (err) {
+                    changed_ = err;
+                    fail_held(held_layer_, err);
+                }
                 fresh_[s] = 0;
             }
             ready[i] = 1;

@@ -124,6 +124,7 @@ private:
     std::vector<int> loading_list_;             // slots with reads in flight
     std::vector<uint8_t> ready_all_;            // acquire(): wait_ready over all
     int held_layer_ = -1;                       // layer of the current acquire
+    std::exception_ptr changed_;                // set when the file changed on disk: every later acquire throws it
     int64_t tick_ = 0;
     std::vector<ExpertCacheCounters> per_layer_;
 };
