@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/head_rows.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -40,42 +41,6 @@ void rope_strided(const RopeCache& cache, float* x, int64_t n, int64_t ld, int64
             }
         }
     }
-}
-
-// Per-head products y_h[t] = W_h x_h[t] for H heads with the f32 kernel: W_h is N rows of K floats
-// at w + h * N * K; x_h[t] at x + t * ldx + h * xs, y_h[t] at y + t * ldy + h * ys. Tasks are
-// (head, block of output rows); every output is one dot product of the kernel (row-local).
-struct HeadGemv {
-    const float* w;
-    const float* x;
-    int64_t ldx, xs;
-    float* y;
-    int64_t ldy, ys;
-    int64_t K, N, H;
-};
-
-void head_gemv(ThreadPool& pool, const kernels::MatmulKernel& k, const HeadGemv& g, int64_t n) {
-    const int64_t grain = std::clamp<int64_t>((g.N * g.H / (4 * pool.size()) + 15) / 16 * 16, 16, 256);
-    const int64_t per_head = (g.N + grain - 1) / grain;
-    auto task = [&](int64_t t0, int64_t t1, int) {
-        for (int64_t t = t0; t < t1; ++t) {
-            const int64_t h = t / per_head, n0 = (t % per_head) * grain, n1 = std::min(g.N, n0 + grain);
-            kernels::MatmulArgs a;
-            a.w = g.w + h * g.N * g.K;
-            a.w_row_stride = static_cast<size_t>(g.K) * sizeof(float);
-            a.x = g.x + h * g.xs;
-            a.ldx = g.ldx;
-            a.y = g.y + h * g.ys + n0;
-            a.ldy = g.ldy;
-            a.m = n;
-            a.K = g.K;
-            a.n0 = n0;
-            a.n1 = n1;
-            k(a);
-        }
-    };
-    if (pool.size() == 1) task(0, per_head * g.H, 0);
-    else pool.parallel_for(per_head * g.H, 1, task);
 }
 
 }  // namespace
@@ -117,8 +82,8 @@ void Forward::attention_mla(ThreadPool& pool, int64_t il, const BatchRow* rows, 
     for (int64_t t = 0; t < n; ++t) kv.write(il, rows[t].seq, rows[t].pos, 1, b_.kva + t * rr, nullptr);
 
     // Absorbed queries: latent part k_b_h q_nope_h, then the rotated rope part.
-    const kernels::MatmulKernel& f32 = m_.kernels().matmul(DType::F32, w.k_b.name);
-    head_gemv(pool, f32, {w.k_b.as<float>(), b_.q, H * dq, dq, b_.qm, H * rr, rr, nope, r, H}, n);
+    const kernels::MatmulKernel& f32 = m_.kernels().matmul(DType::F32, "attn_k_b");
+    cpu::head_rows_product(pool, f32, w.k_b, {b_.q, H * dq, dq, b_.qm, H * rr, rr}, n, isa);
     for (int64_t t = 0; t < n; ++t)
         for (int64_t h = 0; h < H; ++h)
             std::memcpy(b_.qm + (t * H + h) * rr + r, b_.q + (t * H + h) * dq + nope, sizeof(float) * rope);
@@ -137,7 +102,7 @@ void Forward::attention_mla(ThreadPool& pool, int64_t il, const BatchRow* rows, 
     if (stats) stats->attention += att_timer.seconds();
 
     // Per-head values from the latent outputs, then the output projection.
-    head_gemv(pool, f32, {w.v_b.as<float>(), b_.lat, H * r, r, b_.att, H * dv, dv, r, dv, H}, n);
+    cpu::head_rows_product(pool, f32, w.v_b, {b_.lat, H * r, r, b_.att, H * dv, dv}, n, isa);
     project(pool, P.o, b_.att, prepare(pool, P.o, b_.att, n), n, b_.y);
 }
 

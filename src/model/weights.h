@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/cpu/head_rows.h"
 #include "model/config.h"
 #include "moe/moe_spec.h"
 
@@ -44,10 +45,11 @@ struct LayerWeights {
     // [D, H*dq] or empty when q goes through q_a [D, q_lora] -> q_a_norm -> q_b [q_lora, H*dq].
     TensorView wq_a, q_a_norm, wq_b;
     TensorView wkv_a, kv_a_norm;     // attn_kv_a_mqa [D, r + rope], attn_kv_a_norm [r]
-    // kv_b split per head for the absorbed form, f32 (owned): k_b [nope, r, H] (per head: r rows
-    // of nope, q_lat = k_b_h q_nope) and v_b [r, v, H] (per head: v rows of r, out = v_b_h o_lat).
-    // From attn_k_b / attn_v_b, or rearranged from attn_kv_b [r, H*(nope + v)] at load.
-    TensorView k_b, v_b;
+    // kv_b per head for the absorbed form (kernels/cpu/head_rows.h): k_b maps q_nope_h to the
+    // latent query [r], v_b maps the latent output o_lat_h to [v]. Read in place from attn_kv_b [r, H*(nope + v)] (k_b:
+    // the columns form over head h's first nope rows; v_b: its last v rows) or from attn_k_b /
+    // attn_v_b, when the type dequantizes fast (bind_mla); else f32 copies in the rows form.
+    cpu::HeadRows k_b, v_b;
     TensorView ffn_norm;             // [D] (gpt-oss: post_attention_norm)
     MoeWeights moe;                  // MoE blocks
     TensorView ffn_gate, ffn_up, ffn_down;  // dense blocks: [D, F], [D, F], [F, D]

@@ -1,0 +1,119 @@
+#include "kernels/cpu/head_rows.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/cpu/dense_isa.h"
+#include "kernels/cpu/dequant_row.h"
+
+namespace moe::cpu {
+
+namespace {
+
+// Columns form over one chunk (rows o0.. of head h, dequantized at buf [n_rows, K]): for each t and
+// k, y[k] = fma(x[o], buf[o][k], y[k]) for o ascending. Scalar and AVX-512 run the same fmas.
+void columns_scalar(const float* buf, int64_t n_rows, int64_t K, const float* x, float* y, int64_t k0) {
+    for (int64_t k = k0; k < K; ++k) {
+        float a = y[k];
+        for (int64_t o = 0; o < n_rows; ++o) a = std::fma(x[o], buf[o * K + k], a);
+        y[k] = a;
+    }
+}
+
+#if MOE_DENSE_HAS_AVX512
+MOE_DENSE_AVX512_BEGIN
+// Returns the first k it did not do (a multiple of 16); 64 columns per pass share each broadcast.
+int64_t columns_avx512(const float* buf, int64_t n_rows, int64_t K, const float* x, float* y) {
+    int64_t k = 0;
+    for (; k + 64 <= K; k += 64) {
+        __m512 a0 = _mm512_loadu_ps(y + k), a1 = _mm512_loadu_ps(y + k + 16), a2 = _mm512_loadu_ps(y + k + 32),
+               a3 = _mm512_loadu_ps(y + k + 48);
+        for (int64_t o = 0; o < n_rows; ++o) {
+            const __m512 s = _mm512_set1_ps(x[o]);
+            const float* w = buf + o * K + k;
+            a0 = _mm512_fmadd_ps(s, _mm512_loadu_ps(w), a0);
+            a1 = _mm512_fmadd_ps(s, _mm512_loadu_ps(w + 16), a1);
+            a2 = _mm512_fmadd_ps(s, _mm512_loadu_ps(w + 32), a2);
+            a3 = _mm512_fmadd_ps(s, _mm512_loadu_ps(w + 48), a3);
+        }
+        _mm512_storeu_ps(y + k, a0);
+        _mm512_storeu_ps(y + k + 16, a1);
+        _mm512_storeu_ps(y + k + 32, a2);
+        _mm512_storeu_ps(y + k + 48, a3);
+    }
+    for (; k + 16 <= K; k += 16) {
+        __m512 a = _mm512_loadu_ps(y + k);
+        for (int64_t o = 0; o < n_rows; ++o) a = _mm512_fmadd_ps(_mm512_set1_ps(x[o]), _mm512_loadu_ps(buf + o * K + k), a);
+        _mm512_storeu_ps(y + k, a);
+    }
+    return k;
+}
+MOE_DENSE_AVX512_END
+#endif
+
+void columns(const float* buf, int64_t n_rows, int64_t K, const float* x, float* y, bool avx512) {
+    int64_t k0 = 0;
+#if MOE_DENSE_HAS_AVX512
+    if (avx512) k0 = columns_avx512(buf, n_rows, K, x, y);
+#endif
+    columns_scalar(buf, n_rows, K, x, y, k0);
+}
+
+}  // namespace
+
+void head_rows_product(ThreadPool& pool, const kernels::MatmulKernel& f32, const HeadRows& w, const HeadIo& io,
+                       int64_t m, kernels::Isa isa) {
+    MOE_ASSERT(w.K > 0 && w.K <= kHeadRowsBuffer && w.rows > 0 && w.H > 0, "head rows K ", w.K, " rows ", w.rows);
+    const int64_t chunk = std::min(w.rows, kHeadRowsBuffer / w.K);
+    const int64_t per_head = (w.rows + chunk - 1) / chunk;
+    const bool avx512 = dense_use_avx512(isa);
+    auto dequant = [&](int64_t h, int64_t o0, int64_t n_rows, float* buf) {
+        const uint8_t* row = w.data + static_cast<size_t>(h * w.head_rows + w.first + o0) * w.row_bytes;
+        for (int64_t o = 0; o < n_rows; ++o, row += w.row_bytes) dequant_row(w.type, row, buf + o * w.K, w.K, isa);
+    };
+    if (w.columns) {
+        // One task per head: its chunks add into the same outputs, in row order.
+        auto task = [&](int64_t h0, int64_t h1, int) {
+            alignas(64) float buf[kHeadRowsBuffer];
+            for (int64_t h = h0; h < h1; ++h) {
+                for (int64_t t = 0; t < m; ++t) std::fill_n(io.y + t * io.ldy + h * io.ys, w.K, 0.0f);
+                for (int64_t o0 = 0; o0 < w.rows; o0 += chunk) {
+                    const int64_t n_rows = std::min(chunk, w.rows - o0);
+                    dequant(h, o0, n_rows, buf);
+                    for (int64_t t = 0; t < m; ++t)
+                        columns(buf, n_rows, w.K, io.x + t * io.ldx + h * io.xs + o0, io.y + t * io.ldy + h * io.ys, avx512);
+                }
+            }
+        };
+        if (pool.size() == 1) task(0, w.H, 0);
+        else pool.parallel_for(w.H, 1, task);
+        return;
+    }
+    // Rows form: one task per (head, chunk of rows); every output is one dot product of the f32 kernel.
+    auto task = [&](int64_t t0, int64_t t1, int) {
+        alignas(64) float buf[kHeadRowsBuffer];
+        for (int64_t t = t0; t < t1; ++t) {
+            const int64_t h = t / per_head, o0 = (t % per_head) * chunk, n_rows = std::min(chunk, w.rows - o0);
+            dequant(h, o0, n_rows, buf);
+            kernels::MatmulArgs a;
+            a.w = buf;
+            a.w_row_stride = static_cast<size_t>(w.K) * sizeof(float);
+            a.x = io.x + h * io.xs;
+            a.ldx = io.ldx;
+            a.y = io.y + h * io.ys + o0;
+            a.ldy = io.ldy;
+            a.m = m;
+            a.K = w.K;
+            a.n0 = 0;
+            a.n1 = n_rows;
+            f32(a);
+        }
+    };
+    if (pool.size() == 1) task(0, per_head * w.H, 0);
+    else pool.parallel_for(per_head * w.H, 1, task);
+}
+
+}  // namespace moe::cpu
