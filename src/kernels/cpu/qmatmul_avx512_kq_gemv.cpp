@@ -1,0 +1,186 @@
+// AVX-512 VNNI decode GEMVs (m <= 2 calls) of the low-bit K-quants Q2_K and Q3_K and of IQ4_XS,
+// the same pattern as gemv16_q4k / gemv16_q6k (qmatmul_avx512_q8k.cpp): 16 weight rows at a time
+// against the activation row quantized once (Q8_K), one vpdpbusd per row and 64 values, the 16
+// rows' sums reduced to one vector per granule (lane c = row c, granule_sums), and the scales of
+// the 16 rows read straight into [granule][row] vectors (a 4 x 4 dword transposition of their
+// header bytes, a gather of d) instead of the generic path's per-row scale vectors, 16 x 16
+// transposes and per-unit level decoders (direct_row). The integer sums are exact and the f32 chain
+// per output is the one of qmatmul.h in K order, so the bits equal the panel path and the scalar
+// chain (tests/kernels/test_matmul_quant.cpp DecodeGemvEqualsBatchedAndScalar).
+// Wired into the kernel table by qmatmul_avx512_legacy_k.cpp (Fast* structs there).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "core/fp16.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/qmatmul.h"
+#include "kernels/cpu/qmatmul_decode.h"
+#include "kernels/ref/iq_tables.h"
+#include "kernels/ref/quant_formats.h"
+#include "kernels/ref/quantize_act.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2,bmi2")
+// GCC 12's AVX-512 headers trip -Wuninitialized on their own _mm*_undefined_* helpers (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "kernels/cpu/qmatmul_avx512.h"
+
+namespace moe::kernels::avx512 {
+
+namespace {
+
+// Up to 16 bytes at byte `off` of 16 rows (masked load: never past the block) as 4 vectors, lane c =
+// dword k of row c.
+inline void dwords16(const uint8_t* const* p, int64_t off, __mmask16 m, __m512i T[4]) {
+    __m512i Z[4];
+    for (int i = 0; i < 4; ++i) {
+        __m512i z = _mm512_castsi128_si512(_mm_maskz_loadu_epi8(m, p[i] + off));
+        z = _mm512_inserti32x4(z, _mm_maskz_loadu_epi8(m, p[i + 4] + off), 1);
+        z = _mm512_inserti32x4(z, _mm_maskz_loadu_epi8(m, p[i + 8] + off), 2);
+        Z[i] = _mm512_inserti32x4(z, _mm_maskz_loadu_epi8(m, p[i + 12] + off), 3);
+    }
+    const __m512i a0 = _mm512_unpacklo_epi32(Z[0], Z[1]), a1 = _mm512_unpackhi_epi32(Z[0], Z[1]);
+    const __m512i a2 = _mm512_unpacklo_epi32(Z[2], Z[3]), a3 = _mm512_unpackhi_epi32(Z[2], Z[3]);
+    T[0] = _mm512_unpacklo_epi64(a0, a2);
+    T[1] = _mm512_unpackhi_epi64(a0, a2);
+    T[2] = _mm512_unpacklo_epi64(a1, a3);
+    T[3] = _mm512_unpackhi_epi64(a1, a3);
+}
+
+inline __m512 f16_lo(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
+
+// Signed byte b of each dword, as f32.
+inline __m512 sbyte_f(__m512i v, int b) {
+    return _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * b), 24));
+}
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// Q2_K / Q3_K super-block (256 values): value 128 h + 32 s + j (h = 0, 1; s = 0..3; j < 32) is the
+// 2-bit field s of qs byte 32 h + j. One 64-byte load of qs holds all four fields; field s of
+// the two halves is one vpdpbusd against xs[s] = activations [32 s, +32) ++ [128 + 32 s, +32), and
+// its 128-bit lanes are the 16-value granules 2s, 2s+1, 8+2s, 9+2s. Fields 0-2 are used in place
+// (v & (3 << 2s) = 4^s x level, sums shifted back exactly after the reduction).
+inline void xs_q2(const int8_t* x, int s, __m512i& xs) { xs = cat256(load256(x + 32 * s), load256(x + 128 + 32 * s)); }
+
+// Q2_K (84 bytes: scales[16], qs[64], d, dmin): y = d sc_j q - dmin m_j per 16 values (qmatmul.h's
+// min-per-16 chain: acc = fma(I, d sc dx, acc); acc = fma(nsum, dmin m dx, acc)).
+void q2k_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, int64_t sb, const PanelShare& ps, __m512& acc) {
+    const int64_t off = sb * 84;
+    __m512i T[4];
+    dwords16(w, off, 0xFFFF, T);  // T[k] lane c: scales 4k..4k+3 of row c
+    const __m512i dd = _mm512_i32gather_epi32(rows, w[0] + off + 80, 1);
+    const __m512 d = f16_lo(dd), dmin = f16_lo(_mm512_srli_epi32(dd, 16));
+    const int8_t* xq = x.qs + 256 * sb;
+    __m512i Rg[16];
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; ++s) {
+        __m512i xs;
+        xs_q2(xq, s, xs);
+        const __m512i msk = _mm512_set1_epi8(static_cast<char>(3 << (2 * s)));
+        __m512i dp[16], R[4];
+        prefetch_share(ps, s, 4);
+#pragma GCC unroll 16
+        for (int c = 0; c < 16; ++c) {
+            const __m512i v = _mm512_loadu_si512(w[c] + off + 16);
+            dp[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, msk), xs);
+        }
+        granule_sums(dp, R);
+        Rg[2 * s] = _mm512_srai_epi32(R[0], 2 * s);
+        Rg[2 * s + 1] = _mm512_srai_epi32(R[1], 2 * s);
+        Rg[8 + 2 * s] = _mm512_srai_epi32(R[2], 2 * s);
+        Rg[9 + 2 * s] = _mm512_srai_epi32(R[3], 2 * s);
+    }
+    const __m512i m4 = _mm512_set1_epi32(0xF);
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) {
+        const int64_t g = 16 * sb + j;  // granule within the row
+        const __m512i sc = _mm512_srli_epi32(T[j / 4], 8 * (j % 4));
+        const __m512 ws = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(sc, m4)), d);
+        const __m512 wm = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(sc, 4), m4)), dmin);
+        const __m512 dx = _mm512_set1_ps(x.dxv[4 * g]);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(Rg[j]), _mm512_mul_ps(ws, dx), acc);
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(static_cast<float>(x.nsum[4 * g])), _mm512_mul_ps(wm, dx), acc);
+    }
+}
+
+// Q3_K (110 bytes: hmask[32], qs[64], scales[12], d): level = field + 4 x hmask bit (s for the
+// first half, 4 + s for the second) of byte j, offset 4 (qmatmul.h shift 2).
+void q3k_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, int64_t sb, const PanelShare& ps, __m512& acc) {
+    const int64_t off = sb * 110;
+    __m512i T[4];
+    dwords16(w, off + 96, 0x0FFF, T);  // T[0..2] lane c: scales bytes 0-3, 4-7, 8-11 of row c
+    // d: bytes 108-109, the high half of the dword at 106 (inside the block)
+    const __m512 d = f16_lo(_mm512_srli_epi32(_mm512_i32gather_epi32(rows, w[0] + off + 106, 1), 16));
+    const int8_t* xq = x.qs + 256 * sb;
+    __m512i Rg[16];
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; ++s) {
+        __m512i xs;
+        xs_q2(xq, s, xs);
+        const int sh = s < 3 ? 2 * s : 0;  // fields 0-2 in place (x 4^s), field 3 shifted down
+        const __m512i msk = _mm512_set1_epi8(static_cast<char>(3 << sh));
+        const __m512i four = _mm512_set1_epi8(static_cast<char>(4 << sh));
+        const __m512i bits = cat256(_mm256_set1_epi8(static_cast<char>(1 << s)), _mm256_set1_epi8(static_cast<char>(1 << (4 + s))));
+        __m512i dp[16], R[4];
+        prefetch_share(ps, s, 4);
+#pragma GCC unroll 16
+        for (int c = 0; c < 16; ++c) {
+            __m512i v = _mm512_loadu_si512(w[c] + off + 32);
+            if (s == 3) v = _mm512_srli_epi16(v, 6);
+            const __m512i lo = _mm512_and_si512(v, msk);
+            const __m512i hm = _mm512_broadcast_i64x4(load256(w[c] + off));
+            const __m512i lev = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(hm, bits), lo, four);
+            dp[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lev, xs);
+        }
+        granule_sums(dp, R);
+        Rg[2 * s] = _mm512_srai_epi32(R[0], sh);
+        Rg[2 * s + 1] = _mm512_srai_epi32(R[1], sh);
+        Rg[8 + 2 * s] = _mm512_srai_epi32(R[2], sh);
+        Rg[9 + 2 * s] = _mm512_srai_epi32(R[3], sh);
+    }
+    // 6-bit scale j: low 4 bits = nibble j / 8 of scales[j % 8], high 2 bits = bits 2 (j / 4) of
+    // scales[8 + j % 4] (ref::q3_k_scale); S[k] byte b = scale 4k + b minus 32, as a signed byte.
+    const __m512i c0f = _mm512_set1_epi32(0x0f0f0f0f), c30 = _mm512_set1_epi32(0x30303030), c20 = _mm512_set1_epi8(32);
+    __m512i S[4];
+    for (int k = 0; k < 4; ++k) {
+        const __m512i lo4 = _mm512_and_si512(k < 2 ? T[k] : _mm512_srli_epi32(T[k - 2], 4), c0f);
+        const __m512i hi = k < 2 ? _mm512_slli_epi32(T[2], 4 - 2 * k) : _mm512_srli_epi32(T[2], 2 * k - 4);
+        S[k] = _mm512_sub_epi8(_mm512_ternarylogic_epi32(lo4, hi, c30, 0xF8), c20);  // lo4 | (hi & 0x30), - 32
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) {
+        const int64_t g = 16 * sb + j;
+        const __m512 ws = _mm512_mul_ps(sbyte_f(S[j / 4], j % 4), d);
+        const __m512i I = _mm512_add_epi32(Rg[j], _mm512_set1_epi32(x.nsum[4 * g] * 4));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(ws, _mm512_set1_ps(x.dxv[4 * g])), acc);
+    }
+}
+
+template <auto SB>
+void gemv16_k256(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
+    const Rows16 rw(a, n, nc);
+    const __m512i rows = rw.offsets();
+    const int64_t nsb = a.K / 256;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) SB(rw.w, rows, x, sb, panel_share(a, n, sb, nsb), acc);
+    store_row16(a, r, n, nc, acc);
+}
+
+}  // namespace
+
+void gemv16_q2k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_k256<q2k_sb>(a, x, r, n, nc); }
+void gemv16_q3k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_k256<q3k_sb>(a, x, r, n, nc); }
+
+}  // namespace moe::kernels::avx512
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
