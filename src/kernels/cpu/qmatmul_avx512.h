@@ -301,6 +301,7 @@ inline void act_step128(const int8_t* xq, int nbs, __m512i& xA, __m512i& xB) {
 // n.. of activation row r; K a multiple of 256, 15 * w_row_stride <= INT32_MAX (gathered scales).
 void gemv16_q2k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
 void gemv16_q3k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
+void gemv16_iq4xs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
 
 template <class D>
 void direct_row(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc, int64_t nblocks,

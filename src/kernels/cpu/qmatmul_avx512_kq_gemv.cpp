@@ -165,6 +165,47 @@ void q3k_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, int64
     }
 }
 
+// IQ4_XS (136 bytes: d, scales_h, scales_l[4], qs[128]): 32-value sub-block ib = qs[16 ib, +16),
+// low nibbles values 0-15, high nibbles 16-31, each an index into the 16 IQ4 levels (+128,
+// vpshufb), scale d (ls - 32) with the 6-bit ls = nibble ib of scales_l | bits 2 ib.. of scales_h.
+// Per 128-value step one 64-byte load per row (128-bit lane k = sub-block 4 s + k), two look-ups,
+// two vpdpbusd against the activations regrouped the same way (act_step128), granule_sums ->
+// R[k] = sub-block sums; the -128 offset is added after the reduction (ActQ8's nsum).
+void iq4xs_sb(const uint8_t* const* w, __m512i, const ref::ActQ8Row& x, int64_t sb, const PanelShare& ps, __m512& acc) {
+    const int64_t off = sb * 136;
+    __m512i T[4];
+    dwords16(w, off, 0xFFFF, T);  // T[0] lane c: d | scales_h << 16, T[1]: scales_l[0..3]
+    const __m512 d = f16_lo(T[0]);
+    // ref::kIq4nlValues + 128 as bytes (the kernel tests against the reference catch any difference)
+    const __m512i tbl = _mm512_broadcast_i32x4(_mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, -127, -115, -103, -90, -75, -59, -39, -15));
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 2
+    for (int s = 0; s < 2; ++s) {
+        __m512i xA, xB;
+        act_step128(x.qs + 256 * sb + 128 * s, 4, xA, xB);
+        __m512i dp[16], R[4];
+        prefetch_share(ps, s, 2);
+#pragma GCC unroll 16
+        for (int c = 0; c < 16; ++c) {
+            const __m512i v = _mm512_loadu_si512(w[c] + off + 8 + 64 * s);
+            const __m512i L = _mm512_shuffle_epi8(tbl, _mm512_and_si512(v, m4));
+            const __m512i H = _mm512_shuffle_epi8(tbl, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+            dp[c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), L, xA), H, xB);
+        }
+        granule_sums(dp, R);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+            const int ib = 4 * s + k;
+            const int64_t g = 8 * sb + ib;  // 32-value granule within the row
+            const __m512i ls = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(T[1], 4 * ib), _mm512_set1_epi32(0xF)),
+                                               _mm512_and_si512(_mm512_srli_epi32(T[0], 12 + 2 * ib), _mm512_set1_epi32(0x30)));
+            const __m512 ws = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(ls, _mm512_set1_epi32(32))), d);
+            const __m512i I = _mm512_add_epi32(R[k], _mm512_set1_epi32((x.nsum[8 * g] + x.nsum[8 * g + 4]) * 128));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(ws, _mm512_set1_ps(x.dxv[8 * g])), acc);
+        }
+    }
+}
+
 template <auto SB>
 void gemv16_k256(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
     const Rows16 rw(a, n, nc);
@@ -179,6 +220,7 @@ void gemv16_k256(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t
 
 void gemv16_q2k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_k256<q2k_sb>(a, x, r, n, nc); }
 void gemv16_q3k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_k256<q3k_sb>(a, x, r, n, nc); }
+void gemv16_iq4xs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_k256<iq4xs_sb>(a, x, r, n, nc); }
 
 }  // namespace moe::kernels::avx512
 
