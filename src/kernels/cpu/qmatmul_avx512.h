@@ -302,6 +302,8 @@ inline void act_step128(const int8_t* xq, int nbs, __m512i& xA, __m512i& xB) {
 void gemv16_q2k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
 void gemv16_q3k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
 void gemv16_iq4xs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
+void gemv16_iq2xxs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);  // needs AVX512_VBMI
+bool gemv_vbmi_usable();  // this CPU has AVX512_VBMI
 
 template <class D>
 void direct_row(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc, int64_t nblocks,

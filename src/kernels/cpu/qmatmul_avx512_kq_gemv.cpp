@@ -206,6 +206,73 @@ void iq4xs_sb(const uint8_t* const* w, __m512i, const ref::ActQ8Row& x, int64_t 
     }
 }
 
+#pragma GCC push_options
+#pragma GCC target("avx512vbmi")
+// The IQ2/IQ3 sign table (ref::iq_signs8: 7 stored bits + the parity bit), 128 bytes for vpermi2b.
+struct SignTable {
+    alignas(64) uint8_t v[128];
+};
+constexpr SignTable make_signs() {
+    SignTable t{};
+    for (unsigned i = 0; i < 128; ++i) t.v[i] = ref::iq_signs8(i);
+    return t;
+}
+constexpr SignTable kSigns = make_signs();
+
+// IQ2_XXS (66 bytes: d, then per 32-value sub-block ib the qwords a0 | a1 << 32: a0 = 4 grid
+// indices (8 magnitudes each, ref::kIq2xxsGrid), a1 = 4 7-bit sign fields and the 4-bit scale
+// s, y = d (0.5 + s) / 4 x sign x magnitude). Per row and 128-value step: the 16 grid entries by
+// two 8-qword gathers; the signs applied to the activations instead of the levels (the magnitudes
+// are the unsigned vpdpbusd operand, no offset: sum g (sign x) = the chain's exact integer sum of
+// signed level x activation, |x| <= 127 so -x is an int8): vpmultishiftqb pulls the sign fields
+// and the scale out of each qword, vpermb orders them, vpermi2b looks up the 8 sign bits of each
+// group (kSigns); the two 64-bit masks negate the activations regrouped as act_step128 (128-bit
+// lane k = sub-block k's first / second 16 values). Needs AVX512_VBMI (FastIQ2XXS checks it).
+void iq2xxs_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, int64_t sb, const PanelShare& ps, __m512& acc) {
+    const int64_t off = sb * 66;
+    const __m512 d = f16_lo(_mm512_i32gather_epi32(rows, w[0] + off, 1));
+    const __m512i slo = _mm512_load_si512(kSigns.v), shi = _mm512_load_si512(kSigns.v + 64);
+    // per qword: bytes 0-3 = bits 32 + 7 l (sign field l), byte 4 = bits 60.. (scale, low nibble)
+    const __m512i ctrl = _mm512_set1_epi64(0x0000003C352E2720ll);
+    // arranged bytes: 0-7 = sign fields of groups 0, 1 of sub-blocks 0..3 (mask of xA), 8-15 =
+    // groups 2, 3 (xB), 16-19 = the 4 scales
+    const __m512i perm = _mm512_setr_epi32(0x09080100, 0x19181110, 0x0B0A0302, 0x1B1A1312, 0x1C140C04, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const auto* grid = reinterpret_cast<const long long*>(ref::kIq2xxsGrid);
+    const __m512i zero = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int s = 0; s < 2; ++s) {
+        __m512i xA, xB;
+        act_step128(x.qs + 256 * sb + 128 * s, 4, xA, xB);
+        __m512i dp[16], R[4];
+        alignas(64) uint32_t scb[16];
+        prefetch_share(ps, s, 2);
+#pragma GCC unroll 16
+        for (int c = 0; c < 16; ++c) {
+            const __m256i qv = load256(w[c] + off + 2 + 32 * s);
+            const __m512i gidx = _mm512_cvtepu8_epi32(_mm256_cvtepi64_epi32(qv));  // a0 bytes: 16 grid indices
+            const __m512i G0 = _mm512_i32gather_epi64(_mm512_castsi512_si256(gidx), grid, 8);
+            const __m512i G1 = _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(gidx, 1), grid, 8);
+            const __m512i arr = _mm512_permutexvar_epi8(perm, _mm512_multishift_epi64_epi8(ctrl, _mm512_zextsi256_si512(qv)));
+            const __m128i sg = _mm512_castsi512_si128(_mm512_permutex2var_epi8(slo, arr, shi));
+            const __mmask64 MA = static_cast<__mmask64>(_mm_cvtsi128_si64(sg)), MB = static_cast<__mmask64>(_mm_extract_epi64(sg, 1));
+            scb[c] = static_cast<uint32_t>(_mm_cvtsi128_si32(_mm512_extracti32x4_epi32(arr, 1)));
+            const __m512i A = _mm512_shuffle_i64x2(G0, G1, 0x88), B = _mm512_shuffle_i64x2(G0, G1, 0xDD);
+            const __m512i xa = _mm512_mask_sub_epi8(xA, MA, zero, xA), xb = _mm512_mask_sub_epi8(xB, MB, zero, xB);
+            dp[c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, A, xa), B, xb);
+        }
+        granule_sums(dp, R);
+        const __m512i S = _mm512_load_si512(scb);  // lane c: byte k = scale of sub-block 4 s + k (low nibble)
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+            const int64_t g = 8 * sb + 4 * s + k;
+            const __m512 sc = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(S, 8 * k), _mm512_set1_epi32(0xF)));
+            const __m512 ws = _mm512_mul_ps(_mm512_mul_ps(d, _mm512_add_ps(sc, _mm512_set1_ps(0.5f))), _mm512_set1_ps(0.25f));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(R[k]), _mm512_mul_ps(ws, _mm512_set1_ps(x.dxv[8 * g])), acc);
+        }
+    }
+}
+#pragma GCC pop_options
+
 template <auto SB>
 void gemv16_k256(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
     const Rows16 rw(a, n, nc);
@@ -221,6 +288,14 @@ void gemv16_k256(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t
 void gemv16_q2k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_k256<q2k_sb>(a, x, r, n, nc); }
 void gemv16_q3k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_k256<q3k_sb>(a, x, r, n, nc); }
 void gemv16_iq4xs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_k256<iq4xs_sb>(a, x, r, n, nc); }
+#pragma GCC push_options
+#pragma GCC target("avx512vbmi")
+void gemv16_iq2xxs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_k256<iq2xxs_sb>(a, x, r, n, nc); }
+#pragma GCC pop_options
+bool gemv_vbmi_usable() {
+    static const bool ok = __builtin_cpu_supports("avx512vbmi");
+    return ok;
+}
 
 }  // namespace moe::kernels::avx512
 
