@@ -130,6 +130,16 @@ void q3k_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, int64
         const __m512i msk = _mm512_set1_epi8(static_cast<char>(3 << sh));
         const __m512i four = _mm512_set1_epi8(static_cast<char>(4 << sh));
         const __m512i bits = cat256(_mm256_set1_epi8(static_cast<char>(1 << s)), _mm256_set1_epi8(static_cast<char>(1 << (4 + s))));
+        // the -4 offset (x 4^s like the levels) as the start of every row's vpdpbusd: dword 0 of
+        // 128-bit lane L = 4 x nsum of the lane's granule (the reduction adds it once per row)
+        // (granules 2s, 2s+1 are lanes 8 (s % 2), +4 of ActQ8 nsum unit 4 sb + s / 2; 8+2s, 9+2s the
+        // same lanes of unit 4 sb + 2 + s / 2)
+        const int o = 8 * (s % 2);
+        const __m512i pick = _mm512_setr_epi32(o, 0, 0, 0, o + 4, 0, 0, 0, 16 + o, 0, 0, 0, 20 + o, 0, 0, 0);
+        const __m512i start = _mm512_slli_epi32(
+            _mm512_maskz_permutex2var_epi32(0x1111, _mm512_loadu_si512(x.nsum + 16 * (4 * sb + s / 2)), pick,
+                                            _mm512_loadu_si512(x.nsum + 16 * (4 * sb + 2 + s / 2))),
+            2 + sh);
         __m512i dp[16], R[4];
         prefetch_share(ps, s, 4);
 #pragma GCC unroll 16
@@ -139,7 +149,7 @@ void q3k_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, int64
             const __m512i lo = _mm512_and_si512(v, msk);
             const __m512i hm = _mm512_broadcast_i64x4(load256(w[c] + off));
             const __m512i lev = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(hm, bits), lo, four);
-            dp[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lev, xs);
+            dp[c] = _mm512_dpbusd_epi32(start, lev, xs);
         }
         granule_sums(dp, R);
         Rg[2 * s] = _mm512_srai_epi32(R[0], sh);
@@ -150,18 +160,18 @@ void q3k_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, int64
     // 6-bit scale j: low 4 bits = nibble j / 8 of scales[j % 8], high 2 bits = bits 2 (j / 4) of
     // scales[8 + j % 4] (ref::q3_k_scale); S[k] byte b = scale 4k + b minus 32, as a signed byte.
     const __m512i c0f = _mm512_set1_epi32(0x0f0f0f0f), c30 = _mm512_set1_epi32(0x30303030), c20 = _mm512_set1_epi8(32);
-    __m512i S[4];
+    // dx: Q8_K has one activation scale per 256 values (every granule of the super-block)
+    const __m512 dx = _mm512_set1_ps(x.dxv[64 * sb]);
+#pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
         const __m512i lo4 = _mm512_and_si512(k < 2 ? T[k] : _mm512_srli_epi32(T[k - 2], 4), c0f);
         const __m512i hi = k < 2 ? _mm512_slli_epi32(T[2], 4 - 2 * k) : _mm512_srli_epi32(T[2], 2 * k - 4);
-        S[k] = _mm512_sub_epi8(_mm512_ternarylogic_epi32(lo4, hi, c30, 0xF8), c20);  // lo4 | (hi & 0x30), - 32
-    }
-#pragma GCC unroll 16
-    for (int j = 0; j < 16; ++j) {
-        const int64_t g = 16 * sb + j;
-        const __m512 ws = _mm512_mul_ps(sbyte_f(S[j / 4], j % 4), d);
-        const __m512i I = _mm512_add_epi32(Rg[j], _mm512_set1_epi32(x.nsum[4 * g] * 4));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(ws, _mm512_set1_ps(x.dxv[4 * g])), acc);
+        const __m512i S = _mm512_sub_epi8(_mm512_ternarylogic_epi32(lo4, hi, c30, 0xF8), c20);  // lo4 | (hi & 0x30), - 32
+#pragma GCC unroll 4
+        for (int b = 0; b < 4; ++b) {
+            const __m512 ws = _mm512_mul_ps(sbyte_f(S, b), d);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(Rg[4 * k + b]), _mm512_mul_ps(ws, dx), acc);
+        }
     }
 }
 
