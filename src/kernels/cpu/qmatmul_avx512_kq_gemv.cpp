@@ -293,15 +293,21 @@ void gemv16_k256(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t
     store_row16(a, r, n, nc, acc);
 }
 
+#pragma GCC push_options
+#pragma GCC target("avx512vbmi")
+__attribute__((noinline)) void gemv16_iq2xxs_vbmi(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
+    gemv16_k256<iq2xxs_sb>(a, x, r, n, nc);
+}
+#pragma GCC pop_options
+
 }  // namespace
 
 void gemv16_q2k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_k256<q2k_sb>(a, x, r, n, nc); }
 void gemv16_q3k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_k256<q3k_sb>(a, x, r, n, nc); }
 void gemv16_iq4xs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_k256<iq4xs_sb>(a, x, r, n, nc); }
-#pragma GCC push_options
-#pragma GCC target("avx512vbmi")
-void gemv16_iq2xxs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_k256<iq2xxs_sb>(a, x, r, n, nc); }
-#pragma GCC pop_options
+// Called only where gemv_vbmi_usable(); the VBMI body is a separate function (a definition with
+// another target than its declaration would be a GCC function version, not this symbol).
+void gemv16_iq2xxs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_iq2xxs_vbmi(a, x, r, n, nc); }
 bool gemv_vbmi_usable() {
     static const bool ok = __builtin_cpu_supports("avx512vbmi");
     return ok;
