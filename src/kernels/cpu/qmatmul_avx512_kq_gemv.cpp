@@ -1,4 +1,5 @@
-// AVX-512 VNNI decode GEMVs (m <= 2 calls) of the low-bit K-quants Q2_K and Q3_K and of IQ4_XS,
+// AVX-512 VNNI decode GEMVs (m <= 2 calls) of the low-bit K-quants Q2_K and Q3_K and of IQ4_XS and
+// IQ2_XXS,
 // the same pattern as gemv16_q4k / gemv16_q6k (qmatmul_avx512_q8k.cpp): 16 weight rows at a time
 // against the activation row quantized once (Q8_K), one vpdpbusd per row and 64 values, the 16
 // rows' sums reduced to one vector per granule (lane c = row c, granule_sums), and the scales of
@@ -229,10 +230,39 @@ constexpr SignTable make_signs() {
 }
 constexpr SignTable kSigns = make_signs();
 
+// ref::kIq2xxsGrid as 2-bit codes (magnitude 8, 25, 43 -> 0, 1, 2; element j in bits 2j..2j+1), 256
+// x 16 bits = 8 zmm: a register look-up (vpermi2w) instead of a gather per 8 values.
+struct Iq2xxsCodes {
+    alignas(64) uint16_t v[256];
+    Iq2xxsCodes() {
+        for (int e = 0; e < 256; ++e) {
+            unsigned c = 0;
+            for (int j = 0; j < 8; ++j) {
+                const int m = ref::grid_byte(ref::kIq2xxsGrid[e], j);
+                c |= static_cast<unsigned>(m == 8 ? 0 : m == 25 ? 1 : 2) << (2 * j);
+            }
+            v[e] = static_cast<uint16_t>(c);
+        }
+    }
+};
+const Iq2xxsCodes& iq2xxs_codes() {
+    static const Iq2xxsCodes t;
+    return t;
+}
+
+// 16 grid indices (words, lanes 0..15) -> their 16-bit codes (lanes 0..15); T: the 8 table vectors.
+inline __m512i iq2xxs_lookup(const __m512i T[8], __m512i idx) {
+    const __m512i r0 = _mm512_permutex2var_epi16(T[0], idx, T[1]), r1 = _mm512_permutex2var_epi16(T[2], idx, T[3]);
+    const __m512i r2 = _mm512_permutex2var_epi16(T[4], idx, T[5]), r3 = _mm512_permutex2var_epi16(T[6], idx, T[7]);
+    const __mmask32 b6 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(64)), b7 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(128));
+    return _mm512_mask_blend_epi16(b7, _mm512_mask_blend_epi16(b6, r0, r1), _mm512_mask_blend_epi16(b6, r2, r3));
+}
+
 // IQ2_XXS (66 bytes: d, then per 32-value sub-block ib the qwords a0 | a1 << 32: a0 = 4 grid
 // indices (8 magnitudes each, ref::kIq2xxsGrid), a1 = 4 7-bit sign fields and the 4-bit scale
-// s, y = d (0.5 + s) / 4 x sign x magnitude). Per row and 128-value step: the 16 grid entries by
-// two 8-qword gathers; the signs applied to the activations instead of the levels (the magnitudes
+// s, y = d (0.5 + s) / 4 x sign x magnitude). Per row and 128-value step: the 16 grid entries
+// looked up as 2-bit codes in registers (iq2xxs_lookup; 1.26x the two 8-qword gathers per step it
+// replaced, kernel alone, one thread) and expanded to 128 magnitudes; the signs applied to the activations instead of the levels (the magnitudes
 // are the unsigned vpdpbusd operand, no offset: sum g (sign x) = the chain's exact integer sum of
 // signed level x activation, |x| <= 127 so -x is an int8): vpmultishiftqb pulls the sign fields
 // and the scale out of each qword, vpermb orders them, vpermi2b looks up the 8 sign bits of each
@@ -247,7 +277,15 @@ void iq2xxs_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, in
     // arranged bytes: 0-7 = sign fields of groups 0, 1 of sub-blocks 0..3 (mask of xA), 8-15 =
     // groups 2, 3 (xB), 16-19 = the 4 scales
     const __m512i perm = _mm512_setr_epi32(0x09080100, 0x19181110, 0x0B0A0302, 0x1B1A1312, 0x1C140C04, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-    const auto* grid = reinterpret_cast<const long long*>(ref::kIq2xxsGrid);
+    __m512i Tc[8];
+    for (int i = 0; i < 8; ++i) Tc[i] = _mm512_load_si512(iq2xxs_codes().v + 32 * i);
+    // expand: qword q of chunk h gets code 8 h + q in all four words; vpmultishiftqb puts element j's
+    // 2 bits at the bottom of byte j; vpermb maps them (low 6 bits, table repeated) to 8, 25, 43
+    const __m512i bc0 = _mm512_set_epi64(0x0007000700070007ll, 0x0006000600060006ll, 0x0005000500050005ll, 0x0004000400040004ll,
+                                         0x0003000300030003ll, 0x0002000200020002ll, 0x0001000100010001ll, 0);
+    const __m512i bc1 = _mm512_add_epi16(bc0, _mm512_set1_epi16(8));
+    const __m512i jsh = _mm512_set1_epi64(0x0E0C0A0806040200ll);
+    const __m512i mag = _mm512_broadcast_i32x4(_mm_setr_epi8(8, 25, 43, 0, 8, 25, 43, 0, 8, 25, 43, 0, 8, 25, 43, 0));
     const __m512i zero = _mm512_setzero_si512();
 #pragma GCC unroll 2
     for (int s = 0; s < 2; ++s) {
@@ -259,9 +297,10 @@ void iq2xxs_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, in
 #pragma GCC unroll 16
         for (int c = 0; c < 16; ++c) {
             const __m256i qv = load256(w[c] + off + 2 + 32 * s);
-            const __m512i gidx = _mm512_cvtepu8_epi32(_mm256_cvtepi64_epi32(qv));  // a0 bytes: 16 grid indices
-            const __m512i G0 = _mm512_i32gather_epi64(_mm512_castsi512_si256(gidx), grid, 8);
-            const __m512i G1 = _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(gidx, 1), grid, 8);
+            // a0 bytes: the 16 grid indices of the step, as words -> codes -> 2 x 64 magnitudes
+            const __m512i codes = iq2xxs_lookup(Tc, _mm512_zextsi256_si512(_mm256_cvtepu8_epi16(_mm256_cvtepi64_epi32(qv))));
+            const __m512i G0 = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(jsh, _mm512_permutexvar_epi16(bc0, codes)), mag);
+            const __m512i G1 = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(jsh, _mm512_permutexvar_epi16(bc1, codes)), mag);
             const __m512i arr = _mm512_permutexvar_epi8(perm, _mm512_multishift_epi64_epi8(ctrl, _mm512_zextsi256_si512(qv)));
             const __m128i sg = _mm512_castsi512_si128(_mm512_permutex2var_epi8(slo, arr, shi));
             const __mmask64 MA = static_cast<__mmask64>(_mm_cvtsi128_si64(sg)), MB = static_cast<__mmask64>(_mm_extract_epi64(sg, 1));
