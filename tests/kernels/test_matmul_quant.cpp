@@ -258,8 +258,8 @@ TEST(MatmulQuant, DeterministicAcrossBatchTileAndPreparedActivations) {
 }
 
 // The decode-sized calls (m = 1 and 2: the AVX-512 GEMV, 16 weight rows x 128 values per step)
-// give the bits of the batched panel path (m = 33) and of the scalar reference chain, at K = one
-// super-block and K = 4096 + 256, N not a multiple of 16 and column ranges not starting at 0.
+// give the bits of the batched panel path (m = 33) and of the scalar reference chain, at K = one,
+// three and 17 super-blocks, N not a multiple of 16 and column ranges not starting at 0.
 TEST(MatmulQuant, DecodeGemvEqualsBatchedAndScalar) {
     Rng rng(0x9e3f);
     for (DType t : kernels::kQmmTypes) {
@@ -267,6 +267,7 @@ TEST(MatmulQuant, DecodeGemvEqualsBatchedAndScalar) {
         // 32-value blocks: 160 and 2880 (gpt-oss) are not multiples of 128; their last 128-value
         // step has 1 and 2 of 4 blocks; 96: 3 blocks and no full step
         if (dtype_info(t).block == 32) ks.insert(ks.end(), {96, 128, 160, 2880});
+        else ks.push_back(768);  // an odd number of super-blocks (the GEMVs' 128-value steps)
         for (int64_t K : ks) {
             const int64_t N = 67, m = 33;
             const Weights w = make_weights(rng, t, N, K);

@@ -60,7 +60,14 @@ TEST(BenchMoeCli, WeightTypesAndKernelMode) {
     ASSERT_EQ(k.status, 0) << k.out;
     EXPECT_NE(k.out.find("| q8_0 | q8_0_"), std::string::npos) << k.out;
     EXPECT_NE(k.out.find("| 32 x 64 | 32 |"), std::string::npos) << k.out;
-    EXPECT_EQ(run("--type q2_k").status, 1);                         // no kernel
+    // a type without a quantizer here: the kernel alone on random blocks, not the block
+    const Result q2 = run("-r 1 --shape 1,2,1,256,256 --type q2_K --kernel");
+    ASSERT_EQ(q2.status, 0) << q2.out;
+    EXPECT_NE(q2.out.find("| q2_K | q2_k_"), std::string::npos) << q2.out;
+    const Result nq = run("--type q2_K");
+    EXPECT_EQ(nq.status, 1);
+    EXPECT_NE(nq.out.find("use it with --kernel"), std::string::npos) << nq.out;
+    EXPECT_EQ(run("--type q7_k").status, 1);                         // no such type
     EXPECT_EQ(run("--type q4_k --shape 1,4,2,96,256").status, 1);    // D not a multiple of 256
 }
 

@@ -25,6 +25,7 @@
 #include "core/timer.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/ref/quant_formats.h"
+#include "kernels/ref/quant_random.h"
 #include "moe/moe_block.h"
 #include "tools/lib/commands.h"
 
@@ -54,7 +55,9 @@ void usage(std::FILE* out) {
                  "  --shape T,E,k,D,F a shape to run instead of the defaults (repeatable)\n"
                  "  --type T          expert weight type: f32 (default), f16, bf16, q8_0, q4_0, q4_k, q5_k,\n"
                  "                    q6_k (D and F must be multiples of the type's block: 32, or 256 for\n"
-                 "                    the K-quants); the router stays f32\n"
+                 "                    the K-quants); the router stays f32. With --kernel also any other\n"
+                 "                    weight type with a matmul kernel (q2_K, q3_K, iq4_xs, iq2_xxs, ...:\n"
+                 "                    random valid blocks where there is no quantizer here)\n"
                  "  --kernel          instead of the block: the matmul kernel of --type alone, one thread,\n"
                  "                    thread CPU time (immune to time-sharing), on 16 expert matrices of\n"
                  "                    each shape's F x D (more than L2; fewer if over 512 MB), 64-column\n"
@@ -279,8 +282,13 @@ void bench_kernel(const kernels::CpuKernels& kern, const Shape& s, DType type, i
     std::vector<float> row(static_cast<size_t>(K));
     Rng rng(11);
     for (int64_t r = 0; r < N * NE; ++r) {
+        uint8_t* out = w.data() + static_cast<uint64_t>(r) * rb;
+        if (!ref::can_quantize(type)) {  // no quantizer (Q2_K, Q3_K, the IQ family): random valid blocks
+            ref::fill_random_blocks(type, rng, out, K / dtype_info(type).block, 1.0f);
+            continue;
+        }
         for (auto& v : row) v = rng.uniform(-1.0f, 1.0f);
-        ref::quantize_row(type, row.data(), w.data() + static_cast<uint64_t>(r) * rb, K);
+        ref::quantize_row(type, row.data(), out, K);
     }
     const kernels::MatmulKernel& k = kern.matmul(type, "expert");
     for (int64_t m : {int64_t{1}, int64_t{32}}) {
@@ -393,8 +401,9 @@ int cmd_bench_moe(int argc, char** argv) {
         } else if (a == "--type") {
             const std::string t = value_of(argc, argv, i);
             const auto d = dtype_from_name(t);
-            if (!d || !kernels::CpuKernels(kernels::Isa::Scalar).has_matmul(*d) || !ref::can_quantize(*d))
-                throw_error("bench-moe", "--type '", t, "' must be one of f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k");
+            if (!d || !kernels::CpuKernels(kernels::Isa::Scalar).has_matmul(*d))
+                throw_error("bench-moe", "--type '", t, "' must be one of f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k",
+                            " (with --kernel: any weight type with a matmul kernel, e.g. q2_K, iq4_xs)");
             type = *d;
         } else if (a == "--kernel") {
             kernel_only = true;
@@ -413,6 +422,8 @@ int cmd_bench_moe(int argc, char** argv) {
         for (int64_t T : {1, 8, 512}) shapes.push_back({"Qwen3-30B-A3B", T, 128, 8, 2048, 768});
         for (int64_t T : {1, 8, 128}) shapes.push_back({"Mixtral-8x7B", T, 8, 2, 4096, 14336});
     }
+    if (!kernel_only && !ref::can_quantize(type))
+        throw_error("bench-moe", "--type ", dtype_name(type), " has no quantizer here: use it with --kernel (random blocks)");
     const uint32_t blk = dtype_info(type).block;
     for (const Shape& s : shapes)
         if (s.D % blk || s.F % blk)

@@ -4,6 +4,7 @@
 //   qmatmul_avx512_q8k.cpp       Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (+ their specialised decode GEMVs)
 //   qmatmul_avx512_legacy_k.cpp  Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q3_K, Q2_K, MXFP4, TQ2_0
 //   qmatmul_avx512_iq.cpp        IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M
+//   qmatmul_avx512_kq_gemv.cpp   the decode GEMVs of Q2_K, Q3_K, IQ4_XS (used by the legacy_k table)
 // A family file defines register decoders D (interface: DQ4_0 / DQ6_K in qmatmul_avx512_q8k.cpp)
 // and instantiates qmm512<D> (prefill panel GEMM: repack + rows_block; decode: direct_row or a
 // specialised GEMV).
@@ -295,6 +296,14 @@ inline void act_step128(const int8_t* xq, int nbs, __m512i& xA, __m512i& xB) {
     xA = _mm512_shuffle_i64x2(x0, x1, 0x88);
     xB = _mm512_shuffle_i64x2(x0, x1, 0xDD);
 }
+
+// Dedicated decode GEMVs of the low-bit K-quants and IQ4_XS (qmatmul_avx512_kq_gemv.cpp): 16 rows
+// n.. of activation row r; K a multiple of 256, 15 * w_row_stride <= INT32_MAX (gathered scales).
+void gemv16_q2k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
+void gemv16_q3k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
+void gemv16_iq4xs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
+void gemv16_iq2xxs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);  // needs AVX512_VBMI
+bool gemv_vbmi_usable();  // this CPU has AVX512_VBMI
 
 template <class D>
 void direct_row(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc, int64_t nblocks,

@@ -274,11 +274,20 @@ struct DIQ1_M {
     }
 };
 
+// IQ2_XXS decode GEMV (qmatmul_avx512_kq_gemv.cpp) where the CPU has AVX512_VBMI and the gathered d
+// fits 32-bit row offsets.
+struct FastIQ2XXS {
+    static bool usable(const MatmulArgs& a) {
+        return gemv_vbmi_usable() && a.K % 256 == 0 && 15 * static_cast<int64_t>(a.w_row_stride) <= INT32_MAX;
+    }
+    static void run(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_iq2xxs(a, x, r, n, nc); }
+};
+
 }  // namespace
 
 MatmulFn qmm512_iq_kernel(DType t) {
     switch (t) {
-        case DType::IQ2_XXS: return qmm512<DType::IQ2_XXS, DIQ2_XXS>;
+        case DType::IQ2_XXS: return qmm512<DType::IQ2_XXS, DIQ2_XXS, FastIQ2XXS>;
         case DType::IQ2_XS: return qmm512<DType::IQ2_XS, DIQ2_XS>;
         case DType::IQ2_S: return qmm512<DType::IQ2_S, DIQ2_S>;
         case DType::IQ3_XXS: return qmm512<DType::IQ3_XXS, DIQ3_XXS>;

@@ -1,6 +1,6 @@
 // AVX-512 VNNI register decoders for the legacy fallbacks (Q4_1, Q5_0, Q5_1), IQ4_NL, IQ4_XS, Q3_K,
 // Q2_K, MXFP4 and TQ2_0, run by the engine of qmatmul_avx512.h (panel GEMM: repack + rows_block;
-// decode GEMV: direct_row, or gemv16_mxfp4 for MXFP4). Interface as DQ4_0 / DQ6_K (qmatmul_avx512_q8k.cpp); levels and scales
+// decode GEMV: direct_row, gemv16_mxfp4 for MXFP4, the GEMVs of qmatmul_avx512_kq_gemv.cpp for Q2_K / Q3_K / IQ4_XS). Interface as DQ4_0 / DQ6_K (qmatmul_avx512_q8k.cpp); levels and scales
 // are the ones of the scalar decoders (qmatmul_decode_more.h), so every path gives the same bits.
 #include <immintrin.h>
 
@@ -299,6 +299,14 @@ struct DTQ2_0 {
     }
 };
 
+// The dedicated decode GEMVs (qmatmul_avx512_kq_gemv.cpp) and where they apply (the K-quants' rows
+// are whole super-blocks; the scales' d is gathered with 32-bit row offsets).
+template <void (*F)(const MatmulArgs&, const ref::ActQ8Row&, int64_t, int64_t, int)>
+struct FastK256 {
+    static bool usable(const MatmulArgs& a) { return a.K % 256 == 0 && 15 * static_cast<int64_t>(a.w_row_stride) <= INT32_MAX; }
+    static void run(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { F(a, x, r, n, nc); }
+};
+
 }  // namespace
 
 MatmulFn qmm512_legacy_k_kernel(DType t) {
@@ -307,9 +315,9 @@ MatmulFn qmm512_legacy_k_kernel(DType t) {
         case DType::Q5_0: return qmm512<DType::Q5_0, DLegacy<DType::Q5_0>>;
         case DType::Q5_1: return qmm512<DType::Q5_1, DLegacy<DType::Q5_1>>;
         case DType::IQ4_NL: return qmm512<DType::IQ4_NL, DIQ4_NL>;
-        case DType::IQ4_XS: return qmm512<DType::IQ4_XS, DIQ4_XS>;
-        case DType::Q3_K: return qmm512<DType::Q3_K, DQ3_K>;
-        case DType::Q2_K: return qmm512<DType::Q2_K, DQ2_K>;
+        case DType::IQ4_XS: return qmm512<DType::IQ4_XS, DIQ4_XS, FastK256<gemv16_iq4xs>>;
+        case DType::Q3_K: return qmm512<DType::Q3_K, DQ3_K, FastK256<gemv16_q3k>>;
+        case DType::Q2_K: return qmm512<DType::Q2_K, DQ2_K, FastK256<gemv16_q2k>>;
         case DType::MXFP4: return qmm512<DType::MXFP4, DMXFP4, FastMXFP4>;
         case DType::TQ2_0: return qmm512<DType::TQ2_0, DTQ2_0>;
         default: return nullptr;
