@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/fp16.h"
 #include "kernels/ref/dequant_row.h"
 #include "kernels/ref/quant_formats.h"
 
@@ -33,7 +34,7 @@ static void dequant_q8_0_avx512(const uint8_t* s, float* d, int64_t n) {
     for (int64_t b = 0; b < n / 32; ++b, s += 34, d += 32) {
         uint16_t h;
         std::memcpy(&h, s, 2);
-        const __m512 scale = _mm512_set1_ps(_cvtsh_ss(h));
+        const __m512 scale = _mm512_set1_ps(fp16_to_fp32(h));
         for (int half = 0; half < 2; ++half) {
             const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 2 + 16 * half));
             _mm512_storeu_ps(d + 16 * half, _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q))));
@@ -50,7 +51,7 @@ static void dequant_q4_k_avx512(const uint8_t* s, float* y, int64_t n) {
     for (int64_t b = 0; b < n / 256; ++b, s += 144) {
         uint16_t h[2];
         std::memcpy(h, s, 4);
-        const float d = _cvtsh_ss(h[0]), dmin = _cvtsh_ss(h[1]);
+        const float d = fp16_to_fp32(h[0]), dmin = fp16_to_fp32(h[1]);
         const uint8_t* qs = s + 16;
         for (int j = 0; j < 8; ++j, y += 32) {  // 32 values per scale: nibble half j & 1 of bytes 32 (j / 2) ..
             uint8_t sc, m;
@@ -72,7 +73,7 @@ static void dequant_q6_k_avx512(const uint8_t* s, float* y, int64_t n) {
     for (int64_t b = 0; b < n / 256; ++b, s += 210) {
         uint16_t h;
         std::memcpy(&h, s + 208, 2);
-        const float d = _cvtsh_ss(h);
+        const float d = fp16_to_fp32(h);
         const auto* scales = reinterpret_cast<const int8_t*>(s + 192);
         for (int half = 0; half < 2; ++half, y += 128) {
             const uint8_t* ql = s + 64 * half;
