@@ -1,26 +1,30 @@
 #include "kernels/cpu/attention.h"
-#include "kernels/cpu/attention_q8.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <memory>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/fp16.h"
 #include "core/thread_pool.h"
+#include "kernels/ref/kv_q8.h"
 
 namespace moe::cpu {
 
 namespace {
 
-// ISA-specific tile primitives. `k`/`v` point at row 0 of the tile for this kv head; consecutive
-// keys are `stride` elements apart (n_head_kv * head_dim).
+// Scalar tile primitives per cache type. `k`/`v` point at this kv head's vector in the tile's first
+// row; consecutive keys are `row` bytes apart (f32 / f16: n_head_kv * head_dim elements; q8_0:
+// kernels/ref/kv_q8.h).
 //   scores: s[j] = scale * dot(q, k_j), j < n
 //   accum:  acc[i] += sum_j w[j] * v_j[i]   (j in increasing order)
 struct TileOps {
-    void (*scores)(const float* q, const void* k, int64_t stride, int64_t n, int64_t d, float scale, float* s);
-    void (*accum)(float* acc, const float* w, const void* v, int64_t stride, int64_t n, int64_t d);
+    void (*scores)(const float* q, const char* k, int64_t row, int64_t n, int64_t d, float scale, float* s);
+    void (*accum)(float* acc, const float* w, const char* v, int64_t row, int64_t n, int64_t d);
 };
 
 template <typename T>
@@ -29,10 +33,9 @@ inline float to_f32(T x) {
 }
 
 template <typename T>
-void scores_scalar(const float* q, const void* kp, int64_t stride, int64_t n, int64_t d, float scale, float* s) {
-    const T* k = static_cast<const T*>(kp);
+void scores_scalar(const float* q, const char* k, int64_t row, int64_t n, int64_t d, float scale, float* s) {
     for (int64_t j = 0; j < n; ++j) {
-        const T* kj = k + j * stride;
+        const T* kj = reinterpret_cast<const T*>(k + j * row);
         float dot = 0.0f;
         for (int64_t i = 0; i < d; ++i) dot += q[i] * to_f32(kj[i]);
         s[j] = dot * scale;
@@ -40,12 +43,52 @@ void scores_scalar(const float* q, const void* kp, int64_t stride, int64_t n, in
 }
 
 template <typename T>
-void accum_scalar(float* acc, const float* w, const void* vp, int64_t stride, int64_t n, int64_t d) {
-    const T* v = static_cast<const T*>(vp);
+void accum_scalar(float* acc, const float* w, const char* v, int64_t row, int64_t n, int64_t d) {
     for (int64_t j = 0; j < n; ++j) {
-        const T* vj = v + j * stride;
+        const T* vj = reinterpret_cast<const T*>(v + j * row);
         for (int64_t i = 0; i < d; ++i) acc[i] += w[j] * to_f32(vj[i]);
     }
+}
+
+// Q8_0 vectors: element i = fp16 scale of block i / 32 times its int8 (exact in f32).
+void scores_q8(const float* q, const char* k, int64_t row, int64_t n, int64_t d, float scale, float* s) {
+    for (int64_t j = 0; j < n; ++j) {
+        const auto* kj = reinterpret_cast<const uint8_t*>(k + j * row);
+        float dot = 0.0f;
+        for (int64_t b = 0; b * kKvQ8Block < d; ++b) {
+            const uint8_t* blk = kj + b * kKvQ8BlockBytes;
+            const float sc = kv_q8_scale(blk);
+            const int64_t e = std::min(kKvQ8Block, d - b * kKvQ8Block);
+            for (int64_t i = 0; i < e; ++i)
+                dot += q[b * kKvQ8Block + i] * (sc * static_cast<float>(static_cast<int8_t>(blk[2 + i])));
+        }
+        s[j] = dot * scale;
+    }
+}
+
+void accum_q8(float* acc, const float* w, const char* v, int64_t row, int64_t n, int64_t d) {
+    for (int64_t j = 0; j < n; ++j) {
+        const auto* vj = reinterpret_cast<const uint8_t*>(v + j * row);
+        for (int64_t b = 0; b * kKvQ8Block < d; ++b) {
+            const uint8_t* blk = vj + b * kKvQ8BlockBytes;
+            const float sc = kv_q8_scale(blk);
+            const int64_t e = std::min(kKvQ8Block, d - b * kKvQ8Block);
+            float* ab = acc + b * kKvQ8Block;
+            for (int64_t i = 0; i < e; ++i) ab[i] += w[j] * (sc * static_cast<float>(static_cast<int8_t>(blk[2 + i])));
+        }
+    }
+}
+
+// Byte addressing of a cache: row r, kv head g of K at k + r * k_row + g * k_head (V likewise).
+struct KvLayout {
+    int64_t k_row, v_row, k_head, v_head;
+};
+KvLayout kv_layout(const AttentionSpec& s) {
+    if (s.kv_type == DType::Q8_0)
+        return {attention_q8_k_row_bytes(s), attention_q8_v_row_bytes(s), kv_q8_vec_bytes(s.head_dim_k),
+                kv_q8_vec_bytes(s.head_dim_v)};
+    const int64_t e = s.kv_type == DType::F16 ? 2 : 4;
+    return {s.n_head_kv * s.head_dim_k * e, attention_v_stride(s) * e, s.head_dim_k * e, s.head_dim_v * e};
 }
 
 // nh (<= kAttentionHeadsPerItem) consecutive query heads of one token that share a kv head:
@@ -54,10 +97,9 @@ void accum_scalar(float* acc, const float* w, const void* vp, int64_t stride, in
 // operations is the same as if it were processed alone.
 // Sink logits (sinks[hh], or null) join the denominator at the end: max and sum are rescaled as if
 // the sink had been one more key with a zero value.
-void attend_heads(const TileOps& ops, const AttentionSpec& s, const float* q, int64_t nh, const char* k,
-                  const char* v, size_t elem, int64_t n_keys, float scale, float* out, const float* sinks) {
+void attend_heads(const TileOps& ops, const AttentionSpec& s, const KvLayout& L, const float* q, int64_t nh,
+                  const char* k, const char* v, int64_t n_keys, float scale, float* out, const float* sinks) {
     const int64_t dk = s.head_dim_k, dv = s.head_dim_v;
-    const int64_t k_stride = s.n_head_kv * dk, v_stride = attention_v_stride(s);
     alignas(64) float acc[kAttentionHeadsPerItem][kAttentionMaxHeadDim];
     alignas(64) float sc[kAttentionTile];
     float m[kAttentionHeadsPerItem], l[kAttentionHeadsPerItem];
@@ -68,10 +110,10 @@ void attend_heads(const TileOps& ops, const AttentionSpec& s, const float* q, in
     }
     for (int64_t j0 = 0; j0 < n_keys; j0 += kAttentionTile) {
         const int64_t n = std::min(kAttentionTile, n_keys - j0);
-        const char* kt = k + static_cast<size_t>(j0 * k_stride) * elem;
-        const char* vt = v + static_cast<size_t>(j0 * v_stride) * elem;
+        const char* kt = k + j0 * L.k_row;
+        const char* vt = v + j0 * L.v_row;
         for (int64_t hh = 0; hh < nh; ++hh) {
-            ops.scores(q + hh * dk, kt, k_stride, n, dk, scale, sc);
+            ops.scores(q + hh * dk, kt, L.k_row, n, dk, scale, sc);
             float mt = sc[0];
             for (int64_t j = 1; j < n; ++j) mt = std::fmax(mt, sc[j]);
             const float m_new = std::fmax(m[hh], mt);
@@ -84,7 +126,7 @@ void attend_heads(const TileOps& ops, const AttentionSpec& s, const float* q, in
                 sc[j] = std::exp(sc[j] - m_new);
                 l[hh] += sc[j];
             }
-            ops.accum(acc[hh], sc, vt, v_stride, n, dv);
+            ops.accum(acc[hh], sc, vt, L.v_row, n, dv);
             m[hh] = m_new;
         }
     }
@@ -104,24 +146,47 @@ void attend_heads(const TileOps& ops, const AttentionSpec& s, const float* q, in
 MOE_DENSE_AVX512_BEGIN
 namespace {
 
-template <typename T>
-inline __m512 load16(const T* p) {
-    if constexpr (sizeof(T) == 2)
-        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    else
-        return _mm512_loadu_ps(p);
+// A Q8_0 cache read in place (kernels/ref/kv_q8.h): pointers of this type address bytes; a row
+// pointer is the start of one vector.
+struct Q8 {
+    uint8_t byte;
+};
+
+// Elements i0 .. i0+15 (i0 a multiple of 16) of a Q8_0 vector as f32: int8 -> f32 times the
+// block's fp16 scale (exact). Reads 16 bytes inside the vector's padded last block at most.
+inline __m512 q8_load16(const uint8_t* vec, int64_t i0) {
+    const uint8_t* b = vec + (i0 >> 5) * kKvQ8BlockBytes;
+    uint16_t h;
+    std::memcpy(&h, b, sizeof h);
+    const __m512 d = _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(h)));
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + (i0 & 16)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(x)), d);
 }
 
+// Elements i0 .. i0+15 of the row at p (f32, f16 or Q8_0) as f32; i0 a multiple of 16.
 template <typename T>
-inline __m512 load16_masked(const T* p, __mmask16 m) {
-    if constexpr (sizeof(T) == 2) {
+inline __m512 load16(const T* p, int64_t i0) {
+    if constexpr (std::is_same_v<T, Q8>)
+        return q8_load16(reinterpret_cast<const uint8_t*>(p), i0);
+    else if constexpr (sizeof(T) == 2)
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i0)));
+    else
+        return _mm512_loadu_ps(p + i0);
+}
+
+// The same for the lanes in m (the others 0).
+template <typename T>
+inline __m512 load16_masked(const T* p, int64_t i0, __mmask16 m) {
+    if constexpr (std::is_same_v<T, Q8>) {  // inside the zero-padded last block
+        return _mm512_maskz_mov_ps(m, q8_load16(reinterpret_cast<const uint8_t*>(p), i0));
+    } else if constexpr (sizeof(T) == 2) {
         // (a masked 16-bit load needs AVX512BW; copy the < 16 tail elements instead)
         alignas(32) uint16_t tmp[16] = {};
         for (int i = 0; i < 16; ++i)
-            if (m & (1u << i)) tmp[i] = p[i];
+            if (m & (1u << i)) tmp[i] = p[i0 + i];
         return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(tmp)));
     } else
-        return _mm512_maskz_loadu_ps(m, p);
+        return _mm512_maskz_loadu_ps(m, p + i0);
 }
 
 // ---------------------------------------------------------------- blocked kernel (prefill and decode)
@@ -134,7 +199,7 @@ inline __m512 load16_masked(const T* p, __mmask16 m) {
 // per key. Every per-row operation sequence depends only on the row (its q, its number of keys
 // and the cache), never on which rows share its group or item, so a token gives the same bits in
 // prefill and in decode, where the same kernel runs with one token's heads as the rows.
-constexpr int64_t kBlockRows = 8;
+constexpr int64_t kBlockRows = 32;
 
 // exp(x) for the softmax weights (x <= 0 here): n = round(x log2 e), r = x - n ln 2 in two steps
 // (Cody-Waite), exp(r) by its degree-7 Taylor polynomial (|r| <= 0.35: truncation < 2^-26), times
@@ -165,7 +230,7 @@ inline __m512 dots4x4(const float* const* q, const T* const* kr, int64_t dvec, i
         for (int k = 0; k < 4; ++k) P[i][k] = _mm512_setzero_ps();
     for (int64_t i0 = 0; i0 < dvec; i0 += 16) {
         __m512 kv[4];
-        for (int k = 0; k < 4; ++k) kv[k] = load16(kr[k] + i0);
+        for (int k = 0; k < 4; ++k) kv[k] = load16(kr[k], i0);
         for (int i = 0; i < NQ; ++i) {
             const __m512 qv = _mm512_loadu_ps(q[i] + i0);
             for (int k = 0; k < 4; ++k) P[i][k] = _mm512_fmadd_ps(qv, kv[k], P[i][k]);
@@ -173,7 +238,7 @@ inline __m512 dots4x4(const float* const* q, const T* const* kr, int64_t dvec, i
     }
     if (tail) {
         __m512 kv[4];
-        for (int k = 0; k < 4; ++k) kv[k] = load16_masked(kr[k] + dvec, tail);
+        for (int k = 0; k < 4; ++k) kv[k] = load16_masked(kr[k], dvec, tail);
         for (int i = 0; i < NQ; ++i) {
             const __m512 qv = _mm512_maskz_loadu_ps(tail, q[i] + dvec);
             for (int k = 0; k < 4; ++k) P[i][k] = _mm512_fmadd_ps(qv, kv[k], P[i][k]);
@@ -202,9 +267,10 @@ inline void pv_block(float* const* acc, const float* w, const T* v, int64_t vstr
     for (int i = 0; i < NQ; ++i)
         for (int c = 0; c < NCH; ++c) a[i][c] = _mm512_maskz_loadu_ps(c == NCH - 1 ? last : 0xFFFF, acc[i] + d0 + 16 * c);
     for (int64_t j = jb; j < je; ++j) {
-        const T* vr = v + j * vstride + d0;
+        const T* vr = v + j * vstride;
         __m512 vv[NCH];
-        for (int c = 0; c < NCH; ++c) vv[c] = (c == NCH - 1 && last != 0xFFFF) ? load16_masked(vr + 16 * c, last) : load16(vr + 16 * c);
+        for (int c = 0; c < NCH; ++c)
+            vv[c] = (c == NCH - 1 && last != 0xFFFF) ? load16_masked(vr, d0 + 16 * c, last) : load16(vr, d0 + 16 * c);
         for (int i = 0; i < NQ; ++i) {
             const __m512 wj = _mm512_set1_ps(w[4 * j + i]);
             for (int c = 0; c < NCH; ++c) a[i][c] = _mm512_fmadd_ps(wj, vv[c], a[i][c]);
@@ -232,16 +298,84 @@ struct QRow {
     const float* sink;   // this head's sink logit, or null
 };
 
+// Where the blocked kernel reads a tile's K / V rows (element type T, row strides ks / vs elements):
+// DirectTiles straight from the cache (f32, f16, or Q8_0 converted in registers per load: decode,
+// where a block is one group of <= 4 rows); Q8Tiles from a Q8_0 cache for blocks of several row
+// groups (prefill), each tile's rows dequantized once into per-thread f32 scratch and shared by
+// every group, so a key costs one conversion however many query rows read it. The dequantized
+// values are exact (fp16 scale x int8 in f32), so every route gives the same bits as the f32
+// kernel over an f32 cache holding them, and prefill equals decode (tested).
 template <typename T>
-void attend_block(const AttentionSpec& s, const QRow* rows, int64_t R, const char* kp, const char* vp, float scale) {
+struct DirectTiles {
+    using Elem = T;
+    const T* k;
+    const T* v;
+    int64_t ks, vs;
+    const T* ktile(int64_t j0, int64_t) const { return k + j0 * ks; }
+    const T* vtile(int64_t j0, int64_t) const { return v + j0 * vs; }
+};
+
+// n vectors of d elements, `row` bytes apart -> out [n, d] f32: per 32-element block one scale
+// conversion (scalar F16C) for both 16-lane halves. Same values as q8_load16.
+inline void q8_rows(const uint8_t* src, int64_t row, int64_t n, int64_t d, float* out) {
+    for (int64_t j = 0; j < n; ++j) {
+        const uint8_t* vec = src + j * row;
+        float* o = out + j * d;
+        // (the rows of one head are n_head_kv vectors apart: help the hardware prefetcher)
+        for (int64_t c = 0; c < kv_q8_vec_bytes(d) + 64; c += 64) _mm_prefetch(reinterpret_cast<const char*>(vec + 4 * row + c), _MM_HINT_T0);
+        for (int64_t i0 = 0; i0 < d; i0 += 32) {
+            const uint8_t* b = vec + (i0 >> 5) * kKvQ8BlockBytes;
+            uint16_t h;
+            std::memcpy(&h, b, sizeof h);
+            const __m512 sc = _mm512_set1_ps(_cvtsh_ss(h));
+            const __m512 lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2)))), sc);
+            const __m512 hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18)))), sc);
+            if (i0 + 32 <= d) {
+                _mm512_storeu_ps(o + i0, lo);
+                _mm512_storeu_ps(o + i0 + 16, hi);
+            } else {  // last, partial block
+                const int64_t e = d - i0;
+                _mm512_mask_storeu_ps(o + i0, static_cast<__mmask16>(e >= 16 ? 0xFFFFu : (1u << e) - 1u), lo);
+                if (e > 16) _mm512_mask_storeu_ps(o + i0 + 16, static_cast<__mmask16>((1u << (e - 16)) - 1u), hi);
+            }
+        }
+    }
+}
+
+struct Q8Tiles {
+    using Elem = float;
+    const uint8_t* k;
+    const uint8_t* v;
+    int64_t k_row, v_row, dk, dv;  // bytes between rows; elements per vector
+    float* kbuf;                   // kAttentionTile x dk
+    float* vbuf;                   // kAttentionTile x dv
+    int64_t ks, vs;                // strides of the staged tiles: dk, and dv (or dk when V is inside K)
+    bool v_in_k;                   // MLA: V = the first dv elements of each K vector (same rows)
+    Q8Tiles(const uint8_t* k_, const uint8_t* v_, int64_t k_row_, int64_t v_row_, int64_t dk_, int64_t dv_, float* kb,
+            float* vb)
+        : k(k_), v(v_), k_row(k_row_), v_row(v_row_), dk(dk_), dv(dv_), kbuf(kb), vbuf(vb), ks(dk_),
+          vs(k_ == v_ && k_row_ == v_row_ ? dk_ : dv_), v_in_k(k_ == v_ && k_row_ == v_row_) {}
+    const float* ktile(int64_t j0, int64_t n) const {
+        q8_rows(k + j0 * k_row, k_row, n, dk, kbuf);
+        return kbuf;
+    }
+    // (called after ktile for the same tile)
+    const float* vtile(int64_t j0, int64_t n) const {
+        if (v_in_k) return kbuf;
+        q8_rows(v + j0 * v_row, v_row, n, dv, vbuf);
+        return vbuf;
+    }
+};
+
+template <typename Tiles>
+void attend_block(const AttentionSpec& s, const QRow* rows, int64_t R, const Tiles& tiles, float scale) {
+    using T = typename Tiles::Elem;
     const int64_t dk = s.head_dim_k, dv = s.head_dim_v;
-    const int64_t ks = s.n_head_kv * dk, vs = attention_v_stride(s);
-    const T* K = reinterpret_cast<const T*>(kp);
-    const T* V = reinterpret_cast<const T*>(vp);
+    const int64_t ks = tiles.ks, vs = tiles.vs;
     const int64_t dvec = dk & ~int64_t{15};
     const __mmask16 tail = static_cast<__mmask16>((1u << (dk - dvec)) - 1u);
     alignas(64) float acc[kBlockRows][kAttentionMaxHeadDim];
-    alignas(64) float sc[4 * kAttentionTile];
+    alignas(64) float scg[kBlockRows / 4][4 * kAttentionTile];  // per row group: lane 4 j + i
     float m[kBlockRows], l[kBlockRows];
     int64_t nmax = 0;
     for (int64_t r = 0; r < R; ++r) {
@@ -252,23 +386,21 @@ void attend_block(const AttentionSpec& s, const QRow* rows, int64_t R, const cha
     }
     const __m512i lane_key = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     for (int64_t j0 = 0; j0 < nmax; j0 += kAttentionTile) {
-        const T* Kt = K + j0 * ks;
-        const T* Vt = V + j0 * vs;
+        const int64_t n_tile = std::min(kAttentionTile, nmax - j0);
+        // Two passes over the row groups, scores + softmax with the K tile, then P.V with the V tile,
+        // so only one of them needs to stay in L1 (each row's own operation order is unchanged).
+        const T* Kt = tiles.ktile(j0, n_tile);
         for (int64_t g0 = 0; g0 < R; g0 += 4) {
             const int nq = static_cast<int>(std::min<int64_t>(4, R - g0));
-            int64_t nv[4] = {0, 0, 0, 0}, nt = 0, nc = kAttentionTile;
+            int64_t nv[4] = {0, 0, 0, 0}, nt = 0;
             for (int i = 0; i < nq; ++i) {
                 nv[i] = std::clamp<int64_t>(rows[g0 + i].n - j0, 0, kAttentionTile);
                 nt = std::max(nt, nv[i]);
-                nc = std::min(nc, nv[i]);
             }
             if (nt == 0) continue;
+            float* sc = scg[g0 / 4];
             const float* q[4];
-            float* ac[4];
-            for (int i = 0; i < 4; ++i) {
-                q[i] = rows[g0 + std::min(i, nq - 1)].q;
-                ac[i] = acc[g0 + std::min(i, nq - 1)];
-            }
+            for (int i = 0; i < 4; ++i) q[i] = rows[g0 + std::min(i, nq - 1)].q;
             // scores, lane 4 j + i
             const __m512 vscale = _mm512_set1_ps(scale);
             for (int64_t jb = 0; jb < nt; jb += 4) {
@@ -326,6 +458,20 @@ void attend_block(const AttentionSpec& s, const QRow* rows, int64_t R, const cha
                 _mm512_store_ps(l4, lv);
                 for (int i = 0; i < nq; ++i) l[g0 + i] = l4[i];
             }
+        }
+        const T* Vt = tiles.vtile(j0, n_tile);
+        for (int64_t g0 = 0; g0 < R; g0 += 4) {
+            const int nq = static_cast<int>(std::min<int64_t>(4, R - g0));
+            int64_t nv[4] = {0, 0, 0, 0}, nt = 0, nc = kAttentionTile;
+            for (int i = 0; i < nq; ++i) {
+                nv[i] = std::clamp<int64_t>(rows[g0 + i].n - j0, 0, kAttentionTile);
+                nt = std::max(nt, nv[i]);
+                nc = std::min(nc, nv[i]);
+            }
+            if (nt == 0) continue;
+            const float* sc = scg[g0 / 4];
+            float* ac[4];
+            for (int i = 0; i < 4; ++i) ac[i] = acc[g0 + std::min(i, nq - 1)];
             // P.V: keys every row of the group has together, then each row's own rest
             switch (nq) {
                 case 1: pv_rows<T, 1>(ac, sc, Vt, vs, 0, nc, dv); break;
@@ -352,19 +498,18 @@ MOE_DENSE_AVX512_END
 #endif
 
 void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool, kernels::Isa isa) {
-    if (s.kv_type == DType::Q8_0) {  // attention_q8.cpp: no window / sinks (the session refuses them)
-        MOE_ASSERT(s.window == 0 && !a.sinks, "q8_0 KV attention with a sliding window or sinks");
-        return attention_q8(s, a, pool, isa);
-    }
     attention_check(s, a);
     MOE_ASSERT(s.head_dim_v <= kAttentionMaxHeadDim, "attention head_dim_v ", s.head_dim_v, " > ",
                kAttentionMaxHeadDim);
-    const bool f16 = s.kv_type == DType::F16;
-    TileOps ops{f16 ? scores_scalar<uint16_t> : scores_scalar<float>,
-                f16 ? accum_scalar<uint16_t> : accum_scalar<float>};
+    const bool f16 = s.kv_type == DType::F16, q8 = s.kv_type == DType::Q8_0;
+    const TileOps ops = q8 ? TileOps{scores_q8, accum_q8}
+                           : f16 ? TileOps{scores_scalar<uint16_t>, accum_scalar<uint16_t>}
+                                 : TileOps{scores_scalar<float>, accum_scalar<float>};
+    const KvLayout L = kv_layout(s);
     const float scale = attention_scale(s);
     const int64_t group = s.n_head / s.n_head_kv;
-    const size_t elem = f16 ? 2 : 4;
+    const auto* K = static_cast<const char*>(a.k);
+    const auto* V = static_cast<const char*>(a.v);
     // Work item = (token, kv head, chunk of up to kAttentionHeadsPerItem of its query heads).
     const int64_t chunks = (group + kAttentionHeadsPerItem - 1) / kAttentionHeadsPerItem;
     auto item = [&](int64_t b, int64_t e, int) {
@@ -374,12 +519,9 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
             const int64_t nh = std::min(kAttentionHeadsPerItem, (g + 1) * group - h0);
             // Sliding window: start the key rows at the window's first key.
             const int64_t j0 = attention_first_key(s, a.pos[t]);
-            const char* k = static_cast<const char*>(a.k) +
-                            static_cast<size_t>(j0 * s.n_head_kv * s.head_dim_k + g * s.head_dim_k) * elem;
-            const char* v = static_cast<const char*>(a.v) +
-                            static_cast<size_t>(j0 * attention_v_stride(s) + g * s.head_dim_v) * elem;
-            attend_heads(ops, s, a.q + (t * s.n_head + h0) * s.head_dim_k, nh, k, v, elem, int64_t{a.pos[t]} + 1 - j0,
-                         scale, a.out + (t * s.n_head + h0) * s.head_dim_v, a.sinks ? a.sinks + h0 : nullptr);
+            attend_heads(ops, s, L, a.q + (t * s.n_head + h0) * s.head_dim_k, nh, K + j0 * L.k_row + g * L.k_head,
+                         V + j0 * L.v_row + g * L.v_head, int64_t{a.pos[t]} + 1 - j0, scale,
+                         a.out + (t * s.n_head + h0) * s.head_dim_v, a.sinks ? a.sinks + h0 : nullptr);
         }
     };
 #if MOE_DENSE_HAS_AVX512
@@ -390,7 +532,11 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
         const int64_t tb =
             s.window > 0 ? 1 : std::max<int64_t>(1, kBlockRows / std::min(group, kAttentionHeadsPerItem));
         const int64_t n_blocks = (a.n_tokens + tb - 1) / tb;
-        auto block = [&](int64_t b, int64_t e, int) {
+        const int n_threads = pool ? pool->size() : 1;
+        // Q8_0: per-thread scratch for one staged K and V tile (allocated per call, not zeroed).
+        const int64_t stage = q8 ? kAttentionTile * (s.head_dim_k + s.head_dim_v) : 0;
+        std::unique_ptr<float[]> scratch(q8 ? new float[static_cast<size_t>(stage * n_threads)] : nullptr);
+        auto block = [&](int64_t b, int64_t e, int thread) {
             for (int64_t it = b; it < e; ++it) {
                 const int64_t t0 = (it / (s.n_head_kv * chunks)) * tb, g = (it / chunks) % s.n_head_kv, c = it % chunks;
                 const int64_t h0 = g * group + c * kAttentionHeadsPerItem;
@@ -402,12 +548,29 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
                     for (int64_t h = h0; h < h0 + nh; ++h)
                         rows[R++] = QRow{a.q + (t * s.n_head + h) * s.head_dim_k, a.out + (t * s.n_head + h) * s.head_dim_v,
                                          int64_t{a.pos[t]} + 1 - j0, a.sinks ? a.sinks + h : nullptr};
-                const char* k = static_cast<const char*>(a.k) +
-                                static_cast<size_t>(j0 * s.n_head_kv * s.head_dim_k + g * s.head_dim_k) * elem;
-                const char* v = static_cast<const char*>(a.v) +
-                                static_cast<size_t>(j0 * attention_v_stride(s) + g * s.head_dim_v) * elem;
-                if (f16) attend_block<uint16_t>(s, rows, R, k, v, scale);
-                else attend_block<float>(s, rows, R, k, v, scale);
+                const char* k = K + j0 * L.k_row + g * L.k_head;
+                const char* v = V + j0 * L.v_row + g * L.v_head;
+                if (q8 && R <= 4) {  // one row group (decode): convert each K / V load in registers
+                    attend_block(s, rows, R,
+                                 DirectTiles<Q8>{reinterpret_cast<const Q8*>(k), reinterpret_cast<const Q8*>(v), L.k_row, L.v_row},
+                                 scale);
+                } else if (q8) {  // several row groups share each tile: dequantize it once
+                    float* buf = scratch.get() + stage * thread;
+                    attend_block(s, rows, R,
+                                 Q8Tiles(reinterpret_cast<const uint8_t*>(k), reinterpret_cast<const uint8_t*>(v), L.k_row,
+                                         L.v_row, s.head_dim_k, s.head_dim_v, buf, buf + kAttentionTile * s.head_dim_k),
+                                 scale);
+                } else if (f16) {
+                    attend_block(s, rows, R,
+                                 DirectTiles<uint16_t>{reinterpret_cast<const uint16_t*>(k), reinterpret_cast<const uint16_t*>(v),
+                                                       L.k_row / 2, L.v_row / 2},
+                                 scale);
+                } else {
+                    attend_block(s, rows, R,
+                                 DirectTiles<float>{reinterpret_cast<const float*>(k), reinterpret_cast<const float*>(v),
+                                                    L.k_row / 4, L.v_row / 4},
+                                 scale);
+                }
             }
         };
         const int64_t n_block_items = n_blocks * s.n_head_kv * chunks;
