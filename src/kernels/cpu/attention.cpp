@@ -158,9 +158,19 @@ inline __m512 q8_load16(const uint8_t* vec, int64_t i0) {
     const uint8_t* b = vec + (i0 >> 5) * kKvQ8BlockBytes;
     uint16_t h;
     std::memcpy(&h, b, sizeof h);
-    const __m512 d = _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(h)));
+    const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
     const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + (i0 & 16)));
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(x)), d);
+}
+
+// Elements i0 .. i0+31 (i0 a multiple of 32: one block, one scale conversion) as two halves.
+inline void q8_load32(const uint8_t* vec, int64_t i0, __m512& lo, __m512& hi) {
+    const uint8_t* b = vec + (i0 >> 5) * kKvQ8BlockBytes;
+    uint16_t h;
+    std::memcpy(&h, b, sizeof h);
+    const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
+    lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2)))), d);
+    hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18)))), d);
 }
 
 // Elements i0 .. i0+15 of the row at p (f32, f16 or Q8_0) as f32; i0 a multiple of 16.
@@ -228,7 +238,21 @@ inline __m512 dots4x4(const float* const* q, const T* const* kr, int64_t dvec, i
     __m512 P[4][4];
     for (int i = 0; i < 4; ++i)
         for (int k = 0; k < 4; ++k) P[i][k] = _mm512_setzero_ps();
-    for (int64_t i0 = 0; i0 < dvec; i0 += 16) {
+    int64_t i0 = 0;
+    if constexpr (std::is_same_v<T, Q8>)  // whole blocks: one scale per 32 elements (same values, same order)
+        for (; i0 + 32 <= dvec; i0 += 32) {
+            __m512 lo[4], hi[4];
+            for (int k = 0; k < 4; ++k) q8_load32(reinterpret_cast<const uint8_t*>(kr[k]), i0, lo[k], hi[k]);
+            for (int i = 0; i < NQ; ++i) {
+                const __m512 qv = _mm512_loadu_ps(q[i] + i0);
+                for (int k = 0; k < 4; ++k) P[i][k] = _mm512_fmadd_ps(qv, lo[k], P[i][k]);
+            }
+            for (int i = 0; i < NQ; ++i) {
+                const __m512 qv = _mm512_loadu_ps(q[i] + i0 + 16);
+                for (int k = 0; k < 4; ++k) P[i][k] = _mm512_fmadd_ps(qv, hi[k], P[i][k]);
+            }
+        }
+    for (; i0 < dvec; i0 += 16) {
         __m512 kv[4];
         for (int k = 0; k < 4; ++k) kv[k] = load16(kr[k], i0);
         for (int i = 0; i < NQ; ++i) {
@@ -269,8 +293,13 @@ inline void pv_block(float* const* acc, const float* w, const T* v, int64_t vstr
     for (int64_t j = jb; j < je; ++j) {
         const T* vr = v + j * vstride;
         __m512 vv[NCH];
-        for (int c = 0; c < NCH; ++c)
-            vv[c] = (c == NCH - 1 && last != 0xFFFF) ? load16_masked(vr, d0 + 16 * c, last) : load16(vr, d0 + 16 * c);
+        if constexpr (std::is_same_v<T, Q8> && NCH == 4) {  // d0 % 64 == 0, all 64 valid: two whole blocks
+            q8_load32(reinterpret_cast<const uint8_t*>(vr), d0, vv[0], vv[1]);
+            q8_load32(reinterpret_cast<const uint8_t*>(vr), d0 + 32, vv[2], vv[3]);
+        } else {
+            for (int c = 0; c < NCH; ++c)
+                vv[c] = (c == NCH - 1 && last != 0xFFFF) ? load16_masked(vr, d0 + 16 * c, last) : load16(vr, d0 + 16 * c);
+        }
         for (int i = 0; i < NQ; ++i) {
             const __m512 wj = _mm512_set1_ps(w[4 * j + i]);
             for (int c = 0; c < NCH; ++c) a[i][c] = _mm512_fmadd_ps(wj, vv[c], a[i][c]);
@@ -305,14 +334,34 @@ struct QRow {
 // every group, so a key costs one conversion however many query rows read it. The dequantized
 // values are exact (fp16 scale x int8 in f32), so every route gives the same bits as the f32
 // kernel over an f32 cache holding them, and prefill equals decode (tested).
+// Software prefetch of the bytes [p, p + n): a head's rows are n_head_kv vectors apart, a pattern
+// the hardware prefetchers follow poorly once the cache outgrows L3 (decode at depth is latency-
+// bound without it, worst for Q8_0's 136-byte vectors).
+inline void prefetch_bytes(const void* p, int64_t n) {
+    const char* a = static_cast<const char*>(p);
+    for (int64_t c = 0; c < n; c += 64) _mm_prefetch(a + c, _MM_HINT_T0);
+    _mm_prefetch(a + n - 1, _MM_HINT_T0);
+}
+constexpr int64_t kPrefetchKeys = 16;
+// Decode work items span up to kMaxSpan kv heads (see attention(); stack: kMaxSpan x 4 rows x
+// kAttentionMaxHeadDim floats) when a call has at most kMaxSpanTokens tokens.
+constexpr int64_t kMaxSpan = 8;
+constexpr int64_t kMaxSpanTokens = 2;  // K rows fetched this many keys ahead
+
 template <typename T>
 struct DirectTiles {
     using Elem = T;
     const T* k;
     const T* v;
     int64_t ks, vs;
+    int64_t k_bytes, v_bytes;  // one head's K / V vector
     const T* ktile(int64_t j0, int64_t) const { return k + j0 * ks; }
     const T* vtile(int64_t j0, int64_t) const { return v + j0 * vs; }
+    // While the scores of key j are computed: K row j + kPrefetchKeys and V row j (read next, by P.V).
+    void prefetch(int64_t j) const {
+        prefetch_bytes(k + (j + kPrefetchKeys) * ks, k_bytes);
+        prefetch_bytes(v + j * vs, v_bytes);
+    }
 };
 
 // n vectors of d elements, `row` bytes apart -> out [n, d] f32: per 32-element block one scale
@@ -365,132 +414,163 @@ struct Q8Tiles {
         q8_rows(v + j0 * v_row, v_row, n, dv, vbuf);
         return vbuf;
     }
+    void prefetch(int64_t) const {}  // (q8_rows prefetches while staging)
 };
 
+// Online-softmax state of up to kBlockRows query rows that share one kv head (and so its K / V
+// tiles); acc: R rows of kAttentionMaxHeadDim floats.
+struct RowBlock {
+    const QRow* rows;
+    int64_t R;
+    float (*acc)[kAttentionMaxHeadDim];
+    float m[kBlockRows], l[kBlockRows];
+    int64_t nmax;  // keys of the longest row
+};
+
+inline void block_init(RowBlock& b, int64_t dv) {
+    b.nmax = 0;
+    for (int64_t r = 0; r < b.R; ++r) {
+        std::fill(b.acc[r], b.acc[r] + dv, 0.0f);
+        b.m[r] = -INFINITY;
+        b.l[r] = 0.0f;
+        b.nmax = std::max(b.nmax, b.rows[r].n);
+    }
+}
+
+// One key tile (keys j0 .. j0 + kAttentionTile - 1 from the block's first key) for every row.
 template <typename Tiles>
-void attend_block(const AttentionSpec& s, const QRow* rows, int64_t R, const Tiles& tiles, float scale) {
+void block_tile(const AttentionSpec& s, RowBlock& b, const Tiles& tiles, int64_t j0, float scale) {
     using T = typename Tiles::Elem;
     const int64_t dk = s.head_dim_k, dv = s.head_dim_v;
     const int64_t ks = tiles.ks, vs = tiles.vs;
     const int64_t dvec = dk & ~int64_t{15};
     const __mmask16 tail = static_cast<__mmask16>((1u << (dk - dvec)) - 1u);
-    alignas(64) float acc[kBlockRows][kAttentionMaxHeadDim];
+    const QRow* rows = b.rows;
+    const int64_t R = b.R;
+    float (*acc)[kAttentionMaxHeadDim] = b.acc;
+    float* m = b.m;
+    float* l = b.l;
     alignas(64) float scg[kBlockRows / 4][4 * kAttentionTile];  // per row group: lane 4 j + i
-    float m[kBlockRows], l[kBlockRows];
-    int64_t nmax = 0;
-    for (int64_t r = 0; r < R; ++r) {
-        std::fill(acc[r], acc[r] + dv, 0.0f);
-        m[r] = -INFINITY;
-        l[r] = 0.0f;
-        nmax = std::max(nmax, rows[r].n);
-    }
     const __m512i lane_key = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    for (int64_t j0 = 0; j0 < nmax; j0 += kAttentionTile) {
-        const int64_t n_tile = std::min(kAttentionTile, nmax - j0);
-        // Two passes over the row groups, scores + softmax with the K tile, then P.V with the V tile,
-        // so only one of them needs to stay in L1 (each row's own operation order is unchanged).
-        const T* Kt = tiles.ktile(j0, n_tile);
-        for (int64_t g0 = 0; g0 < R; g0 += 4) {
-            const int nq = static_cast<int>(std::min<int64_t>(4, R - g0));
-            int64_t nv[4] = {0, 0, 0, 0}, nt = 0;
-            for (int i = 0; i < nq; ++i) {
-                nv[i] = std::clamp<int64_t>(rows[g0 + i].n - j0, 0, kAttentionTile);
-                nt = std::max(nt, nv[i]);
-            }
-            if (nt == 0) continue;
-            float* sc = scg[g0 / 4];
-            const float* q[4];
-            for (int i = 0; i < 4; ++i) q[i] = rows[g0 + std::min(i, nq - 1)].q;
-            // scores, lane 4 j + i
-            const __m512 vscale = _mm512_set1_ps(scale);
-            for (int64_t jb = 0; jb < nt; jb += 4) {
-                const T* kr[4];
-                for (int k = 0; k < 4; ++k) kr[k] = Kt + std::min(jb + k, nt - 1) * ks;
-                __m512 d;
-                switch (nq) {
-                    case 1: d = dots4x4<T, 1>(q, kr, dvec, dk, tail); break;
-                    case 2: d = dots4x4<T, 2>(q, kr, dvec, dk, tail); break;
-                    case 3: d = dots4x4<T, 3>(q, kr, dvec, dk, tail); break;
-                    default: d = dots4x4<T, 4>(q, kr, dvec, dk, tail); break;
-                }
-                _mm512_store_ps(sc + 4 * jb, _mm512_mul_ps(d, vscale));
-            }
-            // tile max per row (valid keys only), then m, alpha, exp, running sum
-            const __m512i nvv = _mm512_broadcast_i32x4(_mm_setr_epi32(static_cast<int>(nv[0]), static_cast<int>(nv[1]),
-                                                                       static_cast<int>(nv[2]), static_cast<int>(nv[3])));
-            __m512 mx = _mm512_set1_ps(-INFINITY);
-            for (int64_t jb = 0; jb < nt; jb += 4) {
-                const __mmask16 valid = _mm512_cmplt_epi32_mask(_mm512_add_epi32(lane_key, _mm512_set1_epi32(static_cast<int>(jb))), nvv);
-                mx = _mm512_mask_max_ps(mx, valid, mx, _mm512_load_ps(sc + 4 * jb));
-            }
-            mx = _mm512_max_ps(mx, _mm512_shuffle_f32x4(mx, mx, 0x4E));
-            mx = _mm512_max_ps(mx, _mm512_shuffle_f32x4(mx, mx, 0xB1));
-            alignas(16) float mt[4];
-            _mm_store_ps(mt, _mm512_castps512_ps128(mx));
-            alignas(16) float mn[4] = {0, 0, 0, 0};
-            for (int i = 0; i < nq; ++i) {
-                const int64_t r = g0 + i;
-                if (nv[i] == 0) continue;
-                const float m_new = std::fmax(m[r], mt[i]);
-                const float alpha = std::exp(m[r] - m_new);  // 0 on the first tile (m = -inf)
-                if (alpha != 1.0f) {
-                    l[r] *= alpha;
-                    const __m512 va = _mm512_set1_ps(alpha);
-                    int64_t i0 = 0;
-                    for (; i0 + 16 <= dv; i0 += 16) _mm512_storeu_ps(acc[r] + i0, _mm512_mul_ps(_mm512_loadu_ps(acc[r] + i0), va));
-                    for (; i0 < dv; ++i0) acc[r][i0] *= alpha;
-                }
-                m[r] = m_new;
-                mn[i] = m_new;
-            }
-            const __m512 vm = _mm512_broadcast_f32x4(_mm_load_ps(mn));
-            for (int64_t jb = 0; jb < nt; jb += 4)
-                _mm512_store_ps(sc + 4 * jb, vexp(_mm512_sub_ps(_mm512_load_ps(sc + 4 * jb), vm)));
-            {  // running sums, one sequential chain per row in key order (4 rows in the lanes of an xmm)
-                // (zmm ops on lanes 0-3 only: the portable build's AVX-512 target has no AVX512VL)
-                alignas(64) float l4[16] = {};
-                for (int i = 0; i < nq; ++i) l4[i] = l[g0 + i];
-                __m512 lv = _mm512_load_ps(l4);
-                for (int64_t j = 0; j < nt; ++j) {
-                    const __mmask16 valid = _mm512_cmplt_epi32_mask(_mm512_set1_epi32(static_cast<int>(j)), nvv) & 0xF;
-                    lv = _mm512_mask_add_ps(lv, valid, lv, _mm512_castps128_ps512(_mm_load_ps(sc + 4 * j)));
-                }
-                _mm512_store_ps(l4, lv);
-                for (int i = 0; i < nq; ++i) l[g0 + i] = l4[i];
-            }
+    const int64_t nmax = b.nmax;
+    const int64_t n_tile = std::min(kAttentionTile, nmax - j0);
+    // Two passes over the row groups, scores + softmax with the K tile, then P.V with the V tile,
+    // so only one of them needs to stay in L1 (each row's own operation order is unchanged).
+    const T* Kt = tiles.ktile(j0, n_tile);
+    for (int64_t g0 = 0; g0 < R; g0 += 4) {
+        const int nq = static_cast<int>(std::min<int64_t>(4, R - g0));
+        int64_t nv[4] = {0, 0, 0, 0}, nt = 0;
+        for (int i = 0; i < nq; ++i) {
+            nv[i] = std::clamp<int64_t>(rows[g0 + i].n - j0, 0, kAttentionTile);
+            nt = std::max(nt, nv[i]);
         }
-        const T* Vt = tiles.vtile(j0, n_tile);
-        for (int64_t g0 = 0; g0 < R; g0 += 4) {
-            const int nq = static_cast<int>(std::min<int64_t>(4, R - g0));
-            int64_t nv[4] = {0, 0, 0, 0}, nt = 0, nc = kAttentionTile;
-            for (int i = 0; i < nq; ++i) {
-                nv[i] = std::clamp<int64_t>(rows[g0 + i].n - j0, 0, kAttentionTile);
-                nt = std::max(nt, nv[i]);
-                nc = std::min(nc, nv[i]);
-            }
-            if (nt == 0) continue;
-            const float* sc = scg[g0 / 4];
-            float* ac[4];
-            for (int i = 0; i < 4; ++i) ac[i] = acc[g0 + std::min(i, nq - 1)];
-            // P.V: keys every row of the group has together, then each row's own rest
+        if (nt == 0) continue;
+        float* sc = scg[g0 / 4];
+        const float* q[4];
+        for (int i = 0; i < 4; ++i) q[i] = rows[g0 + std::min(i, nq - 1)].q;
+        // scores, lane 4 j + i
+        const __m512 vscale = _mm512_set1_ps(scale);
+        for (int64_t jb = 0; jb < nt; jb += 4) {
+            if (g0 == 0)
+                for (int k = 0; k < 4; ++k) tiles.prefetch(j0 + jb + k);
+            const T* kr[4];
+            for (int k = 0; k < 4; ++k) kr[k] = Kt + std::min(jb + k, nt - 1) * ks;
+            __m512 d;
             switch (nq) {
-                case 1: pv_rows<T, 1>(ac, sc, Vt, vs, 0, nc, dv); break;
-                case 2: pv_rows<T, 2>(ac, sc, Vt, vs, 0, nc, dv); break;
-                case 3: pv_rows<T, 3>(ac, sc, Vt, vs, 0, nc, dv); break;
-                default: pv_rows<T, 4>(ac, sc, Vt, vs, 0, nc, dv); break;
+                case 1: d = dots4x4<T, 1>(q, kr, dvec, dk, tail); break;
+                case 2: d = dots4x4<T, 2>(q, kr, dvec, dk, tail); break;
+                case 3: d = dots4x4<T, 3>(q, kr, dvec, dk, tail); break;
+                default: d = dots4x4<T, 4>(q, kr, dvec, dk, tail); break;
             }
-            for (int i = 0; i < nq; ++i)
-                if (nv[i] > nc) pv_rows<T, 1>(&ac[i], sc + i, Vt, vs, nc, nv[i], dv);
+            _mm512_store_ps(sc + 4 * jb, _mm512_mul_ps(d, vscale));
+        }
+        // tile max per row (valid keys only), then m, alpha, exp, running sum
+        const __m512i nvv = _mm512_broadcast_i32x4(_mm_setr_epi32(static_cast<int>(nv[0]), static_cast<int>(nv[1]),
+                                                                   static_cast<int>(nv[2]), static_cast<int>(nv[3])));
+        __m512 mx = _mm512_set1_ps(-INFINITY);
+        for (int64_t jb = 0; jb < nt; jb += 4) {
+            const __mmask16 valid = _mm512_cmplt_epi32_mask(_mm512_add_epi32(lane_key, _mm512_set1_epi32(static_cast<int>(jb))), nvv);
+            mx = _mm512_mask_max_ps(mx, valid, mx, _mm512_load_ps(sc + 4 * jb));
+        }
+        mx = _mm512_max_ps(mx, _mm512_shuffle_f32x4(mx, mx, 0x4E));
+        mx = _mm512_max_ps(mx, _mm512_shuffle_f32x4(mx, mx, 0xB1));
+        alignas(16) float mt[4];
+        _mm_store_ps(mt, _mm512_castps512_ps128(mx));
+        alignas(16) float mn[4] = {0, 0, 0, 0};
+        for (int i = 0; i < nq; ++i) {
+            const int64_t r = g0 + i;
+            if (nv[i] == 0) continue;
+            const float m_new = std::fmax(m[r], mt[i]);
+            const float alpha = std::exp(m[r] - m_new);  // 0 on the first tile (m = -inf)
+            if (alpha != 1.0f) {
+                l[r] *= alpha;
+                const __m512 va = _mm512_set1_ps(alpha);
+                int64_t i0 = 0;
+                for (; i0 + 16 <= dv; i0 += 16) _mm512_storeu_ps(acc[r] + i0, _mm512_mul_ps(_mm512_loadu_ps(acc[r] + i0), va));
+                for (; i0 < dv; ++i0) acc[r][i0] *= alpha;
+            }
+            m[r] = m_new;
+            mn[i] = m_new;
+        }
+        const __m512 vm = _mm512_broadcast_f32x4(_mm_load_ps(mn));
+        for (int64_t jb = 0; jb < nt; jb += 4)
+            _mm512_store_ps(sc + 4 * jb, vexp(_mm512_sub_ps(_mm512_load_ps(sc + 4 * jb), vm)));
+        {  // running sums, one sequential chain per row in key order (4 rows in the lanes of an xmm)
+            // (zmm ops on lanes 0-3 only: the portable build's AVX-512 target has no AVX512VL)
+            alignas(64) float l4[16] = {};
+            for (int i = 0; i < nq; ++i) l4[i] = l[g0 + i];
+            __m512 lv = _mm512_load_ps(l4);
+            for (int64_t j = 0; j < nt; ++j) {
+                const __mmask16 valid = _mm512_cmplt_epi32_mask(_mm512_set1_epi32(static_cast<int>(j)), nvv) & 0xF;
+                lv = _mm512_mask_add_ps(lv, valid, lv, _mm512_castps128_ps512(_mm_load_ps(sc + 4 * j)));
+            }
+            _mm512_store_ps(l4, lv);
+            for (int i = 0; i < nq; ++i) l[g0 + i] = l4[i];
         }
     }
-    for (int64_t r = 0; r < R; ++r) {
-        float inv = 1.0f / l[r];
-        if (rows[r].sink) {  // as attend_heads: the sink joins the denominator last
-            const float sk = *rows[r].sink, mn = std::fmax(m[r], sk), a = std::exp(m[r] - mn);
-            inv = a / (l[r] * a + std::exp(sk - mn));
+    const T* Vt = tiles.vtile(j0, n_tile);
+    for (int64_t g0 = 0; g0 < R; g0 += 4) {
+        const int nq = static_cast<int>(std::min<int64_t>(4, R - g0));
+        int64_t nv[4] = {0, 0, 0, 0}, nt = 0, nc = kAttentionTile;
+        for (int i = 0; i < nq; ++i) {
+            nv[i] = std::clamp<int64_t>(rows[g0 + i].n - j0, 0, kAttentionTile);
+            nt = std::max(nt, nv[i]);
+            nc = std::min(nc, nv[i]);
         }
-        for (int64_t i = 0; i < dv; ++i) rows[r].out[i] = acc[r][i] * inv;
+        if (nt == 0) continue;
+        const float* sc = scg[g0 / 4];
+        float* ac[4];
+        for (int i = 0; i < 4; ++i) ac[i] = acc[g0 + std::min(i, nq - 1)];
+        // P.V: keys every row of the group has together, then each row's own rest
+        switch (nq) {
+            case 1: pv_rows<T, 1>(ac, sc, Vt, vs, 0, nc, dv); break;
+            case 2: pv_rows<T, 2>(ac, sc, Vt, vs, 0, nc, dv); break;
+            case 3: pv_rows<T, 3>(ac, sc, Vt, vs, 0, nc, dv); break;
+            default: pv_rows<T, 4>(ac, sc, Vt, vs, 0, nc, dv); break;
+        }
+        for (int i = 0; i < nq; ++i)
+            if (nv[i] > nc) pv_rows<T, 1>(&ac[i], sc + i, Vt, vs, nc, nv[i], dv);
     }
+}
+
+inline void block_finish(const RowBlock& b, int64_t dv) {
+    for (int64_t r = 0; r < b.R; ++r) {
+        float inv = 1.0f / b.l[r];
+        if (b.rows[r].sink) {  // as attend_heads: the sink joins the denominator last
+            const float sk = *b.rows[r].sink, mn = std::fmax(b.m[r], sk), a = std::exp(b.m[r] - mn);
+            inv = a / (b.l[r] * a + std::exp(sk - mn));
+        }
+        for (int64_t i = 0; i < dv; ++i) b.rows[r].out[i] = b.acc[r][i] * inv;
+    }
+}
+
+template <typename Tiles>
+void attend_block(const AttentionSpec& s, const QRow* rows, int64_t R, const Tiles& tiles, float scale) {
+    alignas(64) float acc[kBlockRows][kAttentionMaxHeadDim];
+    RowBlock b{rows, R, acc, {}, {}, 0};
+    block_init(b, s.head_dim_v);
+    for (int64_t j0 = 0; j0 < b.nmax; j0 += kAttentionTile) block_tile(s, b, tiles, j0, scale);
+    block_finish(b, s.head_dim_v);
 }
 
 }  // namespace
@@ -536,6 +616,77 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
         // Q8_0: per-thread scratch for one staged K and V tile (allocated per call, not zeroed).
         const int64_t stage = q8 ? kAttentionTile * (s.head_dim_k + s.head_dim_v) : 0;
         std::unique_ptr<float[]> scratch(q8 ? new float[static_cast<size_t>(stage * n_threads)] : nullptr);
+        // Decode (up to kMaxSpanTokens tokens): items span several kv heads, enough for one item per thread.
+        const int64_t span = a.n_tokens <= kMaxSpanTokens
+                                 ? std::clamp<int64_t>((s.n_head_kv + n_threads - 1) / n_threads, 1, kMaxSpan) : 1;
+        // Calls f(tiles) with the tile source of the K / V vectors at k / v (this kv head, first key).
+        auto with_tiles = [&](const char* k, const char* v, int64_t rows_in_block, int thread, auto&& f) {
+            if (q8 && rows_in_block <= 4) {  // one row group (decode): convert each K / V load in registers
+                f(DirectTiles<Q8>{reinterpret_cast<const Q8*>(k), reinterpret_cast<const Q8*>(v), L.k_row, L.v_row,
+                                  L.k_head, kv_q8_vec_bytes(s.head_dim_v)});
+            } else if (q8) {  // several row groups share each tile: dequantize it once
+                float* buf = scratch.get() + stage * thread;
+                f(Q8Tiles(reinterpret_cast<const uint8_t*>(k), reinterpret_cast<const uint8_t*>(v), L.k_row, L.v_row,
+                          s.head_dim_k, s.head_dim_v, buf, buf + kAttentionTile * s.head_dim_k));
+            } else if (f16) {
+                f(DirectTiles<uint16_t>{reinterpret_cast<const uint16_t*>(k), reinterpret_cast<const uint16_t*>(v),
+                                        L.k_row / 2, L.v_row / 2, 2 * s.head_dim_k, 2 * s.head_dim_v});
+            } else {
+                f(DirectTiles<float>{reinterpret_cast<const float*>(k), reinterpret_cast<const float*>(v), L.k_row / 4,
+                                     L.v_row / 4, 4 * s.head_dim_k, 4 * s.head_dim_v});
+            }
+        };
+        // Query rows of token t, query heads h0 .. h0 + nh - 1 (keys from j0).
+        auto add_rows = [&](QRow* rows, int64_t& R, int64_t t, int64_t h0, int64_t nh, int64_t j0) {
+            for (int64_t h = h0; h < h0 + nh; ++h)
+                rows[R++] = QRow{a.q + (t * s.n_head + h) * s.head_dim_k, a.out + (t * s.n_head + h) * s.head_dim_v,
+                                 int64_t{a.pos[t]} + 1 - j0, a.sinks ? a.sinks + h : nullptr};
+        };
+        if (span > 1) {
+            // Decode: work item = (token, span of kv heads, chunk of query heads); the item walks the key
+            // tiles once, each tile for every kv head of the span in turn, so the reads of one tile cover
+            // span adjacent vectors of each cache row instead of one vector per 4 KB-ish row stride (the
+            // hardware prefetchers follow the former). Each row's operations are unchanged.
+            const int64_t n_spans = (s.n_head_kv + span - 1) / span;
+            auto item_span = [&](int64_t b, int64_t e, int thread) {
+                for (int64_t it = b; it < e; ++it) {
+                    const int64_t t = it / (n_spans * chunks), g0 = (it / chunks) % n_spans * span, c = it % chunks;
+                    const int64_t g1 = std::min(s.n_head_kv, g0 + span);
+                    const int64_t j0 = attention_first_key(s, a.pos[t]);
+                    QRow rows[kMaxSpan][kAttentionHeadsPerItem];
+                    alignas(64) float acc[kMaxSpan][kAttentionHeadsPerItem][kAttentionMaxHeadDim];
+                    RowBlock blk[kMaxSpan];
+                    for (int64_t g = g0; g < g1; ++g) {
+                        const int64_t h0 = g * group + c * kAttentionHeadsPerItem;
+                        int64_t R = 0;
+                        add_rows(rows[g - g0], R, t, h0, std::min(kAttentionHeadsPerItem, (g + 1) * group - h0), j0);
+                        blk[g - g0] = RowBlock{rows[g - g0], R, acc[g - g0], {}, {}, 0};
+                        block_init(blk[g - g0], s.head_dim_v);
+                    }
+                    const int64_t n_keys = int64_t{a.pos[t]} + 1 - j0;
+                    // Bytes of the span's K / V vectors in one cache row (contiguous).
+                    const int64_t k_run = (g1 - g0) * L.k_head, v_run = (g1 - g0) * L.v_head;
+                    const int64_t pf_rows = (kAttentionTile + (g1 - g0) - 1) / (g1 - g0);
+                    for (int64_t jt = 0; jt < n_keys; jt += kAttentionTile)
+                        for (int64_t g = g0; g < g1; ++g) {
+                            // prefetch a share of the next tile's rows (the whole span's run of each)
+                            for (int64_t r = jt + kAttentionTile + (g - g0) * pf_rows,
+                                         re = std::min(jt + kAttentionTile + (g - g0 + 1) * pf_rows, n_keys);
+                                 r < re; ++r) {
+                                prefetch_bytes(K + (j0 + r) * L.k_row + g0 * L.k_head, k_run);
+                                if (V != K || L.v_row != L.k_row) prefetch_bytes(V + (j0 + r) * L.v_row + g0 * L.v_head, v_run);
+                            }
+                            with_tiles(K + j0 * L.k_row + g * L.k_head, V + j0 * L.v_row + g * L.v_head, blk[g - g0].R,
+                                       thread, [&](const auto& tiles) { block_tile(s, blk[g - g0], tiles, jt, scale); });
+                        }
+                    for (int64_t g = g0; g < g1; ++g) block_finish(blk[g - g0], s.head_dim_v);
+                }
+            };
+            const int64_t n_span_items = a.n_tokens * n_spans * chunks;
+            if (!pool || pool->size() == 1) item_span(0, n_span_items, 0);
+            else pool->parallel_for(n_span_items, 1, item_span);
+            return;
+        }
         auto block = [&](int64_t b, int64_t e, int thread) {
             for (int64_t it = b; it < e; ++it) {
                 const int64_t t0 = (it / (s.n_head_kv * chunks)) * tb, g = (it / chunks) % s.n_head_kv, c = it % chunks;
@@ -544,33 +695,9 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
                 QRow rows[kBlockRows];
                 int64_t R = 0;
                 const int64_t j0 = s.window > 0 ? attention_first_key(s, a.pos[t0]) : 0;
-                for (int64_t t = t0; t < std::min(a.n_tokens, t0 + tb); ++t)
-                    for (int64_t h = h0; h < h0 + nh; ++h)
-                        rows[R++] = QRow{a.q + (t * s.n_head + h) * s.head_dim_k, a.out + (t * s.n_head + h) * s.head_dim_v,
-                                         int64_t{a.pos[t]} + 1 - j0, a.sinks ? a.sinks + h : nullptr};
-                const char* k = K + j0 * L.k_row + g * L.k_head;
-                const char* v = V + j0 * L.v_row + g * L.v_head;
-                if (q8 && R <= 4) {  // one row group (decode): convert each K / V load in registers
-                    attend_block(s, rows, R,
-                                 DirectTiles<Q8>{reinterpret_cast<const Q8*>(k), reinterpret_cast<const Q8*>(v), L.k_row, L.v_row},
-                                 scale);
-                } else if (q8) {  // several row groups share each tile: dequantize it once
-                    float* buf = scratch.get() + stage * thread;
-                    attend_block(s, rows, R,
-                                 Q8Tiles(reinterpret_cast<const uint8_t*>(k), reinterpret_cast<const uint8_t*>(v), L.k_row,
-                                         L.v_row, s.head_dim_k, s.head_dim_v, buf, buf + kAttentionTile * s.head_dim_k),
-                                 scale);
-                } else if (f16) {
-                    attend_block(s, rows, R,
-                                 DirectTiles<uint16_t>{reinterpret_cast<const uint16_t*>(k), reinterpret_cast<const uint16_t*>(v),
-                                                       L.k_row / 2, L.v_row / 2},
-                                 scale);
-                } else {
-                    attend_block(s, rows, R,
-                                 DirectTiles<float>{reinterpret_cast<const float*>(k), reinterpret_cast<const float*>(v),
-                                                    L.k_row / 4, L.v_row / 4},
-                                 scale);
-                }
+                for (int64_t t = t0; t < std::min(a.n_tokens, t0 + tb); ++t) add_rows(rows, R, t, h0, nh, j0);
+                with_tiles(K + j0 * L.k_row + g * L.k_head, V + j0 * L.v_row + g * L.v_head, R, thread,
+                           [&](const auto& tiles) { attend_block(s, rows, R, tiles, scale); });
             }
         };
         const int64_t n_block_items = n_blocks * s.n_head_kv * chunks;
