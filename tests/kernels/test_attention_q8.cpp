@@ -9,7 +9,8 @@
 //    dequantized values (the dequantization in registers is exact), so the q8 kernel inherits the
 //    f32 kernel's tested properties; prefill equals decode and the thread count does not change
 //    the bits (every path);
-//  - the output stays close to attention over the unquantized values (NMSE < 1e-3).
+//  - the output stays close to attention over the unquantized values (NMSE < 1e-3);
+//  - the cache writer's fast quantizer (cpu::kv_q8_quantize_rows) gives the reference's bytes.
 // Calls with >= 32 query tokens take the AVX-512 dequantize-once path, shorter ones the direct q8
 // kernel: prefill = decode compares the two.
 #include <gtest/gtest.h>
@@ -21,6 +22,7 @@
 #include "core/thread_pool.h"
 #include "dense_test_util.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/kv_q8_quant.h"
 #include "kernels/ref/attention.h"
 #include "kernels/ref/kv_q8.h"
 
@@ -279,5 +281,27 @@ TEST(AttentionQ8, CloseToUnquantizedCache) {
         }
         EXPECT_GT(num, 0.0) << name(c);  // it is quantized
         EXPECT_LT(num / den, 1e-3) << name(c);
+    }
+}
+
+// cpu::kv_q8_quantize_rows (KvCache::write) against the reference quantizer, byte for byte, on every
+// path: random vectors over ~9 binades, padded tails, zero blocks, and exact rounding ties (values
+// whose scaled magnitude is k + 0.5, where std::round goes away from zero).
+TEST(AttentionQ8, FastQuantizerGivesReferenceBytes) {
+    Rng rng(0x9806);
+    for (int64_t d : {1, 8, 16, 17, 31, 32, 33, 48, 80, 128, 576}) {
+        const int64_t n = 7, vb = kv_q8_vec_bytes(d);
+        std::vector<float> x = random_rows(rng, n, d);
+        for (int64_t i = 0; i < d; ++i) x[static_cast<size_t>(d + i)] = 0.0f;  // row 1: all zero
+        // row 2: max 127 (scale 1) and halves: ties at +-(k + 0.5)
+        for (int64_t i = 0; i < d; ++i)
+            x[static_cast<size_t>(2 * d + i)] = i % 32 == 0 ? 127.0f : (i % 2 ? -1.0f : 1.0f) * (static_cast<float>(i % 29) + 0.5f);
+        std::vector<uint8_t> want(static_cast<size_t>(n * vb)), got(want.size());
+        for (int64_t r = 0; r < n; ++r) kv_q8_quantize(x.data() + r * d, d, want.data() + r * vb);
+        for (kernels::Isa isa : test::dense_isas()) {
+            std::fill(got.begin(), got.end(), 0xCD);
+            cpu::kv_q8_quantize_rows(x.data(), n, d, got.data(), vb, isa);
+            ASSERT_EQ(want, got) << "d=" << d << " " << kernels::isa_name(isa);
+        }
     }
 }

@@ -154,11 +154,16 @@ struct Q8 {
 
 // Elements i0 .. i0+15 (i0 a multiple of 16) of a Q8_0 vector as f32: int8 -> f32 times the
 // block's fp16 scale (exact). Reads 16 bytes inside the vector's padded last block at most.
+// A block's fp16 scale as f32 in every lane (AVX512F only: no F16C in the portable build's target).
+inline __m512 q8_scale(uint16_t h) {
+    return _mm512_broadcastss_ps(_mm512_castps512_ps128(_mm512_cvtph_ps(_mm256_castsi128_si256(_mm_cvtsi32_si128(h)))));
+}
+
 inline __m512 q8_load16(const uint8_t* vec, int64_t i0) {
     const uint8_t* b = vec + (i0 >> 5) * kKvQ8BlockBytes;
     uint16_t h;
     std::memcpy(&h, b, sizeof h);
-    const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
+    const __m512 d = q8_scale(h);
     const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + (i0 & 16)));
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(x)), d);
 }
@@ -168,7 +173,7 @@ inline void q8_load32(const uint8_t* vec, int64_t i0, __m512& lo, __m512& hi) {
     const uint8_t* b = vec + (i0 >> 5) * kKvQ8BlockBytes;
     uint16_t h;
     std::memcpy(&h, b, sizeof h);
-    const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
+    const __m512 d = q8_scale(h);
     lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2)))), d);
     hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18)))), d);
 }
@@ -376,7 +381,7 @@ inline void q8_rows(const uint8_t* src, int64_t row, int64_t n, int64_t d, float
             const uint8_t* b = vec + (i0 >> 5) * kKvQ8BlockBytes;
             uint16_t h;
             std::memcpy(&h, b, sizeof h);
-            const __m512 sc = _mm512_set1_ps(_cvtsh_ss(h));
+            const __m512 sc = q8_scale(h);
             const __m512 lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2)))), sc);
             const __m512 hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18)))), sc);
             if (i0 + 32 <= d) {
