@@ -1,4 +1,4 @@
-// Attention over a Q8_0 KV cache (kernels/ref/kv_q8.h, kernels/cpu/attention_q8.cpp) on fresh random
+// Attention over a Q8_0 KV cache (kernels/ref/kv_q8.h, kernels/cpu/attention.cpp) on fresh random
 // inputs with per-vector magnitudes from 0.01 to 4, head dims that are not multiples of 32 or 16
 // (padded blocks), MHA / GQA / MQA, MLA's latent layout (V inside the K rows), sequences crossing
 // key tiles and positions not starting at 0:
@@ -11,8 +11,8 @@
 //    the bits (every path);
 //  - the output stays close to attention over the unquantized values (NMSE < 1e-3);
 //  - the cache writer's fast quantizer (cpu::kv_q8_quantize_rows) gives the reference's bytes.
-// Calls with >= 32 query tokens take the AVX-512 dequantize-once path, shorter ones the direct q8
-// kernel: prefill = decode compares the two.
+// On the AVX-512 path blocks of more than 4 query rows (prefill) dequantize each key tile once,
+// smaller ones (decode) convert in registers: prefill = decode compares the two.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -156,7 +156,7 @@ std::vector<Case> cases() {
         {16, 16, 128, 128, 300, 9, 1, false}, // OLMoE-shaped heads after 300 rows
         {4, 1, 576, 512, 20, 3, 1, true},     // MLA latent cache: V = first 512 of each 576 K row
         {2, 1, 52, 20, 66, 2, 1, true},       // MLA-style with tails
-        {2, 1, 576, 512, 5, 40, 1, true},     // MLA prefill (>= 32 tokens: the dequantize-once path)
+        {2, 1, 576, 512, 5, 40, 1, true},     // MLA prefill (blocks of > 4 rows: per-tile dequantization)
     };
 }
 
