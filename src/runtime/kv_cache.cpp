@@ -8,6 +8,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/fp16.h"
+#include "kernels/cpu/kv_q8_quant.h"
 #include "kernels/ref/kv_q8.h"
 
 namespace moe {
@@ -112,13 +113,12 @@ void KvCache::write(int64_t layer, int64_t seq, int64_t pos0, int64_t n, const f
     if (spec_.type == DType::Q8_0) {
         // One kv_q8 vector per (row, kv head); rows are contiguous, so row r head g is vector
         // (pos0 + r) * n_head_kv + g of the buffer.
+        // (cpu::kv_q8_quantize_rows: the reference quantizer's bits, AVX-512 where the CPU has it)
         const int64_t nrow = n * spec_.n_head_kv, kvb = kv_q8_vec_bytes(spec_.head_dim_k);
-        for (int64_t i = 0; i < nrow; ++i)
-            kv_q8_quantize(k + i * spec_.head_dim_k, spec_.head_dim_k, kb + (pos0 * spec_.n_head_kv + i) * kvb);
+        cpu::kv_q8_quantize_rows(k, nrow, spec_.head_dim_k, kb + pos0 * spec_.n_head_kv * kvb, kvb);
         if (nv > 0) {
             const int64_t vvb = kv_q8_vec_bytes(spec_.head_dim_v);
-            for (int64_t i = 0; i < nrow; ++i)
-                kv_q8_quantize(v + i * spec_.head_dim_v, spec_.head_dim_v, vb + (pos0 * spec_.n_head_kv + i) * vvb);
+            cpu::kv_q8_quantize_rows(v, nrow, spec_.head_dim_v, vb + pos0 * spec_.n_head_kv * vvb, vvb);
         }
     } else if (spec_.type == DType::F32) {
         std::memcpy(reinterpret_cast<float*>(kb) + ok, k, static_cast<size_t>(nk) * sizeof(float));

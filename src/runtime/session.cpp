@@ -22,10 +22,6 @@ KvCacheSpec kv_spec(const model::Model& m, const SessionOptions& o, int64_t n_ct
     s.head_dim_k = m.desc().kv.head_dim_k;
     s.head_dim_v = m.desc().kv.head_dim_v;
     s.type = o.kv_type;
-    // The q8_0 attention kernels (attention_q8.cpp) have no sliding window or sink logits yet.
-    if (s.type == DType::Q8_0 && (c.sliding_window > 0 || c.attn_sinks))
-        throw_error("session", "--kv-type q8_0 is not supported for ", c.arch,
-                    " (sliding-window / sink attention); use --kv-type f16 or f32");
     return s;
 }
 int64_t resolve_ctx(const model::Model& m, const SessionOptions& o) {

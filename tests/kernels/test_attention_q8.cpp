@@ -1,4 +1,4 @@
-// Attention over a Q8_0 KV cache (kernels/ref/kv_q8.h, kernels/cpu/attention_q8.cpp) on fresh random
+// Attention over a Q8_0 KV cache (kernels/ref/kv_q8.h, kernels/cpu/attention.cpp) on fresh random
 // inputs with per-vector magnitudes from 0.01 to 4, head dims that are not multiples of 32 or 16
 // (padded blocks), MHA / GQA / MQA, MLA's latent layout (V inside the K rows), sequences crossing
 // key tiles and positions not starting at 0:
@@ -9,9 +9,10 @@
 //    dequantized values (the dequantization in registers is exact), so the q8 kernel inherits the
 //    f32 kernel's tested properties; prefill equals decode and the thread count does not change
 //    the bits (every path);
-//  - the output stays close to attention over the unquantized values (NMSE < 1e-3).
-// Calls with >= 32 query tokens take the AVX-512 dequantize-once path, shorter ones the direct q8
-// kernel: prefill = decode compares the two.
+//  - the output stays close to attention over the unquantized values (NMSE < 1e-3);
+//  - the cache writer's fast quantizer (cpu::kv_q8_quantize_rows) gives the reference's bytes.
+// On the AVX-512 path blocks of more than 4 query rows (prefill) dequantize each key tile once,
+// smaller ones (decode) convert in registers: prefill = decode compares the two.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "core/thread_pool.h"
 #include "dense_test_util.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/kv_q8_quant.h"
 #include "kernels/ref/attention.h"
 #include "kernels/ref/kv_q8.h"
 
@@ -154,7 +156,7 @@ std::vector<Case> cases() {
         {16, 16, 128, 128, 300, 9, 1, false}, // OLMoE-shaped heads after 300 rows
         {4, 1, 576, 512, 20, 3, 1, true},     // MLA latent cache: V = first 512 of each 576 K row
         {2, 1, 52, 20, 66, 2, 1, true},       // MLA-style with tails
-        {2, 1, 576, 512, 5, 40, 1, true},     // MLA prefill (>= 32 tokens: the dequantize-once path)
+        {2, 1, 576, 512, 5, 40, 1, true},     // MLA prefill (blocks of > 4 rows: per-tile dequantization)
     };
 }
 
@@ -279,5 +281,27 @@ TEST(AttentionQ8, CloseToUnquantizedCache) {
         }
         EXPECT_GT(num, 0.0) << name(c);  // it is quantized
         EXPECT_LT(num / den, 1e-3) << name(c);
+    }
+}
+
+// cpu::kv_q8_quantize_rows (KvCache::write) against the reference quantizer, byte for byte, on every
+// path: random vectors over ~9 binades, padded tails, zero blocks, and exact rounding ties (values
+// whose scaled magnitude is k + 0.5, where std::round goes away from zero).
+TEST(AttentionQ8, FastQuantizerGivesReferenceBytes) {
+    Rng rng(0x9806);
+    for (int64_t d : {1, 8, 16, 17, 31, 32, 33, 48, 80, 128, 576}) {
+        const int64_t n = 7, vb = kv_q8_vec_bytes(d);
+        std::vector<float> x = random_rows(rng, n, d);
+        for (int64_t i = 0; i < d; ++i) x[static_cast<size_t>(d + i)] = 0.0f;  // row 1: all zero
+        // row 2: max 127 (scale 1) and halves: ties at +-(k + 0.5)
+        for (int64_t i = 0; i < d; ++i)
+            x[static_cast<size_t>(2 * d + i)] = i % 32 == 0 ? 127.0f : (i % 2 ? -1.0f : 1.0f) * (static_cast<float>(i % 29) + 0.5f);
+        std::vector<uint8_t> want(static_cast<size_t>(n * vb)), got(want.size());
+        for (int64_t r = 0; r < n; ++r) kv_q8_quantize(x.data() + r * d, d, want.data() + r * vb);
+        for (kernels::Isa isa : test::dense_isas()) {
+            std::fill(got.begin(), got.end(), 0xCD);
+            cpu::kv_q8_quantize_rows(x.data(), n, d, got.data(), vb, isa);
+            ASSERT_EQ(want, got) << "d=" << d << " " << kernels::isa_name(isa);
+        }
     }
 }

@@ -1,26 +1,30 @@
 #include "kernels/cpu/attention.h"
-#include "kernels/cpu/attention_q8.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <memory>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/fp16.h"
 #include "core/thread_pool.h"
+#include "kernels/ref/kv_q8.h"
 
 namespace moe::cpu {
 
 namespace {
 
-// ISA-specific tile primitives. `k`/`v` point at row 0 of the tile for this kv head; consecutive
-// keys are `stride` elements apart (n_head_kv * head_dim).
+// Scalar tile primitives per cache type. `k`/`v` point at this kv head's vector in the tile's first
+// row; consecutive keys are `row` bytes apart (f32 / f16: n_head_kv * head_dim elements; q8_0:
+// kernels/ref/kv_q8.h).
 //   scores: s[j] = scale * dot(q, k_j), j < n
 //   accum:  acc[i] += sum_j w[j] * v_j[i]   (j in increasing order)
 struct TileOps {
-    void (*scores)(const float* q, const void* k, int64_t stride, int64_t n, int64_t d, float scale, float* s);
-    void (*accum)(float* acc, const float* w, const void* v, int64_t stride, int64_t n, int64_t d);
+    void (*scores)(const float* q, const char* k, int64_t row, int64_t n, int64_t d, float scale, float* s);
+    void (*accum)(float* acc, const float* w, const char* v, int64_t row, int64_t n, int64_t d);
 };
 
 template <typename T>
@@ -29,10 +33,9 @@ inline float to_f32(T x) {
 }
 
 template <typename T>
-void scores_scalar(const float* q, const void* kp, int64_t stride, int64_t n, int64_t d, float scale, float* s) {
-    const T* k = static_cast<const T*>(kp);
+void scores_scalar(const float* q, const char* k, int64_t row, int64_t n, int64_t d, float scale, float* s) {
     for (int64_t j = 0; j < n; ++j) {
-        const T* kj = k + j * stride;
+        const T* kj = reinterpret_cast<const T*>(k + j * row);
         float dot = 0.0f;
         for (int64_t i = 0; i < d; ++i) dot += q[i] * to_f32(kj[i]);
         s[j] = dot * scale;
@@ -40,12 +43,52 @@ void scores_scalar(const float* q, const void* kp, int64_t stride, int64_t n, in
 }
 
 template <typename T>
-void accum_scalar(float* acc, const float* w, const void* vp, int64_t stride, int64_t n, int64_t d) {
-    const T* v = static_cast<const T*>(vp);
+void accum_scalar(float* acc, const float* w, const char* v, int64_t row, int64_t n, int64_t d) {
     for (int64_t j = 0; j < n; ++j) {
-        const T* vj = v + j * stride;
+        const T* vj = reinterpret_cast<const T*>(v + j * row);
         for (int64_t i = 0; i < d; ++i) acc[i] += w[j] * to_f32(vj[i]);
     }
+}
+
+// Q8_0 vectors: element i = fp16 scale of block i / 32 times its int8 (exact in f32).
+void scores_q8(const float* q, const char* k, int64_t row, int64_t n, int64_t d, float scale, float* s) {
+    for (int64_t j = 0; j < n; ++j) {
+        const auto* kj = reinterpret_cast<const uint8_t*>(k + j * row);
+        float dot = 0.0f;
+        for (int64_t b = 0; b * kKvQ8Block < d; ++b) {
+            const uint8_t* blk = kj + b * kKvQ8BlockBytes;
+            const float sc = kv_q8_scale(blk);
+            const int64_t e = std::min(kKvQ8Block, d - b * kKvQ8Block);
+            for (int64_t i = 0; i < e; ++i)
+                dot += q[b * kKvQ8Block + i] * (sc * static_cast<float>(static_cast<int8_t>(blk[2 + i])));
+        }
+        s[j] = dot * scale;
+    }
+}
+
+void accum_q8(float* acc, const float* w, const char* v, int64_t row, int64_t n, int64_t d) {
+    for (int64_t j = 0; j < n; ++j) {
+        const auto* vj = reinterpret_cast<const uint8_t*>(v + j * row);
+        for (int64_t b = 0; b * kKvQ8Block < d; ++b) {
+            const uint8_t* blk = vj + b * kKvQ8BlockBytes;
+            const float sc = kv_q8_scale(blk);
+            const int64_t e = std::min(kKvQ8Block, d - b * kKvQ8Block);
+            float* ab = acc + b * kKvQ8Block;
+            for (int64_t i = 0; i < e; ++i) ab[i] += w[j] * (sc * static_cast<float>(static_cast<int8_t>(blk[2 + i])));
+        }
+    }
+}
+
+// Byte addressing of a cache: row r, kv head g of K at k + r * k_row + g * k_head (V likewise).
+struct KvLayout {
+    int64_t k_row, v_row, k_head, v_head;
+};
+KvLayout kv_layout(const AttentionSpec& s) {
+    if (s.kv_type == DType::Q8_0)
+        return {attention_q8_k_row_bytes(s), attention_q8_v_row_bytes(s), kv_q8_vec_bytes(s.head_dim_k),
+                kv_q8_vec_bytes(s.head_dim_v)};
+    const int64_t e = s.kv_type == DType::F16 ? 2 : 4;
+    return {s.n_head_kv * s.head_dim_k * e, attention_v_stride(s) * e, s.head_dim_k * e, s.head_dim_v * e};
 }
 
 // nh (<= kAttentionHeadsPerItem) consecutive query heads of one token that share a kv head:
@@ -54,10 +97,9 @@ void accum_scalar(float* acc, const float* w, const void* vp, int64_t stride, in
 // operations is the same as if it were processed alone.
 // Sink logits (sinks[hh], or null) join the denominator at the end: max and sum are rescaled as if
 // the sink had been one more key with a zero value.
-void attend_heads(const TileOps& ops, const AttentionSpec& s, const float* q, int64_t nh, const char* k,
-                  const char* v, size_t elem, int64_t n_keys, float scale, float* out, const float* sinks) {
+void attend_heads(const TileOps& ops, const AttentionSpec& s, const KvLayout& L, const float* q, int64_t nh,
+                  const char* k, const char* v, int64_t n_keys, float scale, float* out, const float* sinks) {
     const int64_t dk = s.head_dim_k, dv = s.head_dim_v;
-    const int64_t k_stride = s.n_head_kv * dk, v_stride = attention_v_stride(s);
     alignas(64) float acc[kAttentionHeadsPerItem][kAttentionMaxHeadDim];
     alignas(64) float sc[kAttentionTile];
     float m[kAttentionHeadsPerItem], l[kAttentionHeadsPerItem];
@@ -68,10 +110,10 @@ void attend_heads(const TileOps& ops, const AttentionSpec& s, const float* q, in
     }
     for (int64_t j0 = 0; j0 < n_keys; j0 += kAttentionTile) {
         const int64_t n = std::min(kAttentionTile, n_keys - j0);
-        const char* kt = k + static_cast<size_t>(j0 * k_stride) * elem;
-        const char* vt = v + static_cast<size_t>(j0 * v_stride) * elem;
+        const char* kt = k + j0 * L.k_row;
+        const char* vt = v + j0 * L.v_row;
         for (int64_t hh = 0; hh < nh; ++hh) {
-            ops.scores(q + hh * dk, kt, k_stride, n, dk, scale, sc);
+            ops.scores(q + hh * dk, kt, L.k_row, n, dk, scale, sc);
             float mt = sc[0];
             for (int64_t j = 1; j < n; ++j) mt = std::fmax(mt, sc[j]);
             const float m_new = std::fmax(m[hh], mt);
@@ -84,7 +126,7 @@ void attend_heads(const TileOps& ops, const AttentionSpec& s, const float* q, in
                 sc[j] = std::exp(sc[j] - m_new);
                 l[hh] += sc[j];
             }
-            ops.accum(acc[hh], sc, vt, v_stride, n, dv);
+            ops.accum(acc[hh], sc, vt, L.v_row, n, dv);
             m[hh] = m_new;
         }
     }
@@ -104,247 +146,179 @@ void attend_heads(const TileOps& ops, const AttentionSpec& s, const float* q, in
 MOE_DENSE_AVX512_BEGIN
 namespace {
 
-template <typename T>
-inline __m512 load16(const T* p) {
-    if constexpr (sizeof(T) == 2)
-        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    else
-        return _mm512_loadu_ps(p);
-}
-
-template <typename T>
-inline __m512 load16_masked(const T* p, __mmask16 m) {
-    if constexpr (sizeof(T) == 2) {
-        // (a masked 16-bit load needs AVX512BW; copy the < 16 tail elements instead)
-        alignas(32) uint16_t tmp[16] = {};
-        for (int i = 0; i < 16; ++i)
-            if (m & (1u << i)) tmp[i] = p[i];
-        return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(tmp)));
-    } else
-        return _mm512_maskz_loadu_ps(m, p);
-}
+#include "kernels/cpu/attention_tiles_avx512.inc"  // loads, register tiles, vexp, K/V tile sources
 
 // ---------------------------------------------------------------- blocked kernel (prefill and decode)
 // Up to kBlockRows query rows (tokens x heads of one kv head) walk the key tiles together, in groups
 // of 4 rows: per group and tile, a 4-query x 4-key register tile of 16-lane partial dot products
 // over the head dim (each row's chain: fma per 16 dims in dim order, then a fixed halving tree
 // over the 16 lanes -- lanes i + i+8, then + i+4, + i+2, + i+1 -- done for 16 (key, query) pairs
-// at once by shuffles), a vector exp (vexp below) of s - max, the running sum in key order and the
+// at once by shuffles), a vector exp (vexp, attention_tiles_avx512.inc) of s - max, the running sum in key order and the
 // P.V accumulation as one fma chain per output element in key order, 4 rows x 64 dims in registers
 // per key. Every per-row operation sequence depends only on the row (its q, its number of keys
 // and the cache), never on which rows share its group or item, so a token gives the same bits in
 // prefill and in decode, where the same kernel runs with one token's heads as the rows.
-constexpr int64_t kBlockRows = 8;
+constexpr int64_t kBlockRows = 32;
 
-// exp(x) for the softmax weights (x <= 0 here): n = round(x log2 e), r = x - n ln 2 in two steps
-// (Cody-Waite), exp(r) by its degree-7 Taylor polynomial (|r| <= 0.35: truncation < 2^-26), times
-// 2^n by vscalefps. Within ~2 ulp of exp over [-104, 0]; below -104 the result underflows to 0.
-inline __m512 vexp(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.0f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
+// Decode work items span up to kMaxSpan kv heads (see attention(); stack: kMaxSpan x 4 rows x
+// kAttentionMaxHeadDim floats) when a call has at most kMaxSpanTokens tokens.
+constexpr int64_t kMaxSpan = 8;
+constexpr int64_t kMaxSpanTokens = 2;
 
-// Scores of NQ (<= 4) query rows x 4 key rows; lane 4k + i = dot(q_i, k_k) (the halving tree of
-// each pair's 16 lane partials; rows i >= NQ are zero). Keys may repeat (padding), never past n.
-template <typename T, int NQ>
-inline __m512 dots4x4(const float* const* q, const T* const* kr, int64_t dvec, int64_t d, __mmask16 tail) {
-    __m512 P[4][4];
-    for (int i = 0; i < 4; ++i)
-        for (int k = 0; k < 4; ++k) P[i][k] = _mm512_setzero_ps();
-    for (int64_t i0 = 0; i0 < dvec; i0 += 16) {
-        __m512 kv[4];
-        for (int k = 0; k < 4; ++k) kv[k] = load16(kr[k] + i0);
-        for (int i = 0; i < NQ; ++i) {
-            const __m512 qv = _mm512_loadu_ps(q[i] + i0);
-            for (int k = 0; k < 4; ++k) P[i][k] = _mm512_fmadd_ps(qv, kv[k], P[i][k]);
-        }
-    }
-    if (tail) {
-        __m512 kv[4];
-        for (int k = 0; k < 4; ++k) kv[k] = load16_masked(kr[k] + dvec, tail);
-        for (int i = 0; i < NQ; ++i) {
-            const __m512 qv = _mm512_maskz_loadu_ps(tail, q[i] + dvec);
-            for (int k = 0; k < 4; ++k) P[i][k] = _mm512_fmadd_ps(qv, kv[k], P[i][k]);
-        }
-    }
-    (void)d;
-    __m512 Y[4];
-    for (int i = 0; i < 4; ++i) {
-        // lanes e + 8: X = [key a: lanes 0-7 + 8-15 | key b: same]
-        const __m512 X01 = _mm512_add_ps(_mm512_shuffle_f32x4(P[i][0], P[i][1], 0x44), _mm512_shuffle_f32x4(P[i][0], P[i][1], 0xEE));
-        const __m512 X23 = _mm512_add_ps(_mm512_shuffle_f32x4(P[i][2], P[i][3], 0x44), _mm512_shuffle_f32x4(P[i][2], P[i][3], 0xEE));
-        // + 4: 128-bit lane k = key k, elements 0-3
-        Y[i] = _mm512_add_ps(_mm512_shuffle_f32x4(X01, X23, 0x88), _mm512_shuffle_f32x4(X01, X23, 0xDD));
-    }
-    // + 2 (elements 0+2, 1+3 of two queries), then + 1 (of four queries)
-    const __m512 Z01 = _mm512_add_ps(_mm512_shuffle_ps(Y[0], Y[1], _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(Y[0], Y[1], _MM_SHUFFLE(3, 2, 3, 2)));
-    const __m512 Z23 = _mm512_add_ps(_mm512_shuffle_ps(Y[2], Y[3], _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(Y[2], Y[3], _MM_SHUFFLE(3, 2, 3, 2)));
-    return _mm512_add_ps(_mm512_shuffle_ps(Z01, Z23, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(Z01, Z23, _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
-// acc_i[d0 .. d0 + 16 NCH) += w[4 j + i] * v_j for keys j in [jb, je), NQ rows, in key order.
-template <typename T, int NQ, int NCH>
-inline void pv_block(float* const* acc, const float* w, const T* v, int64_t vstride, int64_t jb, int64_t je, int64_t d0,
-                     __mmask16 last) {
-    __m512 a[NQ][NCH];
-    for (int i = 0; i < NQ; ++i)
-        for (int c = 0; c < NCH; ++c) a[i][c] = _mm512_maskz_loadu_ps(c == NCH - 1 ? last : 0xFFFF, acc[i] + d0 + 16 * c);
-    for (int64_t j = jb; j < je; ++j) {
-        const T* vr = v + j * vstride + d0;
-        __m512 vv[NCH];
-        for (int c = 0; c < NCH; ++c) vv[c] = (c == NCH - 1 && last != 0xFFFF) ? load16_masked(vr + 16 * c, last) : load16(vr + 16 * c);
-        for (int i = 0; i < NQ; ++i) {
-            const __m512 wj = _mm512_set1_ps(w[4 * j + i]);
-            for (int c = 0; c < NCH; ++c) a[i][c] = _mm512_fmadd_ps(wj, vv[c], a[i][c]);
-        }
-    }
-    for (int i = 0; i < NQ; ++i)
-        for (int c = 0; c < NCH; ++c) _mm512_mask_storeu_ps(acc[i] + d0 + 16 * c, c == NCH - 1 ? last : 0xFFFF, a[i][c]);
-}
-
-template <typename T, int NQ>
-void pv_rows(float* const* acc, const float* w, const T* v, int64_t vstride, int64_t jb, int64_t je, int64_t dv) {
-    if (je <= jb) return;
-    const int64_t dvec = dv & ~int64_t{15};
-    const __mmask16 tail = static_cast<__mmask16>((1u << (dv - dvec)) - 1u);
-    int64_t d0 = 0;
-    for (; d0 + 64 <= dvec; d0 += 64) pv_block<T, NQ, 4>(acc, w, v, vstride, jb, je, d0, 0xFFFF);
-    for (; d0 < dvec; d0 += 16) pv_block<T, NQ, 1>(acc, w, v, vstride, jb, je, d0, 0xFFFF);
-    if (tail) pv_block<T, NQ, 1>(acc, w, v, vstride, jb, je, dvec, tail);
-}
-
-struct QRow {
-    const float* q;
-    float* out;
-    int64_t n;           // keys 0 .. n-1 (from the block's first key)
-    const float* sink;   // this head's sink logit, or null
+// Online-softmax state of up to kBlockRows query rows that share one kv head (and so its K / V
+// tiles); acc: R rows of kAttentionMaxHeadDim floats.
+struct RowBlock {
+    const QRow* rows;
+    int64_t R;
+    float (*acc)[kAttentionMaxHeadDim];
+    float m[kBlockRows], l[kBlockRows];
+    int64_t nmax;  // keys of the longest row
 };
 
-template <typename T>
-void attend_block(const AttentionSpec& s, const QRow* rows, int64_t R, const char* kp, const char* vp, float scale) {
+inline void block_init(RowBlock& b, int64_t dv) {
+    b.nmax = 0;
+    for (int64_t r = 0; r < b.R; ++r) {
+        std::fill(b.acc[r], b.acc[r] + dv, 0.0f);
+        b.m[r] = -INFINITY;
+        b.l[r] = 0.0f;
+        b.nmax = std::max(b.nmax, b.rows[r].n);
+    }
+}
+
+// One key tile (keys j0 .. j0 + kAttentionTile - 1 from the block's first key) for every row.
+template <typename Tiles>
+void block_tile(const AttentionSpec& s, RowBlock& b, const Tiles& tiles, int64_t j0, float scale) {
+    using T = typename Tiles::Elem;
     const int64_t dk = s.head_dim_k, dv = s.head_dim_v;
-    const int64_t ks = s.n_head_kv * dk, vs = attention_v_stride(s);
-    const T* K = reinterpret_cast<const T*>(kp);
-    const T* V = reinterpret_cast<const T*>(vp);
+    const int64_t ks = tiles.ks, vs = tiles.vs;
     const int64_t dvec = dk & ~int64_t{15};
     const __mmask16 tail = static_cast<__mmask16>((1u << (dk - dvec)) - 1u);
-    alignas(64) float acc[kBlockRows][kAttentionMaxHeadDim];
-    alignas(64) float sc[4 * kAttentionTile];
-    float m[kBlockRows], l[kBlockRows];
-    int64_t nmax = 0;
-    for (int64_t r = 0; r < R; ++r) {
-        std::fill(acc[r], acc[r] + dv, 0.0f);
-        m[r] = -INFINITY;
-        l[r] = 0.0f;
-        nmax = std::max(nmax, rows[r].n);
-    }
+    const QRow* rows = b.rows;
+    const int64_t R = b.R;
+    float (*acc)[kAttentionMaxHeadDim] = b.acc;
+    float* m = b.m;
+    float* l = b.l;
+    alignas(64) float scg[kBlockRows / 4][4 * kAttentionTile];  // per row group: lane 4 j + i
     const __m512i lane_key = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    for (int64_t j0 = 0; j0 < nmax; j0 += kAttentionTile) {
-        const T* Kt = K + j0 * ks;
-        const T* Vt = V + j0 * vs;
-        for (int64_t g0 = 0; g0 < R; g0 += 4) {
-            const int nq = static_cast<int>(std::min<int64_t>(4, R - g0));
-            int64_t nv[4] = {0, 0, 0, 0}, nt = 0, nc = kAttentionTile;
-            for (int i = 0; i < nq; ++i) {
-                nv[i] = std::clamp<int64_t>(rows[g0 + i].n - j0, 0, kAttentionTile);
-                nt = std::max(nt, nv[i]);
-                nc = std::min(nc, nv[i]);
-            }
-            if (nt == 0) continue;
-            const float* q[4];
-            float* ac[4];
-            for (int i = 0; i < 4; ++i) {
-                q[i] = rows[g0 + std::min(i, nq - 1)].q;
-                ac[i] = acc[g0 + std::min(i, nq - 1)];
-            }
-            // scores, lane 4 j + i
-            const __m512 vscale = _mm512_set1_ps(scale);
-            for (int64_t jb = 0; jb < nt; jb += 4) {
-                const T* kr[4];
-                for (int k = 0; k < 4; ++k) kr[k] = Kt + std::min(jb + k, nt - 1) * ks;
-                __m512 d;
-                switch (nq) {
-                    case 1: d = dots4x4<T, 1>(q, kr, dvec, dk, tail); break;
-                    case 2: d = dots4x4<T, 2>(q, kr, dvec, dk, tail); break;
-                    case 3: d = dots4x4<T, 3>(q, kr, dvec, dk, tail); break;
-                    default: d = dots4x4<T, 4>(q, kr, dvec, dk, tail); break;
-                }
-                _mm512_store_ps(sc + 4 * jb, _mm512_mul_ps(d, vscale));
-            }
-            // tile max per row (valid keys only), then m, alpha, exp, running sum
-            const __m512i nvv = _mm512_broadcast_i32x4(_mm_setr_epi32(static_cast<int>(nv[0]), static_cast<int>(nv[1]),
-                                                                       static_cast<int>(nv[2]), static_cast<int>(nv[3])));
-            __m512 mx = _mm512_set1_ps(-INFINITY);
-            for (int64_t jb = 0; jb < nt; jb += 4) {
-                const __mmask16 valid = _mm512_cmplt_epi32_mask(_mm512_add_epi32(lane_key, _mm512_set1_epi32(static_cast<int>(jb))), nvv);
-                mx = _mm512_mask_max_ps(mx, valid, mx, _mm512_load_ps(sc + 4 * jb));
-            }
-            mx = _mm512_max_ps(mx, _mm512_shuffle_f32x4(mx, mx, 0x4E));
-            mx = _mm512_max_ps(mx, _mm512_shuffle_f32x4(mx, mx, 0xB1));
-            alignas(16) float mt[4];
-            _mm_store_ps(mt, _mm512_castps512_ps128(mx));
-            alignas(16) float mn[4] = {0, 0, 0, 0};
-            for (int i = 0; i < nq; ++i) {
-                const int64_t r = g0 + i;
-                if (nv[i] == 0) continue;
-                const float m_new = std::fmax(m[r], mt[i]);
-                const float alpha = std::exp(m[r] - m_new);  // 0 on the first tile (m = -inf)
-                if (alpha != 1.0f) {
-                    l[r] *= alpha;
-                    const __m512 va = _mm512_set1_ps(alpha);
-                    int64_t i0 = 0;
-                    for (; i0 + 16 <= dv; i0 += 16) _mm512_storeu_ps(acc[r] + i0, _mm512_mul_ps(_mm512_loadu_ps(acc[r] + i0), va));
-                    for (; i0 < dv; ++i0) acc[r][i0] *= alpha;
-                }
-                m[r] = m_new;
-                mn[i] = m_new;
-            }
-            const __m512 vm = _mm512_broadcast_f32x4(_mm_load_ps(mn));
-            for (int64_t jb = 0; jb < nt; jb += 4)
-                _mm512_store_ps(sc + 4 * jb, vexp(_mm512_sub_ps(_mm512_load_ps(sc + 4 * jb), vm)));
-            {  // running sums, one sequential chain per row in key order (4 rows in the lanes of an xmm)
-                // (zmm ops on lanes 0-3 only: the portable build's AVX-512 target has no AVX512VL)
-                alignas(64) float l4[16] = {};
-                for (int i = 0; i < nq; ++i) l4[i] = l[g0 + i];
-                __m512 lv = _mm512_load_ps(l4);
-                for (int64_t j = 0; j < nt; ++j) {
-                    const __mmask16 valid = _mm512_cmplt_epi32_mask(_mm512_set1_epi32(static_cast<int>(j)), nvv) & 0xF;
-                    lv = _mm512_mask_add_ps(lv, valid, lv, _mm512_castps128_ps512(_mm_load_ps(sc + 4 * j)));
-                }
-                _mm512_store_ps(l4, lv);
-                for (int i = 0; i < nq; ++i) l[g0 + i] = l4[i];
-            }
-            // P.V: keys every row of the group has together, then each row's own rest
+    const int64_t nmax = b.nmax;
+    const int64_t n_tile = std::min(kAttentionTile, nmax - j0);
+    // Two passes over the row groups, scores + softmax with the K tile, then P.V with the V tile,
+    // so only one of them needs to stay in L1 (each row's own operation order is unchanged).
+    const T* Kt = tiles.ktile(j0, n_tile);
+    for (int64_t g0 = 0; g0 < R; g0 += 4) {
+        const int nq = static_cast<int>(std::min<int64_t>(4, R - g0));
+        int64_t nv[4] = {0, 0, 0, 0}, nt = 0;
+        for (int i = 0; i < nq; ++i) {
+            nv[i] = std::clamp<int64_t>(rows[g0 + i].n - j0, 0, kAttentionTile);
+            nt = std::max(nt, nv[i]);
+        }
+        if (nt == 0) continue;
+        float* sc = scg[g0 / 4];
+        const float* q[4];
+        for (int i = 0; i < 4; ++i) q[i] = rows[g0 + std::min(i, nq - 1)].q;
+        // scores, lane 4 j + i
+        const __m512 vscale = _mm512_set1_ps(scale);
+        for (int64_t jb = 0; jb < nt; jb += 4) {
+            if (g0 == 0)
+                for (int k = 0; k < 4; ++k) tiles.prefetch(j0 + jb + k);
+            const T* kr[4];
+            for (int k = 0; k < 4; ++k) kr[k] = Kt + std::min(jb + k, nt - 1) * ks;
+            __m512 d;
             switch (nq) {
-                case 1: pv_rows<T, 1>(ac, sc, Vt, vs, 0, nc, dv); break;
-                case 2: pv_rows<T, 2>(ac, sc, Vt, vs, 0, nc, dv); break;
-                case 3: pv_rows<T, 3>(ac, sc, Vt, vs, 0, nc, dv); break;
-                default: pv_rows<T, 4>(ac, sc, Vt, vs, 0, nc, dv); break;
+                case 1: d = dots4x4<T, 1>(q, kr, dvec, dk, tail); break;
+                case 2: d = dots4x4<T, 2>(q, kr, dvec, dk, tail); break;
+                case 3: d = dots4x4<T, 3>(q, kr, dvec, dk, tail); break;
+                default: d = dots4x4<T, 4>(q, kr, dvec, dk, tail); break;
             }
-            for (int i = 0; i < nq; ++i)
-                if (nv[i] > nc) pv_rows<T, 1>(&ac[i], sc + i, Vt, vs, nc, nv[i], dv);
+            _mm512_store_ps(sc + 4 * jb, _mm512_mul_ps(d, vscale));
+        }
+        // tile max per row (valid keys only), then m, alpha, exp, running sum
+        const __m512i nvv = _mm512_broadcast_i32x4(_mm_setr_epi32(static_cast<int>(nv[0]), static_cast<int>(nv[1]),
+                                                                   static_cast<int>(nv[2]), static_cast<int>(nv[3])));
+        __m512 mx = _mm512_set1_ps(-INFINITY);
+        for (int64_t jb = 0; jb < nt; jb += 4) {
+            const __mmask16 valid = _mm512_cmplt_epi32_mask(_mm512_add_epi32(lane_key, _mm512_set1_epi32(static_cast<int>(jb))), nvv);
+            mx = _mm512_mask_max_ps(mx, valid, mx, _mm512_load_ps(sc + 4 * jb));
+        }
+        mx = _mm512_max_ps(mx, _mm512_shuffle_f32x4(mx, mx, 0x4E));
+        mx = _mm512_max_ps(mx, _mm512_shuffle_f32x4(mx, mx, 0xB1));
+        alignas(16) float mt[4];
+        _mm_store_ps(mt, _mm512_castps512_ps128(mx));
+        alignas(16) float mn[4] = {0, 0, 0, 0};
+        for (int i = 0; i < nq; ++i) {
+            const int64_t r = g0 + i;
+            if (nv[i] == 0) continue;
+            const float m_new = std::fmax(m[r], mt[i]);
+            const float alpha = std::exp(m[r] - m_new);  // 0 on the first tile (m = -inf)
+            if (alpha != 1.0f) {
+                l[r] *= alpha;
+                const __m512 va = _mm512_set1_ps(alpha);
+                int64_t i0 = 0;
+                for (; i0 + 16 <= dv; i0 += 16) _mm512_storeu_ps(acc[r] + i0, _mm512_mul_ps(_mm512_loadu_ps(acc[r] + i0), va));
+                for (; i0 < dv; ++i0) acc[r][i0] *= alpha;
+            }
+            m[r] = m_new;
+            mn[i] = m_new;
+        }
+        const __m512 vm = _mm512_broadcast_f32x4(_mm_load_ps(mn));
+        for (int64_t jb = 0; jb < nt; jb += 4)
+            _mm512_store_ps(sc + 4 * jb, vexp(_mm512_sub_ps(_mm512_load_ps(sc + 4 * jb), vm)));
+        {  // running sums, one sequential chain per row in key order (4 rows in the lanes of an xmm)
+            // (zmm ops on lanes 0-3 only: the portable build's AVX-512 target has no AVX512VL)
+            alignas(64) float l4[16] = {};
+            for (int i = 0; i < nq; ++i) l4[i] = l[g0 + i];
+            __m512 lv = _mm512_load_ps(l4);
+            for (int64_t j = 0; j < nt; ++j) {
+                const __mmask16 valid = _mm512_cmplt_epi32_mask(_mm512_set1_epi32(static_cast<int>(j)), nvv) & 0xF;
+                lv = _mm512_mask_add_ps(lv, valid, lv, _mm512_castps128_ps512(_mm_load_ps(sc + 4 * j)));
+            }
+            _mm512_store_ps(l4, lv);
+            for (int i = 0; i < nq; ++i) l[g0 + i] = l4[i];
         }
     }
-    for (int64_t r = 0; r < R; ++r) {
-        float inv = 1.0f / l[r];
-        if (rows[r].sink) {  // as attend_heads: the sink joins the denominator last
-            const float sk = *rows[r].sink, mn = std::fmax(m[r], sk), a = std::exp(m[r] - mn);
-            inv = a / (l[r] * a + std::exp(sk - mn));
+    const T* Vt = tiles.vtile(j0, n_tile);
+    for (int64_t g0 = 0; g0 < R; g0 += 4) {
+        const int nq = static_cast<int>(std::min<int64_t>(4, R - g0));
+        int64_t nv[4] = {0, 0, 0, 0}, nt = 0, nc = kAttentionTile;
+        for (int i = 0; i < nq; ++i) {
+            nv[i] = std::clamp<int64_t>(rows[g0 + i].n - j0, 0, kAttentionTile);
+            nt = std::max(nt, nv[i]);
+            nc = std::min(nc, nv[i]);
         }
-        for (int64_t i = 0; i < dv; ++i) rows[r].out[i] = acc[r][i] * inv;
+        if (nt == 0) continue;
+        const float* sc = scg[g0 / 4];
+        float* ac[4];
+        for (int i = 0; i < 4; ++i) ac[i] = acc[g0 + std::min(i, nq - 1)];
+        // P.V: keys every row of the group has together, then each row's own rest
+        switch (nq) {
+            case 1: pv_rows<T, 1>(ac, sc, Vt, vs, 0, nc, dv); break;
+            case 2: pv_rows<T, 2>(ac, sc, Vt, vs, 0, nc, dv); break;
+            case 3: pv_rows<T, 3>(ac, sc, Vt, vs, 0, nc, dv); break;
+            default: pv_rows<T, 4>(ac, sc, Vt, vs, 0, nc, dv); break;
+        }
+        for (int i = 0; i < nq; ++i)
+            if (nv[i] > nc) pv_rows<T, 1>(&ac[i], sc + i, Vt, vs, nc, nv[i], dv);
     }
+}
+
+inline void block_finish(const RowBlock& b, int64_t dv) {
+    for (int64_t r = 0; r < b.R; ++r) {
+        float inv = 1.0f / b.l[r];
+        if (b.rows[r].sink) {  // as attend_heads: the sink joins the denominator last
+            const float sk = *b.rows[r].sink, mn = std::fmax(b.m[r], sk), a = std::exp(b.m[r] - mn);
+            inv = a / (b.l[r] * a + std::exp(sk - mn));
+        }
+        for (int64_t i = 0; i < dv; ++i) b.rows[r].out[i] = b.acc[r][i] * inv;
+    }
+}
+
+template <typename Tiles>
+void attend_block(const AttentionSpec& s, const QRow* rows, int64_t R, const Tiles& tiles, float scale) {
+    alignas(64) float acc[kBlockRows][kAttentionMaxHeadDim];
+    RowBlock b{rows, R, acc, {}, {}, 0};
+    block_init(b, s.head_dim_v);
+    for (int64_t j0 = 0; j0 < b.nmax; j0 += kAttentionTile) block_tile(s, b, tiles, j0, scale);
+    block_finish(b, s.head_dim_v);
 }
 
 }  // namespace
@@ -352,19 +326,18 @@ MOE_DENSE_AVX512_END
 #endif
 
 void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool, kernels::Isa isa) {
-    if (s.kv_type == DType::Q8_0) {  // attention_q8.cpp: no window / sinks (the session refuses them)
-        MOE_ASSERT(s.window == 0 && !a.sinks, "q8_0 KV attention with a sliding window or sinks");
-        return attention_q8(s, a, pool, isa);
-    }
     attention_check(s, a);
     MOE_ASSERT(s.head_dim_v <= kAttentionMaxHeadDim, "attention head_dim_v ", s.head_dim_v, " > ",
                kAttentionMaxHeadDim);
-    const bool f16 = s.kv_type == DType::F16;
-    TileOps ops{f16 ? scores_scalar<uint16_t> : scores_scalar<float>,
-                f16 ? accum_scalar<uint16_t> : accum_scalar<float>};
+    const bool f16 = s.kv_type == DType::F16, q8 = s.kv_type == DType::Q8_0;
+    const TileOps ops = q8 ? TileOps{scores_q8, accum_q8}
+                           : f16 ? TileOps{scores_scalar<uint16_t>, accum_scalar<uint16_t>}
+                                 : TileOps{scores_scalar<float>, accum_scalar<float>};
+    const KvLayout L = kv_layout(s);
     const float scale = attention_scale(s);
     const int64_t group = s.n_head / s.n_head_kv;
-    const size_t elem = f16 ? 2 : 4;
+    const auto* K = static_cast<const char*>(a.k);
+    const auto* V = static_cast<const char*>(a.v);
     // Work item = (token, kv head, chunk of up to kAttentionHeadsPerItem of its query heads).
     const int64_t chunks = (group + kAttentionHeadsPerItem - 1) / kAttentionHeadsPerItem;
     auto item = [&](int64_t b, int64_t e, int) {
@@ -374,12 +347,9 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
             const int64_t nh = std::min(kAttentionHeadsPerItem, (g + 1) * group - h0);
             // Sliding window: start the key rows at the window's first key.
             const int64_t j0 = attention_first_key(s, a.pos[t]);
-            const char* k = static_cast<const char*>(a.k) +
-                            static_cast<size_t>(j0 * s.n_head_kv * s.head_dim_k + g * s.head_dim_k) * elem;
-            const char* v = static_cast<const char*>(a.v) +
-                            static_cast<size_t>(j0 * attention_v_stride(s) + g * s.head_dim_v) * elem;
-            attend_heads(ops, s, a.q + (t * s.n_head + h0) * s.head_dim_k, nh, k, v, elem, int64_t{a.pos[t]} + 1 - j0,
-                         scale, a.out + (t * s.n_head + h0) * s.head_dim_v, a.sinks ? a.sinks + h0 : nullptr);
+            attend_heads(ops, s, L, a.q + (t * s.n_head + h0) * s.head_dim_k, nh, K + j0 * L.k_row + g * L.k_head,
+                         V + j0 * L.v_row + g * L.v_head, int64_t{a.pos[t]} + 1 - j0, scale,
+                         a.out + (t * s.n_head + h0) * s.head_dim_v, a.sinks ? a.sinks + h0 : nullptr);
         }
     };
 #if MOE_DENSE_HAS_AVX512
@@ -390,7 +360,82 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
         const int64_t tb =
             s.window > 0 ? 1 : std::max<int64_t>(1, kBlockRows / std::min(group, kAttentionHeadsPerItem));
         const int64_t n_blocks = (a.n_tokens + tb - 1) / tb;
-        auto block = [&](int64_t b, int64_t e, int) {
+        const int n_threads = pool ? pool->size() : 1;
+        // Q8_0: per-thread scratch for one staged K and V tile (allocated per call, not zeroed).
+        const int64_t stage = q8 ? kAttentionTile * (s.head_dim_k + s.head_dim_v) : 0;
+        std::unique_ptr<float[]> scratch(q8 ? new float[static_cast<size_t>(stage * n_threads)] : nullptr);
+        // Decode (up to kMaxSpanTokens tokens): items span several kv heads, enough for one item per thread.
+        const int64_t span = a.n_tokens <= kMaxSpanTokens
+                                 ? std::clamp<int64_t>((s.n_head_kv + n_threads - 1) / n_threads, 1, kMaxSpan) : 1;
+        // Calls f(tiles) with the tile source of the K / V vectors at k / v (this kv head, first key).
+        auto with_tiles = [&](const char* k, const char* v, int64_t rows_in_block, int thread, auto&& f) {
+            if (q8 && rows_in_block <= 4) {  // one row group (decode): convert each K / V load in registers
+                f(DirectTiles<Q8>{reinterpret_cast<const Q8*>(k), reinterpret_cast<const Q8*>(v), L.k_row, L.v_row,
+                                  L.k_head, kv_q8_vec_bytes(s.head_dim_v)});
+            } else if (q8) {  // several row groups share each tile: dequantize it once
+                float* buf = scratch.get() + stage * thread;
+                f(Q8Tiles(reinterpret_cast<const uint8_t*>(k), reinterpret_cast<const uint8_t*>(v), L.k_row, L.v_row,
+                          s.head_dim_k, s.head_dim_v, buf, buf + kAttentionTile * s.head_dim_k));
+            } else if (f16) {
+                f(DirectTiles<uint16_t>{reinterpret_cast<const uint16_t*>(k), reinterpret_cast<const uint16_t*>(v),
+                                        L.k_row / 2, L.v_row / 2, 2 * s.head_dim_k, 2 * s.head_dim_v});
+            } else {
+                f(DirectTiles<float>{reinterpret_cast<const float*>(k), reinterpret_cast<const float*>(v), L.k_row / 4,
+                                     L.v_row / 4, 4 * s.head_dim_k, 4 * s.head_dim_v});
+            }
+        };
+        // Query rows of token t, query heads h0 .. h0 + nh - 1 (keys from j0).
+        auto add_rows = [&](QRow* rows, int64_t& R, int64_t t, int64_t h0, int64_t nh, int64_t j0) {
+            for (int64_t h = h0; h < h0 + nh; ++h)
+                rows[R++] = QRow{a.q + (t * s.n_head + h) * s.head_dim_k, a.out + (t * s.n_head + h) * s.head_dim_v,
+                                 int64_t{a.pos[t]} + 1 - j0, a.sinks ? a.sinks + h : nullptr};
+        };
+        if (span > 1) {
+            // Decode: work item = (token, span of kv heads, chunk of query heads); the item walks the key
+            // tiles once, each tile for every kv head of the span in turn, so the reads of one tile cover
+            // span adjacent vectors of each cache row instead of one vector per 4 KB-ish row stride (the
+            // hardware prefetchers follow the former). Each row's operations are unchanged.
+            const int64_t n_spans = (s.n_head_kv + span - 1) / span;
+            auto item_span = [&](int64_t b, int64_t e, int thread) {
+                for (int64_t it = b; it < e; ++it) {
+                    const int64_t t = it / (n_spans * chunks), g0 = (it / chunks) % n_spans * span, c = it % chunks;
+                    const int64_t g1 = std::min(s.n_head_kv, g0 + span);
+                    const int64_t j0 = attention_first_key(s, a.pos[t]);
+                    QRow rows[kMaxSpan][kAttentionHeadsPerItem];
+                    alignas(64) float acc[kMaxSpan][kAttentionHeadsPerItem][kAttentionMaxHeadDim];
+                    RowBlock blk[kMaxSpan];
+                    for (int64_t g = g0; g < g1; ++g) {
+                        const int64_t h0 = g * group + c * kAttentionHeadsPerItem;
+                        int64_t R = 0;
+                        add_rows(rows[g - g0], R, t, h0, std::min(kAttentionHeadsPerItem, (g + 1) * group - h0), j0);
+                        blk[g - g0] = RowBlock{rows[g - g0], R, acc[g - g0], {}, {}, 0};
+                        block_init(blk[g - g0], s.head_dim_v);
+                    }
+                    const int64_t n_keys = int64_t{a.pos[t]} + 1 - j0;
+                    // Bytes of the span's K / V vectors in one cache row (contiguous).
+                    const int64_t k_run = (g1 - g0) * L.k_head, v_run = (g1 - g0) * L.v_head;
+                    const int64_t pf_rows = (kAttentionTile + (g1 - g0) - 1) / (g1 - g0);
+                    for (int64_t jt = 0; jt < n_keys; jt += kAttentionTile)
+                        for (int64_t g = g0; g < g1; ++g) {
+                            // prefetch a share of the next tile's rows (the whole span's run of each)
+                            for (int64_t r = jt + kAttentionTile + (g - g0) * pf_rows,
+                                         re = std::min(jt + kAttentionTile + (g - g0 + 1) * pf_rows, n_keys);
+                                 r < re; ++r) {
+                                prefetch_bytes(K + (j0 + r) * L.k_row + g0 * L.k_head, k_run);
+                                if (V != K || L.v_row != L.k_row) prefetch_bytes(V + (j0 + r) * L.v_row + g0 * L.v_head, v_run);
+                            }
+                            with_tiles(K + j0 * L.k_row + g * L.k_head, V + j0 * L.v_row + g * L.v_head, blk[g - g0].R,
+                                       thread, [&](const auto& tiles) { block_tile(s, blk[g - g0], tiles, jt, scale); });
+                        }
+                    for (int64_t g = g0; g < g1; ++g) block_finish(blk[g - g0], s.head_dim_v);
+                }
+            };
+            const int64_t n_span_items = a.n_tokens * n_spans * chunks;
+            if (!pool || pool->size() == 1) item_span(0, n_span_items, 0);
+            else pool->parallel_for(n_span_items, 1, item_span);
+            return;
+        }
+        auto block = [&](int64_t b, int64_t e, int thread) {
             for (int64_t it = b; it < e; ++it) {
                 const int64_t t0 = (it / (s.n_head_kv * chunks)) * tb, g = (it / chunks) % s.n_head_kv, c = it % chunks;
                 const int64_t h0 = g * group + c * kAttentionHeadsPerItem;
@@ -398,16 +443,9 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
                 QRow rows[kBlockRows];
                 int64_t R = 0;
                 const int64_t j0 = s.window > 0 ? attention_first_key(s, a.pos[t0]) : 0;
-                for (int64_t t = t0; t < std::min(a.n_tokens, t0 + tb); ++t)
-                    for (int64_t h = h0; h < h0 + nh; ++h)
-                        rows[R++] = QRow{a.q + (t * s.n_head + h) * s.head_dim_k, a.out + (t * s.n_head + h) * s.head_dim_v,
-                                         int64_t{a.pos[t]} + 1 - j0, a.sinks ? a.sinks + h : nullptr};
-                const char* k = static_cast<const char*>(a.k) +
-                                static_cast<size_t>(j0 * s.n_head_kv * s.head_dim_k + g * s.head_dim_k) * elem;
-                const char* v = static_cast<const char*>(a.v) +
-                                static_cast<size_t>(j0 * attention_v_stride(s) + g * s.head_dim_v) * elem;
-                if (f16) attend_block<uint16_t>(s, rows, R, k, v, scale);
-                else attend_block<float>(s, rows, R, k, v, scale);
+                for (int64_t t = t0; t < std::min(a.n_tokens, t0 + tb); ++t) add_rows(rows, R, t, h0, nh, j0);
+                with_tiles(K + j0 * L.k_row + g * L.k_head, V + j0 * L.v_row + g * L.v_head, R, thread,
+                           [&](const auto& tiles) { attend_block(s, rows, R, tiles, scale); });
             }
         };
         const int64_t n_block_items = n_blocks * s.n_head_kv * chunks;
