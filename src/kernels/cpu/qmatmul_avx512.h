@@ -38,6 +38,28 @@ inline float h2f(const uint8_t* p) {
 
 inline __m512i cat256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 
+// Up to 16 bytes at byte `off` of 16 rows (masked load: never past the block) as 4 vectors, lane c =
+// dword k of row c.
+inline void dwords16(const uint8_t* const* p, int64_t off, __mmask16 m, __m512i T[4]) {
+    __m512i Z[4];
+    for (int i = 0; i < 4; ++i) {
+        __m512i z = _mm512_castsi128_si512(_mm_maskz_loadu_epi8(m, p[i] + off));
+        z = _mm512_inserti32x4(z, _mm_maskz_loadu_epi8(m, p[i + 4] + off), 1);
+        z = _mm512_inserti32x4(z, _mm_maskz_loadu_epi8(m, p[i + 8] + off), 2);
+        Z[i] = _mm512_inserti32x4(z, _mm_maskz_loadu_epi8(m, p[i + 12] + off), 3);
+    }
+    const __m512i a0 = _mm512_unpacklo_epi32(Z[0], Z[1]), a1 = _mm512_unpackhi_epi32(Z[0], Z[1]);
+    const __m512i a2 = _mm512_unpacklo_epi32(Z[2], Z[3]), a3 = _mm512_unpackhi_epi32(Z[2], Z[3]);
+    T[0] = _mm512_unpacklo_epi64(a0, a2);
+    T[1] = _mm512_unpackhi_epi64(a0, a2);
+    T[2] = _mm512_unpacklo_epi64(a1, a3);
+    T[3] = _mm512_unpackhi_epi64(a1, a3);
+}
+
+// The f16 in the low half of each dword, as f32.
+inline __m512 f16_lo(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
+
+
 // Q2_K-style min per 16 values (D::kMin16, absent = false): D::min_vec gives the 16 mins dmin*m of a
 // super-block; the chain adds acc = fma(float(nsum_16), wm * dx, acc) after each granule.
 template <class D>

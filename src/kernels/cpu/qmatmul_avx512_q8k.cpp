@@ -193,24 +193,6 @@ inline void tree4(const __m512i u[8], __m512i G[4]) {
     G[3] = _mm512_shuffle_i64x2(Y01, Y23, 0xEE);
 }
 
-// The 16-byte headers of 16 rows' blocks (rows at p[c]) as 4 vectors, lane c = dword k of row c.
-inline void headers16(const uint8_t* const* p, int64_t off, __m512i T[4]) {
-    __m512i Z[4];
-    for (int i = 0; i < 4; ++i) {
-        __m512i z = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[i] + off)));
-        z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[i + 4] + off)), 1);
-        z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[i + 8] + off)), 2);
-        Z[i] = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[i + 12] + off)), 3);
-    }
-    const __m512i a0 = _mm512_unpacklo_epi32(Z[0], Z[1]), a1 = _mm512_unpackhi_epi32(Z[0], Z[1]);
-    const __m512i a2 = _mm512_unpacklo_epi32(Z[2], Z[3]), a3 = _mm512_unpackhi_epi32(Z[2], Z[3]);
-    T[0] = _mm512_unpacklo_epi64(a0, a2);
-    T[1] = _mm512_unpackhi_epi64(a0, a2);
-    T[2] = _mm512_unpacklo_epi64(a1, a3);
-    T[3] = _mm512_unpackhi_epi64(a1, a3);
-}
-
-inline __m512 half_lo(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
 inline __m512 byte_f(__m512i v, int j) {
     return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 8 * j), _mm512_set1_epi32(0xFF)));
 }
@@ -224,8 +206,8 @@ struct G45_K {
     // ws[8], wm[8]: d*sc_j and dmin*m_j of the super-block, lane c = row c.
     static void scales(const uint8_t* const* w, int64_t sb, __m512* ws, __m512* wm) {
         __m512i T[4];
-        headers16(w, sb * kBytes, T);
-        const __m512 d = half_lo(T[0]), dmin = half_lo(_mm512_srli_epi32(T[0], 16));
+        dwords16(w, sb * kBytes, 0xFFFF, T);  // the 16-byte headers
+        const __m512 d = f16_lo(T[0]), dmin = f16_lo(_mm512_srli_epi32(T[0], 16));
         const __m512i c3f = _mm512_set1_epi32(0x3f3f3f3f), c0f = _mm512_set1_epi32(0x0f0f0f0f),
                       c30 = _mm512_set1_epi32(0x30303030);
         const __m512i sc_lo = _mm512_and_si512(T[1], c3f), m_lo = _mm512_and_si512(T[2], c3f);
@@ -394,7 +376,7 @@ inline void q80_step(const uint8_t* const* w, const ref::ActQ8Row& x, int64_t sb
     granule_sums(dp, R);
     for (int k = 0; k < (Tail ? nbs : 4); ++k) {
         const int64_t g = sb * 4 + k;
-        const __m512 ws = half_lo(_mm512_i32gather_epi32(rows, w[0] + sb * G8_0::kBytes + 34 * k, 1));
+        const __m512 ws = f16_lo(_mm512_i32gather_epi32(rows, w[0] + sb * G8_0::kBytes + 34 * k, 1));
         const __m512i I = _mm512_add_epi32(R[k], _mm512_set1_epi32((x.nsum[8 * g] + x.nsum[8 * g + 4]) * 128));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(ws, _mm512_set1_ps(x.dxv[8 * g])), acc);
     }
@@ -422,9 +404,9 @@ void gemv16_q6k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const PanelShare ps = panel_share(a, n, sb, nsb);
         __m512i T[4];
-        headers16(w, sb * 210 + 192, T);  // T[k] lane c: scales 4k..4k+3 of row c
+        dwords16(w, sb * 210 + 192, 0xFFFF, T);  // T[k] lane c: scales 4k..4k+3 of row c
         // d: bytes 208-209, read as the high half of the dword at 206 (stays inside the block)
-        const __m512 d = half_lo(_mm512_srli_epi32(_mm512_i32gather_epi32(rows, w[0] + sb * 210 + 206, 1), 16));
+        const __m512 d = f16_lo(_mm512_srli_epi32(_mm512_i32gather_epi32(rows, w[0] + sb * 210 + 206, 1), 16));
         for (int u = 0; u < 4; ++u) {
             const int64_t U = sb * 4 + u;
             const __m512i init = _mm512_slli_epi32(_mm512_loadu_si512(x.nsum + 16 * U), 5);
