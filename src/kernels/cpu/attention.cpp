@@ -361,18 +361,23 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
             s.window > 0 ? 1 : std::max<int64_t>(1, kBlockRows / std::min(group, kAttentionHeadsPerItem));
         const int64_t n_blocks = (a.n_tokens + tb - 1) / tb;
         const int n_threads = pool ? pool->size() : 1;
-        // Q8_0: per-thread scratch for one staged K and V tile (allocated per call, not zeroed).
-        const int64_t stage = q8 ? kAttentionTile * (s.head_dim_k + s.head_dim_v) : 0;
-        std::unique_ptr<float[]> scratch(q8 ? new float[static_cast<size_t>(stage * n_threads)] : nullptr);
         // Decode (up to kMaxSpanTokens tokens): items span several kv heads, enough for one item per thread.
         const int64_t span = a.n_tokens <= kMaxSpanTokens
                                  ? std::clamp<int64_t>((s.n_head_kv + n_threads - 1) / n_threads, 1, kMaxSpan) : 1;
+        // Q8_0: per-thread scratch for one staged K and V tile (allocated per call, not zeroed), only
+        // when some block has more than one row group (span items and 4-row blocks read q8 in place,
+        // so decode allocates nothing).
+        const bool staged = q8 && span == 1 &&
+                            std::min(tb, a.n_tokens) * std::min(group, kAttentionHeadsPerItem) > 4;
+        const int64_t stage = staged ? kAttentionTile * (s.head_dim_k + s.head_dim_v) : 0;
+        std::unique_ptr<float[]> scratch(staged ? new float[static_cast<size_t>(stage * n_threads)] : nullptr);
         // Calls f(tiles) with the tile source of the K / V vectors at k / v (this kv head, first key).
         auto with_tiles = [&](const char* k, const char* v, int64_t rows_in_block, int thread, auto&& f) {
             if (q8 && rows_in_block <= 4) {  // one row group (decode): convert each K / V load in registers
                 f(DirectTiles<Q8>{reinterpret_cast<const Q8*>(k), reinterpret_cast<const Q8*>(v), L.k_row, L.v_row,
                                   L.k_head, kv_q8_vec_bytes(s.head_dim_v)});
             } else if (q8) {  // several row groups share each tile: dequantize it once
+                MOE_ASSERT(staged, "q8 staging without scratch: ", rows_in_block, " rows");
                 float* buf = scratch.get() + stage * thread;
                 f(Q8Tiles(reinterpret_cast<const uint8_t*>(k), reinterpret_cast<const uint8_t*>(v), L.k_row, L.v_row,
                           s.head_dim_k, s.head_dim_v, buf, buf + kAttentionTile * s.head_dim_k));
