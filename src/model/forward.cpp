@@ -271,6 +271,7 @@ void Forward::attention_layer(ThreadPool& pool, int64_t il, const BatchRow* rows
     as.scale = ld.attn_scale;
     as.kv_type = kv.type();
     as.window = ld.window(il);
+    as.ring = kv.ring(il);
     Timer att_timer;
     attend_sequences(pool, il, rows, n, kv, as, b_.q, b_.qs, b_.att, b_.atts, w.sinks.as<const float>());
     if (stats) stats->attention += att_timer.seconds();

@@ -47,6 +47,8 @@ public:
     virtual void commit(int64_t seq, int64_t n) = 0;
     virtual const void* k(int64_t layer, int64_t seq) const = 0;
     virtual const void* v(int64_t layer, int64_t seq) const = 0;
+    // > 0: the layer's rows are a ring of that many positions (AttentionSpec::ring); 0: row = position.
+    virtual int64_t ring(int64_t /*layer*/) const { return 0; }
 };
 
 // Wall time per part of the forward pass and expert load per layer, accumulated over calls.

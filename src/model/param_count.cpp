@@ -81,17 +81,20 @@ uint64_t kv_bytes_per_token(const ModelConfig& cfg, DType kv_type) {
 MemoryPlan plan_memory(const ModelConfig& cfg, const ParamCounts& counts, const MemoryPlanSpec& spec) {
     if (spec.ctx <= 0) throw_error(kC, "--ctx must be > 0 (got ", spec.ctx, ")");
     if (spec.batch <= 0) throw_error(kC, "--batch must be > 0 (got ", spec.batch, ")");
+    if (spec.max_batch <= 0) throw_error(kC, "max batch must be > 0 (got ", spec.max_batch, ")");
     MemoryPlan p;
     p.weights_bytes = counts.resident_bytes;
 
-    // KV: per layer, a sliding-window layer keeps at most `window` tokens (gpt-oss: every layer
-    // except each swa_pattern-th one, llama.cpp's pattern where layer il is full when
-    // (il + 1) % pattern == 0).
+    // KV: per layer, a sliding-window layer (gpt-oss: every layer except each swa_pattern-th one,
+    // llama.cpp's pattern where layer il is full when (il + 1) % pattern == 0) keeps a ring of
+    // window + max_batch - 1 rows plus window - 1 mirror rows when that is less than ctx
+    // (runtime::KvCache::stored_rows).
     const uint64_t per_layer = kv_bytes_per_token(cfg, spec.kv_type) / u(cfg.n_layer);
     uint64_t kv_per_seq = 0;
     for (int64_t il = 0; il < cfg.n_layer; ++il) {
         const bool swa = cfg.sliding_window > 0 && cfg.swa_pattern > 0 && (il + 1) % cfg.swa_pattern != 0;
-        const int64_t tokens = swa ? std::min(spec.ctx, cfg.sliding_window) : spec.ctx;
+        const int64_t ring = cfg.sliding_window + spec.max_batch - 1;
+        const int64_t tokens = swa && ring + cfg.sliding_window - 1 < spec.ctx ? ring + cfg.sliding_window - 1 : spec.ctx;
         kv_per_seq = add(kv_per_seq, mul(per_layer, u(tokens)));
     }
     p.kv_bytes = mul(kv_per_seq, u(spec.batch));

@@ -62,11 +62,12 @@ struct MemoryPlanSpec {
     int64_t ctx = 4096;   // KV-cache length per sequence, tokens
     int64_t batch = 1;    // sequences decoded together; one step processes `batch` tokens
     DType kv_type = DType::F16;
+    int64_t max_batch = 512;  // rows per forward call (ModelOptions' default): sizes the SWA rings
 };
 
 struct MemoryPlan {
     uint64_t weights_bytes = 0;  // resident bytes of the tensors
-    uint64_t kv_bytes = 0;       // batch * sum over layers of min(ctx, window) * per-layer bytes
+    uint64_t kv_bytes = 0;       // batch * sum over layers of stored rows * per-layer bytes
     uint64_t scratch_bytes = 0;  // f32 working set of one step of `batch` tokens (see below)
     uint64_t total_bytes = 0;
     // Scratch parts (bytes): residual + normed hidden, q/k/v/attn-out, attention scores for one

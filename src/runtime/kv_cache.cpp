@@ -1,5 +1,6 @@
 #include "runtime/kv_cache.h"
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -27,33 +28,66 @@ void validate(const KvCacheSpec& s) {
     if (s.n_layer <= 0 || s.n_head_kv <= 0 || s.head_dim_k <= 0 || s.head_dim_v < 0)
         throw_error(kComp, "invalid shape: n_layer ", s.n_layer, ", n_head_kv ", s.n_head_kv, ", head_dim_k ",
                     s.head_dim_k, ", head_dim_v ", s.head_dim_v, " (must be > 0; head_dim_v >= 0)");
+    if (!s.window.empty() && static_cast<int64_t>(s.window.size()) != s.n_layer)
+        throw_error(kComp, "windows for ", s.window.size(), " layers, the cache has ", s.n_layer);
+    for (int64_t w : s.window)
+        if (w < 0 || w > (int64_t{1} << 40)) throw_error(kComp, "sliding window ", w, " (must be >= 0)");
+    if (s.max_batch < 0 || s.max_batch > (int64_t{1} << 40)) throw_error(kComp, "max batch ", s.max_batch, " (must be >= 0)");
 }
 
-// One K (or V) buffer: n_ctx * n_head_kv * head_dim elements (Q8_0: n_ctx * n_head_kv vectors of
+// One K (or V) buffer: rows * n_head_kv * head_dim elements (Q8_0: rows * n_head_kv vectors of
 // kv_q8_vec_bytes(head_dim)), padded to kAlign bytes.
-uint64_t buffer_bytes(const KvCacheSpec& s, int64_t head_dim) {
+uint64_t buffer_bytes(const KvCacheSpec& s, int64_t rows, int64_t head_dim) {
     if (head_dim == 0) return 0;  // no V buffer (MLA)
     const bool q8 = s.type == DType::Q8_0;
-    const int64_t dims[3] = {s.n_ctx, s.n_head_kv, q8 ? (head_dim + kKvQ8Block - 1) / kKvQ8Block : head_dim};
+    const int64_t dims[3] = {rows, s.n_head_kv, q8 ? (head_dim + kKvQ8Block - 1) / kKvQ8Block : head_dim};
     const uint64_t n = checked_product(dims, 3, kComp, "KV cache size");
     const uint64_t unit = q8 ? static_cast<uint64_t>(kKvQ8BlockBytes) : elem_bytes(s.type);
     return checked_align(checked_mul(n, unit, kComp, "KV cache size"), kAlign, kComp, "KV cache size");
 }
 }  // namespace
 
+int64_t KvCache::ring_rows(const KvCacheSpec& s, int64_t layer) {
+    const int64_t w = s.window.empty() ? 0 : s.window[static_cast<size_t>(layer)];
+    if (w <= 0 || s.max_batch <= 0) return 0;
+    const int64_t ring = w + s.max_batch - 1;
+    return ring + w - 1 < s.n_ctx ? ring : 0;  // no saving otherwise: keep every position
+}
+
+int64_t KvCache::stored_rows(const KvCacheSpec& s, int64_t layer) {
+    const int64_t ring = ring_rows(s, layer);
+    return ring > 0 ? ring + s.window[static_cast<size_t>(layer)] - 1 : s.n_ctx;
+}
+
 uint64_t KvCache::bytes_for(const KvCacheSpec& s) {
     validate(s);
-    const uint64_t slot = checked_add(buffer_bytes(s, s.head_dim_k), buffer_bytes(s, s.head_dim_v), kComp, "KV cache size");
-    const int64_t dims[2] = {s.n_layer, s.n_seq};
-    return checked_mul(slot, checked_product(dims, 2, kComp, "KV cache size"), kComp, "KV cache size");
+    uint64_t total = 0;
+    for (int64_t l = 0; l < s.n_layer; ++l) {
+        const int64_t rows = stored_rows(s, l);
+        const uint64_t slot =
+            checked_add(buffer_bytes(s, rows, s.head_dim_k), buffer_bytes(s, rows, s.head_dim_v), kComp, "KV cache size");
+        total = checked_add(total, checked_mul(slot, static_cast<uint64_t>(s.n_seq), kComp, "KV cache size"), kComp,
+                            "KV cache size");
+    }
+    return total;
 }
 
 void KvCache::Free::operator()(uint8_t* p) const { ::operator delete(p, std::align_val_t(kAlign)); }
 
 KvCache::KvCache(const KvCacheSpec& spec) : spec_(spec) {
     bytes_ = bytes_for(spec);
-    k_bytes_ = buffer_bytes(spec, spec.head_dim_k);
-    slot_bytes_ = k_bytes_ + buffer_bytes(spec, spec.head_dim_v);
+    uint64_t off = 0;
+    for (int64_t l = 0; l < spec.n_layer; ++l) {
+        Layer L;
+        const int64_t rows = stored_rows(spec, l);
+        L.offset = off;
+        L.k_bytes = buffer_bytes(spec, rows, spec.head_dim_k);
+        L.slot_bytes = L.k_bytes + buffer_bytes(spec, rows, spec.head_dim_v);
+        L.ring = ring_rows(spec, l);
+        L.window = L.ring > 0 ? spec.window[static_cast<size_t>(l)] : 0;
+        off += L.slot_bytes * static_cast<uint64_t>(spec.n_seq);
+        layers_.push_back(L);
+    }
     const size_t n = checked_cast<size_t>(bytes_, kComp, "KV cache size");
     // Refuse sizes beyond the machine's RAM up front (a clear message instead of an allocator abort
     // or an overcommitted buffer that faults later).
@@ -82,7 +116,8 @@ void KvCache::check_seq(int64_t seq) const {
 uint8_t* KvCache::base(int64_t layer, int64_t seq) const {
     check_seq(seq);
     MOE_ASSERT(layer >= 0 && layer < spec_.n_layer, "kv cache layer ", layer, " of ", spec_.n_layer);
-    return data_.get() + static_cast<uint64_t>(layer * spec_.n_seq + seq) * slot_bytes_;
+    const Layer& L = layers_[static_cast<size_t>(layer)];
+    return data_.get() + L.offset + static_cast<uint64_t>(seq) * L.slot_bytes;
 }
 
 int64_t KvCache::length(int64_t seq) const {
@@ -106,8 +141,25 @@ int64_t KvCache::begin_append(int64_t seq, int64_t n_new) const {
 void KvCache::write(int64_t layer, int64_t seq, int64_t pos0, int64_t n, const float* k, const float* v) {
     MOE_ASSERT(pos0 >= 0 && n >= 0 && pos0 + n <= spec_.n_ctx, "kv cache write rows ", pos0, "..", pos0 + n, " of ",
                spec_.n_ctx);
+    const Layer& L = layers_[static_cast<size_t>(layer)];
+    if (L.ring == 0) {
+        store(layer, seq, pos0, n, k, v);
+        return;
+    }
+    // Ring: position p in row p % ring, rows below window - 1 mirrored after the ring.
+    const int64_t kd = spec_.n_head_kv * spec_.head_dim_k, vd = spec_.n_head_kv * spec_.head_dim_v;
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t r = (pos0 + i) % L.ring;
+        const float* vi = v ? v + i * vd : nullptr;
+        store(layer, seq, r, 1, k + i * kd, vi);
+        if (r < L.window - 1) store(layer, seq, L.ring + r, 1, k + i * kd, vi);
+    }
+}
+
+void KvCache::store(int64_t layer, int64_t seq, int64_t pos0, int64_t n, const float* k, const float* v) {
+    const Layer& L = layers_[static_cast<size_t>(layer)];
     uint8_t* kb = base(layer, seq);
-    uint8_t* vb = kb + k_bytes_;
+    uint8_t* vb = kb + L.k_bytes;
     const int64_t nk = n * spec_.n_head_kv * spec_.head_dim_k, nv = n * spec_.n_head_kv * spec_.head_dim_v;
     const int64_t ok = pos0 * spec_.n_head_kv * spec_.head_dim_k, ov = pos0 * spec_.n_head_kv * spec_.head_dim_v;
     if (spec_.type == DType::Q8_0) {
@@ -137,9 +189,15 @@ void KvCache::commit(int64_t seq, int64_t n) {
     len_[static_cast<size_t>(seq)] = len + n;
 }
 
-void KvCache::truncate(int64_t seq, int64_t len) {
-    MOE_ASSERT(len >= 0 && len <= length(seq), "kv cache truncate to ", len, " from ", length(seq));
+int64_t KvCache::truncate(int64_t seq, int64_t len) {
+    const int64_t have = length(seq);
+    MOE_ASSERT(len >= 0 && len <= have, "kv cache truncate to ", len, " from ", have);
+    // A ring layer holds positions have - ring .. have - 1; queries from len on read keys from
+    // len - window + 1 on.
+    for (const Layer& L : layers_)
+        if (L.ring > 0 && len < have && std::max<int64_t>(0, len - L.window + 1) < have - L.ring) len = 0;
     len_[static_cast<size_t>(seq)] = len;
+    return len;
 }
 
 void KvCache::clear_all() {

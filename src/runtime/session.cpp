@@ -22,6 +22,11 @@ KvCacheSpec kv_spec(const model::Model& m, const SessionOptions& o, int64_t n_ct
     s.head_dim_k = m.desc().kv.head_dim_k;
     s.head_dim_v = m.desc().kv.head_dim_v;
     s.type = o.kv_type;
+    const model::LayerDesc& ld = m.desc().layer;
+    if (!ld.mla && !o.swa_full) {
+        for (int64_t il = 0; il < c.n_layer; ++il) s.window.push_back(ld.window(il));
+        s.max_batch = m.options().max_batch;
+    }
     return s;
 }
 int64_t resolve_ctx(const model::Model& m, const SessionOptions& o) {

@@ -38,6 +38,7 @@ public:
     void commit(int64_t seq, int64_t n) override { cache_.commit(seq, n); }
     const void* k(int64_t layer, int64_t seq) const override { return cache_.k(layer, seq); }
     const void* v(int64_t layer, int64_t seq) const override { return cache_.v(layer, seq); }
+    int64_t ring(int64_t layer) const override { return cache_.ring(layer); }
 
 private:
     KvCache cache_;
@@ -47,6 +48,9 @@ struct SessionOptions {
     int64_t n_ctx = 0;         // positions per sequence; 0: the model's n_ctx
     int64_t n_seq = 1;         // sequence slots
     DType kv_type = DType::F32;  // F32, F16 or Q8_0
+    // Sliding-window layers keep every position instead of a ring of window + max_batch - 1
+    // (runtime/kv_cache.h; llama.cpp's --swa-full). Same results, more memory.
+    bool swa_full = false;
 };
 
 struct GenerateOptions {

@@ -53,7 +53,7 @@ Scheduler::Scheduler(model::Model& model, ThreadPool& pool, const SchedulerSpec&
     : model_(model),
       spec_(spec),
       metrics_(metrics),
-      session_(model, pool, runtime::SessionOptions{.n_ctx = spec.n_ctx, .n_seq = spec.n_slots, .kv_type = spec.kv_type}) {
+      session_(model, pool, runtime::SessionOptions{.n_ctx = spec.n_ctx, .n_seq = spec.n_slots, .kv_type = spec.kv_type, .swa_full = spec.swa_full}) {
     if (spec_.n_slots < 1 || spec_.n_slots > 256)
         throw_error("server", "--parallel ", spec_.n_slots, " must be in [1, 256]");
     if (spec_.batch < spec_.n_slots || spec_.batch > model.options().max_batch)
@@ -148,9 +148,10 @@ void Scheduler::admit_locked() {
         }
         if (!best) return;
         // At least the last prompt token is computed again: its logits start the generation.
-        const size_t keep = std::min(best_lcp, p.size() - 1);
         Slot& s = *best;
-        session_.kv().cache().truncate(s.seq, static_cast<int64_t>(keep));
+        // (0 when the slot's sliding-window rings no longer hold what the prefix needs)
+        const auto keep = static_cast<size_t>(
+            session_.kv().cache().truncate(s.seq, static_cast<int64_t>(std::min(best_lcp, p.size() - 1))));
         s.cached.resize(keep);
         s.exact = std::min(s.exact, keep);
         s.n_prompt_done = keep;

@@ -31,6 +31,7 @@ struct SchedulerSpec {
     int64_t batch = 256;    // most rows per forward (decode rows + prefill chunk); <= model max_batch
     int64_t max_queue = 16; // requests waiting for a slot; beyond: rejected (503)
     DType kv_type = DType::F32;
+    bool swa_full = false;  // runtime::SessionOptions::swa_full
     // --adaptive-topk KMIN (0: off): route with fewer experts per token while requests wait —
     // KMIN when at least n_slots requests are queued, halfway between KMIN and the model's k
     // when some are, the model's k when none are. Changes output (opt-in); logged and counted.

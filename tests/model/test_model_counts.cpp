@@ -252,11 +252,14 @@ TEST(Memory, PlanIsWeightsPlusKvPlusScratch) {
     EXPECT_EQ(plan.scratch_logits, 4ull * 32000 * 4);
     EXPECT_EQ(plan.scratch_ffn, 2ull * 4 * 2 * 14336 * 4);
     EXPECT_EQ(plan.total_bytes, plan.weights_bytes + plan.kv_bytes + plan.scratch_bytes);
-    // gpt-oss: sliding-window layers (even ones) hold at most 128 tokens.
+    // gpt-oss: sliding-window layers (even ones) keep a ring of window 128 + max_batch 512 - 1
+    // rows plus 127 mirror rows (runtime/kv_cache.h), the full layers every position.
     const ModelConfig g = config_from_hf_json(kConfigs + "gpt-oss-20b_config.json");
     const MemoryPlan gp = plan_memory(g, counts_of(g), {4096, 1, DType::F16});
     const uint64_t per_layer_tok = 8 * 128 * 2;
-    EXPECT_EQ(gp.kv_bytes, 12 * per_layer_tok * 4096 + 12 * per_layer_tok * 128);
+    EXPECT_EQ(gp.kv_bytes, 12 * per_layer_tok * 4096 + 12 * per_layer_tok * (128 + 511 + 127));
+    // A context shorter than the ring: every layer keeps every position.
+    EXPECT_EQ(plan_memory(g, counts_of(g), {512, 1, DType::F16}).kv_bytes, 24 * per_layer_tok * 512);
     EXPECT_THROW(plan_memory(m, pc, {0, 1, DType::F16}), moe::Error);
 }
 

@@ -94,10 +94,11 @@ struct Engine {
     std::unique_ptr<model::Model> model;
     ThreadPool pool;
     runtime::Session session;
-    Engine(const std::string& path, int threads, int64_t max_batch, int64_t n_seq = 1, DType kv = DType::F32)
+    Engine(const std::string& path, int threads, int64_t max_batch, int64_t n_seq = 1, DType kv = DType::F32,
+           bool swa_full = false)
         : model(model::Model::load(path, {threads, max_batch, 64})),
           pool(threads),
-          session(*model, pool, {64, n_seq, kv}) {}
+          session(*model, pool, {64, n_seq, kv, swa_full}) {}
     int64_t V() const { return model->config().n_vocab; }
     std::vector<float> eval_all(const std::vector<int32_t>& toks, int64_t seq = 0) {
         std::vector<float> out(toks.size() * static_cast<size_t>(V()));
@@ -296,6 +297,41 @@ INSTANTIATE_TEST_SUITE_P(Presets, ForwardArch, ::testing::ValuesIn(kPresets),
                                  if (ch == '-') ch = '_';
                              return n;
                          });
+
+// Sliding-window layers keep a ring of window + max_batch - 1 rows (+ window - 1 mirrored;
+// runtime/kv_cache.h) instead of every position: the same bits as --swa-full for every cache type,
+// across several wraps of the ring (tiny-gpt-oss: window 8 on layer 0; max_batch 5: a ring of 12,
+// 60 positions), in prefill batches and in decode; a rewind the ring can serve continues with the
+// same bits, a deeper one clears the sequence.
+TEST(Forward, SlidingWindowRingEqualsFullCache) {
+    const std::string path = model_path("tiny-gpt-oss");
+    for (DType kv : {DType::F32, DType::F16, DType::Q8_0}) {
+        Engine ring(path, 2, 5, 1, kv), full(path, 2, 5, 1, kv, /*swa_full=*/true);
+        const KvCache& rc = ring.session.kv().cache();
+        ASSERT_EQ(rc.ring(0), 12);  // layer 0 sliding, layer 1 full
+        ASSERT_EQ(rc.ring(1), 0);
+        ASSERT_EQ(full.session.kv().cache().ring(0), 0);
+        EXPECT_LT(rc.bytes(), full.session.kv().cache().bytes());
+        const auto toks = test_tokens(60, ring.V(), 11);
+        const size_t V = static_cast<size_t>(ring.V());
+        const std::vector<int32_t> pre(toks.begin(), toks.begin() + 40);
+        const auto x = ring.eval_all(pre), y = full.eval_all(pre);  // batches of 5
+        ASSERT_EQ(0, std::memcmp(x.data(), y.data(), x.size() * sizeof(float))) << dtype_name(kv);
+        std::vector<float> a(V), b(V);
+        auto step = [&](int32_t tok, const char* what) {
+            ring.session.eval(0, {tok}, a.data(), false);
+            full.session.eval(0, {tok}, b.data(), false);
+            ASSERT_EQ(0, std::memcmp(a.data(), b.data(), V * sizeof(float))) << dtype_name(kv) << " " << what;
+        };
+        for (size_t i = 40; i < toks.size(); ++i) step(toks[i], "decode");
+        // length 60: the ring holds 48..59; a rewind to 56 reads keys from 49 on
+        ASSERT_EQ(ring.session.kv().cache().truncate(0, 56), 56);
+        ASSERT_EQ(full.session.kv().cache().truncate(0, 56), 56);
+        for (int32_t t : test_tokens(4, ring.V(), 12)) step(t, "after rewind");
+        EXPECT_EQ(ring.session.kv().cache().truncate(0, 30), 0);
+        EXPECT_EQ(full.session.kv().cache().truncate(0, 30), 30);
+    }
+}
 
 TEST(Forward, BadRowsAreErrors) {
     const std::string path = model_path("tiny-qwen3moe");

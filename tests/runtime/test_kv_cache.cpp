@@ -2,6 +2,7 @@
 // op-level prefill-vs-decode check (RoPE + cache + attention give the same bits token by token).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <string>
@@ -220,4 +221,116 @@ TEST(KvCache, Q8LayoutAndBytes) {
     const auto kk = rnd(rng, 576);
     mla.write(0, 0, 2, 1, kk.data(), nullptr);
     EXPECT_NEAR(kv_q8_at(static_cast<const uint8_t*>(mla.k(0, 0)) + 2 * 18 * 34, 575), kk[575], 0.01);
+}
+
+// Sliding-window ring (runtime/kv_cache.h): a layer with window W and max_batch B stores R = W + B - 1
+// rows plus W - 1 mirror rows; position p lands in row p % R (and R + p % R when p % R < W - 1); the
+// other layers keep n_ctx rows; bytes follow; a rewind keeps its length only while the ring still
+// holds every key the next queries read.
+TEST(KvCache, SlidingWindowRingLayout) {
+    Rng rng(0x5a1d);
+    const int64_t W = 6, B = 4, R = W + B - 1, n_ctx = 40, hkv = 2, dk = 8, dv = 4;
+    KvCacheSpec s = spec(2, n_ctx, 2, hkv, dk, dv, DType::F32);
+    s.window = {W, 0};
+    s.max_batch = B;
+    KvCache c(s);
+    EXPECT_EQ(c.ring(0), R);
+    EXPECT_EQ(c.ring(1), 0);
+    EXPECT_EQ(KvCache::stored_rows(s, 0), R + W - 1);
+    auto pad = [](uint64_t b) { return (b + 63) / 64 * 64; };
+    const uint64_t rows0 = static_cast<uint64_t>(R + W - 1);
+    EXPECT_EQ(c.bytes(), 2u * (pad(rows0 * hkv * dk * 4) + pad(rows0 * hkv * dv * 4)) +
+                             2u * (pad(uint64_t(n_ctx) * hkv * dk * 4) + pad(uint64_t(n_ctx) * hkv * dv * 4)));
+    EXPECT_EQ(KvCache::bytes_for(s), c.bytes());
+    // a ring that would not be smaller than the context is not used
+    KvCacheSpec small = s;
+    small.n_ctx = R + W - 1;
+    EXPECT_EQ(KvCache(small).ring(0), 0);
+    // 33 positions in batches of up to B; check every position the ring should still hold
+    const int64_t N = 33;
+    const auto k = rnd(rng, N * hkv * dk), v = rnd(rng, N * hkv * dv);
+    for (int64_t p0 = 0; p0 < N;) {
+        const int64_t n = std::min<int64_t>(1 + p0 % B, N - p0);
+        ASSERT_EQ(c.begin_append(1, n), p0);
+        c.write(0, 1, p0, n, k.data() + p0 * hkv * dk, v.data() + p0 * hkv * dv);
+        c.commit(1, n);
+        p0 += n;
+    }
+    const auto* K = static_cast<const float*>(c.k(0, 1));
+    const auto* Vb = static_cast<const float*>(c.v(0, 1));
+    for (int64_t p = N - R; p < N; ++p) {
+        const int64_t r = p % R;
+        for (int64_t i = 0; i < hkv * dk; ++i) ASSERT_EQ(K[r * hkv * dk + i], k[p * hkv * dk + i]) << p;
+        for (int64_t i = 0; i < hkv * dv; ++i) ASSERT_EQ(Vb[r * hkv * dv + i], v[p * hkv * dv + i]) << p;
+        if (r < W - 1)
+            for (int64_t i = 0; i < hkv * dk; ++i) ASSERT_EQ(K[(R + r) * hkv * dk + i], k[p * hkv * dk + i]) << p;
+    }
+    // length 33, ring holds 24..32: a rewind to 30 needs keys from 25 (kept); to 29, from 24 (kept);
+    // to 28, from 23 (gone: cleared)
+    EXPECT_EQ(c.truncate(1, 30), 30);
+    EXPECT_EQ(c.truncate(1, 30), 30);
+    c.commit(1, 3);
+    EXPECT_EQ(c.truncate(1, 29), 29);
+    c.commit(1, 4);
+    EXPECT_EQ(c.truncate(1, 28), 0);
+    EXPECT_EQ(c.length(1), 0);
+    // hostile specs
+    KvCacheSpec bad = s;
+    bad.window = {W};
+    EXPECT_THROW(KvCache::bytes_for(bad), moe::Error);
+    bad = s;
+    bad.window = {-1, 0};
+    EXPECT_THROW(KvCache::bytes_for(bad), moe::Error);
+}
+
+// Attention over the ring gives the same bits as over a cache that keeps every position, on the
+// reference and every ISA path, for f32, f16 and q8_0, with queries well past several wraps and
+// batches of up to B rows (prefill-like) and of one (decode).
+TEST(KvCache, AttentionOverRingEqualsFullCache) {
+    const int64_t n_head = 4, n_head_kv = 2, hd = 72, W = 19, B = 7, N = 90;
+    Rng rng(0x71e9);
+    const auto q = rnd(rng, N * n_head * hd), k = rnd(rng, N * n_head_kv * hd), v = rnd(rng, N * n_head_kv * hd);
+    ThreadPool pool(2);
+    for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
+        KvCacheSpec sr = spec(1, 128, 1, n_head_kv, hd, hd, type);
+        sr.window = {W};
+        sr.max_batch = B;
+        KvCache ring(sr), full(spec(1, 128, 1, n_head_kv, hd, hd, type));
+        ASSERT_EQ(ring.ring(0), W + B - 1);
+        AttentionSpec as;
+        as.n_head = n_head;
+        as.n_head_kv = n_head_kv;
+        as.head_dim_k = as.head_dim_v = hd;
+        as.kv_type = type;
+        as.window = W;
+        AttentionSpec asr = as;
+        asr.ring = ring.ring(0);
+        const std::vector<kernels::Isa> paths = kernels::supported_isas();
+        const size_t per_tok = static_cast<size_t>(n_head * hd);
+        for (int64_t p0 = 0; p0 < N;) {
+            const int64_t n = std::min<int64_t>(p0 < 40 ? B - p0 % 3 : 1, N - p0);  // batches, then decode
+            for (KvCache* c : {&ring, &full}) {
+                c->write(0, 0, p0, n, k.data() + p0 * n_head_kv * hd, v.data() + p0 * n_head_kv * hd);
+                c->commit(0, n);
+            }
+            std::vector<int32_t> pos(static_cast<size_t>(n));
+            for (int64_t t = 0; t < n; ++t) pos[t] = static_cast<int32_t>(p0 + t);
+            for (int variant = -1; variant < static_cast<int>(paths.size()); ++variant) {
+                std::vector<float> o1(n * per_tok), o2(n * per_tok);
+                AttentionArgs a1{q.data() + p0 * per_tok, ring.k(0, 0), ring.v(0, 0), pos.data(), n, p0 + n, o1.data()};
+                AttentionArgs a2{q.data() + p0 * per_tok, full.k(0, 0), full.v(0, 0), pos.data(), n, p0 + n, o2.data()};
+                if (variant < 0) {
+                    ref::attention(asr, a1);
+                    ref::attention(as, a2);
+                } else {
+                    cpu::attention(asr, a1, &pool, paths[static_cast<size_t>(variant)]);
+                    cpu::attention(as, a2, &pool, paths[static_cast<size_t>(variant)]);
+                }
+                ASSERT_EQ(0, std::memcmp(o1.data(), o2.data(), o1.size() * sizeof(float)))
+                    << dtype_name(type) << " " << (variant < 0 ? "ref" : kernels::isa_name(paths[variant])) << " at "
+                    << p0 << "+" << n;
+            }
+            p0 += n;
+        }
+    }
 }

@@ -166,6 +166,40 @@ TEST_F(SchedulerTest, CancelFreesTheSlotAndAFullQueueRejects) {
     EXPECT_EQ(sched.submit(d), Scheduler::Admit::Draining);
 }
 
+// gpt-oss's sliding-window layers are rings (runtime/kv_cache.h; window 8, batch 4: 11 rows + 7
+// mirrored): a cached prefix the rings still hold is reused (a rewind of up to 3 positions), a
+// deeper one is computed again; the tokens equal the one-sequence reference either way.
+TEST(SchedulerSwa, RingPrefixReuseKeepsTheOutput) {
+    auto model = model::Model::load(testutil::tiny_model("tiny-gpt-oss"), {.n_threads = 2, .max_batch = 4, .n_ctx = 256});
+    ThreadPool pool(2);
+    Metrics metrics;
+    const auto& tok = model->tokenizer();
+    auto reference = [&](const std::string& prompt, int64_t n) {
+        runtime::Session s(*model, pool, {.n_ctx = 256});
+        runtime::GenerateOptions g;
+        g.n_predict = n;
+        g.sampler.temperature = 0;
+        g.stop_at_eos = false;
+        return s.generate(prompt, g).tokens;
+    };
+    Scheduler sched(*model, pool, {.n_slots = 1, .n_ctx = 256, .batch = 4, .max_queue = 4}, metrics);
+    auto run = [&](const std::string& prompt, int64_t n) {
+        auto r = std::make_shared<Request>(params(tok, prompt, n));
+        EXPECT_EQ(sched.submit(r), Scheduler::Admit::Ok);
+        return collect(*r);
+    };
+    const Out a = run(kLong, 2);  // the slot then holds prompt + 2 (the last one not yet in the cache)
+    EXPECT_EQ(a.ids, reference(kLong, 2));
+    const Out b = run(kLong, 2);  // keeps all but the last prompt token: a rewind of 2
+    EXPECT_EQ(b.ids, a.ids);
+    EXPECT_GE(b.reused, static_cast<int64_t>(tok.encode(kLong).size()) - 1);
+    const Out c = run(kLong, 20);
+    EXPECT_EQ(c.ids, reference(kLong, 20));
+    const Out d = run(kLong, 3);  // after 20 generated tokens, the rings no longer hold the prefix's window
+    EXPECT_EQ(d.reused, 0);
+    EXPECT_EQ(d.ids, reference(kLong, 3));
+}
+
 // Brute force: after each chunk, the earliest occurrence of any stop string in the text so far.
 TEST(StopMatcher, MatchesBruteForceAcrossChunkBoundaries) {
     std::mt19937 rng(123);

@@ -52,7 +52,7 @@ namespace {
 void bench_usage(std::FILE* out) {
     std::fprintf(out,
                  "usage: moe bench -m MODEL [-p N] [-n N] [-d N] [-t THREADS] [-r REPS] [--batch N] [-o md|json]\n"
-                 "                 [--kv-type f32|f16|q8_0] [--bw GBS]\n"
+                 "                 [--kv-type f32|f16|q8_0] [--swa-full] [--bw GBS]\n"
                  "       moe bench --membw [-t THREADS] [--membw-mib MIB] [-r REPS]\n"
                  "  Prints llama-bench-style rows: pp N (prompt tokens/s) and tg N (generated tokens/s),\n"
                  "  mean ± sd over REPS runs after one warm-up, the stage split, the fraction of the\n"
@@ -65,6 +65,7 @@ void bench_usage(std::FILE* out) {
                  "  --batch N     rows per forward call for pp (default 512)\n"
                  "  -o md|json    output format (default md)\n"
                  "  --kv-type T   KV cache type f32 (default), f16 or q8_0 (approximate)\n"
+                 "  --swa-full    sliding-window layers keep every position (default: a ring)\n"
                  "  --bw GBS      read bandwidth for the ceiling (default: measured, 1 GiB, best of 5)\n"
                  "  --membw       only measure the read bandwidth with -t threads and print GB/s\n"
                  "  --membw-mib M buffer size for the bandwidth measurement (default 1024)\n"
@@ -269,6 +270,7 @@ int cmd_bench(int argc, char** argv) {
     bool membw_only = false;
     double bw_given = 0;
     DType kv_type = DType::F32;
+    bool swa_full = false;
     model::ModelOptions mo;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -296,6 +298,8 @@ int cmd_bench(int argc, char** argv) {
         } else if (parse_cache_option(argc, argv, i, cmd, mo.cache)) {
         } else if (a == "--kv-type") {
             kv_type = parse_kv_type(arg_value(argc, argv, i, cmd), cmd);
+        } else if (a == "--swa-full") {
+            swa_full = true;
         } else if (a == "--bw") {
             bw_given = parse_double(arg_value(argc, argv, i, cmd), "--bw", cmd);
             if (!(bw_given > 0)) throw_error("bench", "--bw must be > 0 (GB/s)");
@@ -341,13 +345,12 @@ int cmd_bench(int argc, char** argv) {
     const double touch_s = ep ? 0.0 : touch_weights(*m);
     const int threads = m->options().n_threads;
     ThreadPool pool(threads);
-    runtime::Session session(*m, pool, {mo.n_ctx, 1, kv_type});
+    runtime::Session session(*m, pool, {mo.n_ctx, 1, kv_type, swa_full});
     const int64_t V = m->config().n_vocab;
     std::vector<float> logits(static_cast<size_t>(V));
     const double active = active_bytes_per_token(*m);
     const double ceiling_tps = bw * 1e9 / active;
-    const double kv_bytes =
-        static_cast<double>(model::kv_bytes_per_token(m->config(), kv_type)) * static_cast<double>(mo.n_ctx);
+    const double kv_bytes = static_cast<double>(session.kv().cache().bytes());  // rings included
 
     const std::string name = m->config().arch + " " + m->config().name;
     const std::string backend = std::string("CPU (") + kernels::isa_name(m->kernels().isa()) + ")";
@@ -362,7 +365,12 @@ int cmd_bench(int argc, char** argv) {
     const std::string at_depth = depth > 0 ? " @ d" + std::to_string(depth) : "";
     if (depth > 0)  // the context every run starts from (runs truncate back to it)
         session.eval(0, random_tokens(depth, V, 7777), logits.data(), false);
-    auto reset = [&] { session.kv().cache().truncate(0, depth); };
+    auto reset = [&] {
+        // a sliding-window ring keeps max_batch - 1 rows past its window: enough to rewind a pp
+        // run of up to max_batch rows; otherwise build the context again
+        if (session.kv().cache().truncate(0, depth) != depth && depth > 0)
+            session.eval(0, random_tokens(depth, V, 7777), logits.data(), false);
+    };
     auto run_test = [&](const std::string& test, int64_t n, auto&& body) {
         body(0);  // warm-up
         session.stats().reset(m->config().n_layer, static_cast<int>(m->config().n_expert));

@@ -17,7 +17,7 @@ namespace {
 void run_usage(std::FILE* out) {
     std::fprintf(out,
                  "usage: moe run [-m MODEL] -p TEXT [-n N] [--temp T] [--top-p P] [--top-k K] [--seed S]\n"
-                 "               [-t THREADS] [--ctx N] [--kv-type f32|f16|q8_0] [--routing-trace FILE]\n"
+                 "               [-t THREADS] [--ctx N] [--kv-type f32|f16|q8_0] [--swa-full] [--routing-trace FILE]\n"
                  "  Generates text after TEXT, streaming it to stdout; statistics go to stderr.\n"
                  "  -m MODEL         GGUF model (default: the built-in Shakespeare MoE, %s;\n"
                  "                   without it the random-weight %s preset in ~/.cache/moe-engine/)\n"
@@ -30,6 +30,8 @@ void run_usage(std::FILE* out) {
                  "  -t THREADS       threads (default: all cores)\n"
                  "  --ctx N          context length (default: min(training context, 4096))\n"
                  "  --kv-type T      KV cache type f32 (default), f16 or q8_0 (approximate)\n"
+                 "  --swa-full       sliding-window layers keep every position (default: a ring of\n"
+                 "                   window + batch - 1 rows; same results, less memory)\n"
                  "  --routing-trace FILE  write every MoE layer's routing of every token (prompt\n"
                  "                   and generated) as TSV: layer, token position, experts, weights\n"
                  "%s",
@@ -75,6 +77,8 @@ int cmd_run(int argc, char** argv) {
             mo.n_ctx = so.n_ctx = parse_int(arg_value(argc, argv, i, cmd), "--ctx", cmd, 1, 1 << 24);
         } else if (a == "--kv-type") {
             so.kv_type = parse_kv_type(arg_value(argc, argv, i, cmd), cmd);
+        } else if (a == "--swa-full") {
+            so.swa_full = true;
         } else if (parse_cache_option(argc, argv, i, cmd, mo.cache)) {
         } else if (parse_ep_arg(argc, argv, i, cmd, epa)) {
         } else {

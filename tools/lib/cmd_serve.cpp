@@ -22,7 +22,7 @@ void serve_usage(std::FILE* out) {
     std::fprintf(out,
                  "usage: moe serve -m MODEL [--host H] [--port P] [-t N] [--parallel N] [--ctx N] [--batch N]\n"
                  "                 [--queue N] [--api-key KEY] [--alias NAME] [--chat-template NAME]\n"
-                 "                 [--max-body BYTES] [--kv-type f32|f16|q8_0] [--adaptive-topk KMIN]\n"
+                 "                 [--max-body BYTES] [--kv-type f32|f16|q8_0] [--swa-full] [--adaptive-topk KMIN]\n"
                  "                 [--mem SIZE|auto] [--cache-policy P] [--expert-io M] [--no-direct] [--no-prefetch]\n"
                  "  OpenAI-compatible server with continuous batching (docs/SERVER.md).\n"
                  "  --host H           address to listen on (default 127.0.0.1)\n"
@@ -38,6 +38,8 @@ void serve_usage(std::FILE* out) {
                  "                     (default: detected from tokenizer.chat_template; unknown -> chatml + warning)\n"
                  "  --max-body BYTES   largest request body (default 1048576; larger -> 413)\n"
                  "  --kv-type T        KV cache type f32 (default), f16 or q8_0 (approximate)\n"
+                 "  --swa-full         sliding-window layers keep every position (default: a ring of\n"
+                 "                     window + batch - 1; a reused prefix then needs that ring's rows)\n"
                  "  --adaptive-topk K  APPROXIMATION (changes output): route with fewer experts per token while\n"
                  "                     requests queue (K when >= --parallel wait, halfway when some do, the\n"
                  "                     model's k when none); every change is logged and counted in /metrics\n"
@@ -89,6 +91,8 @@ int cmd_serve(int argc, char** argv) {
             spec.sched.adaptive_kmin = static_cast<int>(parse_int(arg_value(argc, argv, i, cmd), "--adaptive-topk", cmd, 1, 1 << 16));
         } else if (a == "--kv-type") {
             so.kv_type = parse_kv_type(arg_value(argc, argv, i, cmd), cmd);
+        } else if (a == "--swa-full") {
+            so.swa_full = true;
         } else if (parse_cache_option(argc, argv, i, cmd, mo.cache)) {
         } else {
             std::fprintf(stderr, "moe serve: unknown option '%s'\n", a.c_str());
@@ -102,6 +106,7 @@ int cmd_serve(int argc, char** argv) {
         return 2;
     }
     spec.sched.kv_type = so.kv_type;
+    spec.sched.swa_full = so.swa_full;
     mo.max_batch = spec.sched.batch;
     mo.cache.kv_seqs = spec.sched.n_slots;  // --mem: the budget holds every slot's KV cache
 

@@ -346,9 +346,9 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
             const int64_t h0 = g * group + c * kAttentionHeadsPerItem;
             const int64_t nh = std::min(kAttentionHeadsPerItem, (g + 1) * group - h0);
             // Sliding window: start the key rows at the window's first key.
-            const int64_t j0 = attention_first_key(s, a.pos[t]);
-            attend_heads(ops, s, L, a.q + (t * s.n_head + h0) * s.head_dim_k, nh, K + j0 * L.k_row + g * L.k_head,
-                         V + j0 * L.v_row + g * L.v_head, int64_t{a.pos[t]} + 1 - j0, scale,
+            const int64_t j0 = attention_first_key(s, a.pos[t]), r0 = attention_first_row(s, a.pos[t]);
+            attend_heads(ops, s, L, a.q + (t * s.n_head + h0) * s.head_dim_k, nh, K + r0 * L.k_row + g * L.k_head,
+                         V + r0 * L.v_row + g * L.v_head, int64_t{a.pos[t]} + 1 - j0, scale,
                          a.out + (t * s.n_head + h0) * s.head_dim_v, a.sinks ? a.sinks + h0 : nullptr);
         }
     };
@@ -405,7 +405,7 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
                 for (int64_t it = b; it < e; ++it) {
                     const int64_t t = it / (n_spans * chunks), g0 = (it / chunks) % n_spans * span, c = it % chunks;
                     const int64_t g1 = std::min(s.n_head_kv, g0 + span);
-                    const int64_t j0 = attention_first_key(s, a.pos[t]);
+                    const int64_t j0 = attention_first_key(s, a.pos[t]), r0 = attention_first_row(s, a.pos[t]);
                     QRow rows[kMaxSpan][kAttentionHeadsPerItem];
                     alignas(64) float acc[kMaxSpan][kAttentionHeadsPerItem][kAttentionMaxHeadDim];
                     RowBlock blk[kMaxSpan];
@@ -426,10 +426,10 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
                             for (int64_t r = jt + kAttentionTile + (g - g0) * pf_rows,
                                          re = std::min(jt + kAttentionTile + (g - g0 + 1) * pf_rows, n_keys);
                                  r < re; ++r) {
-                                prefetch_bytes(K + (j0 + r) * L.k_row + g0 * L.k_head, k_run);
-                                if (V != K || L.v_row != L.k_row) prefetch_bytes(V + (j0 + r) * L.v_row + g0 * L.v_head, v_run);
+                                prefetch_bytes(K + (r0 + r) * L.k_row + g0 * L.k_head, k_run);
+                                if (V != K || L.v_row != L.k_row) prefetch_bytes(V + (r0 + r) * L.v_row + g0 * L.v_head, v_run);
                             }
-                            with_tiles(K + j0 * L.k_row + g * L.k_head, V + j0 * L.v_row + g * L.v_head, blk[g - g0].R,
+                            with_tiles(K + r0 * L.k_row + g * L.k_head, V + r0 * L.v_row + g * L.v_head, blk[g - g0].R,
                                        thread, [&](const auto& tiles) { block_tile(s, blk[g - g0], tiles, jt, scale); });
                         }
                     for (int64_t g = g0; g < g1; ++g) block_finish(blk[g - g0], s.head_dim_v);
@@ -448,8 +448,9 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
                 QRow rows[kBlockRows];
                 int64_t R = 0;
                 const int64_t j0 = s.window > 0 ? attention_first_key(s, a.pos[t0]) : 0;
+                const int64_t r0 = s.window > 0 ? attention_first_row(s, a.pos[t0]) : 0;
                 for (int64_t t = t0; t < std::min(a.n_tokens, t0 + tb); ++t) add_rows(rows, R, t, h0, nh, j0);
-                with_tiles(K + j0 * L.k_row + g * L.k_head, V + j0 * L.v_row + g * L.v_head, R, thread,
+                with_tiles(K + r0 * L.k_row + g * L.k_head, V + r0 * L.v_row + g * L.v_head, R, thread,
                            [&](const auto& tiles) { attend_block(s, rows, R, tiles, scale); });
             }
         };

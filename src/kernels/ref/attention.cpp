@@ -15,6 +15,7 @@ void attention_check(const AttentionSpec& s, const AttentionArgs& a) {
     MOE_ASSERT(s.head_dim_k > 0 && s.head_dim_v > 0, "attention head dims ", s.head_dim_k, "/", s.head_dim_v);
     MOE_ASSERT(s.kv_type == DType::F32 || s.kv_type == DType::F16 || s.kv_type == DType::Q8_0, "attention kv type ", dtype_name(s.kv_type));
     MOE_ASSERT(s.window >= 0, "attention window ", s.window);
+    MOE_ASSERT(s.ring == 0 || (s.window > 0 && s.ring >= s.window), "attention ring ", s.ring, " with window ", s.window);
     MOE_ASSERT(a.n_tokens >= 0 && a.n_kv >= 0, "attention sizes ", a.n_tokens, "/", a.n_kv);
     for (int64_t t = 0; t < a.n_tokens; ++t)
         MOE_ASSERT(a.pos[t] >= 0 && a.pos[t] < a.n_kv, "attention query ", t, " at position ", a.pos[t],
@@ -49,6 +50,7 @@ void attention(const AttentionSpec& s, const AttentionArgs& a) {
     std::vector<float> acc(static_cast<size_t>(dv));
     for (int64_t t = 0; t < a.n_tokens; ++t) {
         const int64_t n = static_cast<int64_t>(a.pos[t]) + 1, j0 = attention_first_key(s, a.pos[t]);
+        const int64_t r0 = attention_first_row(s, a.pos[t]) - j0;  // cache row of key j: r0 + j
         w.assign(static_cast<size_t>(n), 0.0f);
         for (int64_t h = 0; h < s.n_head; ++h) {
             const int64_t g = h / group;
@@ -56,7 +58,7 @@ void attention(const AttentionSpec& s, const AttentionArgs& a) {
             float mx = -INFINITY;
             for (int64_t j = j0; j < n; ++j) {
                 float dot = 0.0f;
-                for (int64_t i = 0; i < dk; ++i) dot += q[i] * k_elem(s, a.k, j, g, i);
+                for (int64_t i = 0; i < dk; ++i) dot += q[i] * k_elem(s, a.k, r0 + j, g, i);
                 w[static_cast<size_t>(j)] = dot * scale;
                 mx = std::fmax(mx, w[static_cast<size_t>(j)]);
             }
@@ -70,7 +72,7 @@ void attention(const AttentionSpec& s, const AttentionArgs& a) {
             for (auto& x : acc) x = 0.0f;
             for (int64_t j = j0; j < n; ++j) {
                 const float wj = w[static_cast<size_t>(j)];
-                for (int64_t i = 0; i < dv; ++i) acc[static_cast<size_t>(i)] += wj * v_elem(s, a.v, j, g, i);
+                for (int64_t i = 0; i < dv; ++i) acc[static_cast<size_t>(i)] += wj * v_elem(s, a.v, r0 + j, g, i);
             }
             float* o = a.out + (t * s.n_head + h) * dv;
             const float inv = 1.0f / sum;

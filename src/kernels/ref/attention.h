@@ -27,6 +27,10 @@ struct AttentionSpec {
     // Sliding window (gpt-oss SWA layers, llama.cpp LLAMA_SWA_TYPE_STANDARD): > 0 = the query at
     // position p attends to keys max(0, p - window + 1) .. p only; 0 = full causal attention.
     int64_t window = 0;
+    // Ring layout of a sliding-window layer's cache (runtime::KvCache): > 0 = position p is stored in
+    // row p % ring, and rows 0 .. window - 2 again in rows ring .. ring + window - 2, so the at most
+    // `window` keys of any query are contiguous rows from attention_first_row. Needs window > 0.
+    int64_t ring = 0;
 };
 inline int64_t attention_v_stride(const AttentionSpec& s) {
     return s.v_row_stride > 0 ? s.v_row_stride : s.n_head_kv * s.head_dim_v;
@@ -35,6 +39,11 @@ inline int64_t attention_v_stride(const AttentionSpec& s) {
 inline int64_t attention_first_key(const AttentionSpec& s, int64_t pos) {
     return s.window > 0 && pos - s.window + 1 > 0 ? pos - s.window + 1 : 0;
 }
+// Cache row holding that first key; keys first .. pos are the rows from there on (ring or not).
+inline int64_t attention_first_row(const AttentionSpec& s, int64_t pos) {
+    const int64_t j0 = attention_first_key(s, pos);
+    return s.ring > 0 ? j0 % s.ring : j0;
+}
 
 struct AttentionArgs {
     const float* q = nullptr;   // [n_tokens, n_head, head_dim_k]
@@ -42,7 +51,7 @@ struct AttentionArgs {
     const void* v = nullptr;    // [n_kv, n_head_kv, head_dim_v] of kv_type (row stride: attention_v_stride)
     const int32_t* pos = nullptr;  // [n_tokens]: query t attends to cache rows 0 .. pos[t]
     int64_t n_tokens = 0;
-    int64_t n_kv = 0;           // valid cache rows; every pos[t] < n_kv
+    int64_t n_kv = 0;           // valid cache positions; every pos[t] < n_kv
     float* out = nullptr;       // [n_tokens, n_head, head_dim_v]
     // Attention sinks (gpt-oss attn_sinks [n_head]) or null: head h's softmax denominator gets
     // exp(sinks[h] - max) as if a key with logit sinks[h] and a zero value were present.
