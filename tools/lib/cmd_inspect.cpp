@@ -392,7 +392,9 @@ void print_human(const Options& o, Kind kind, const model::ModelConfig& c, const
     std::printf("  %s per token with --kv-type q8_0 (%.1f%% of f16; f32, the default, is 2x f16)\n", human_bytes(kv_q8).c_str(),
                 kv_tok ? 100.0 * static_cast<double>(kv_q8) / static_cast<double>(kv_tok) : 0.0);
     if (c.sliding_window > 0)
-        std::printf("  sliding-window layers keep at most %lld tokens (the plan below accounts for it)\n", (long long)c.sliding_window);
+        std::printf("  sliding-window layers (window %lld) keep a ring of %lld rows: window + 511 (forward calls of up\n"
+                    "  to 512 rows, the default) + window - 1 mirrored; --swa-full keeps every position; the plan counts the ring\n",
+                    (long long)c.sliding_window, (long long)(2 * c.sliding_window + 512 - 2));
 
     std::printf("\nMemory plan (ctx %lld, batch %lld, weights %s, kv f16)\n", (long long)o.ctx, (long long)o.batch, dtype_name(wtype));
     std::printf("  weights   %12s\n", human_bytes(plan.weights_bytes).c_str());
