@@ -5,6 +5,7 @@
 //   qmatmul_avx512_legacy_k.cpp  Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q3_K, Q2_K, MXFP4, TQ2_0
 //   qmatmul_avx512_iq.cpp        IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M
 //   qmatmul_avx512_kq_gemv.cpp   the decode GEMVs of Q2_K, Q3_K, IQ4_XS (used by the legacy_k table)
+//   qmatmul_avx512_q6k_gemv.cpp  the decode GEMV of Q6_K (used by the q8k table)
 // A family file defines register decoders D (interface: DQ4_0 / DQ6_K in qmatmul_avx512_q8k.cpp)
 // and instantiates qmm512<D> (prefill panel GEMM: repack + rows_block; decode: direct_row or a
 // specialised GEMV).
@@ -324,6 +325,7 @@ inline void act_step128(const int8_t* xq, int nbs, __m512i& xA, __m512i& xB) {
 void gemv16_q2k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
 void gemv16_q3k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
 void gemv16_iq4xs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
+void gemv16_q6k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);  // qmatmul_avx512_q6k_gemv.cpp
 void gemv16_iq2xxs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);  // needs AVX512_VBMI
 bool gemv_vbmi_usable();  // this CPU has AVX512_VBMI
 
