@@ -114,6 +114,7 @@ void gemv16_q6k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const PanelShare ps = panel_share(a, n, sb, nsb);
+        if (n == a.n0) prefetch_first_panel(w, sb, nsb, kQ6Bytes, 2);
         const int64_t off = sb * kQ6Bytes;
         __m512i T[4];
         dwords16(w, off + 192, 0xFFFF, T);  // T[k] lane c: scales 4k..4k+3 of row c
