@@ -5,7 +5,9 @@
 // whatever m, the column range or the prepared-activation path) and kernel lookup.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -293,6 +295,48 @@ TEST(MatmulQuant, DecodeGemvEqualsBatchedAndScalar) {
                     call(k, w, x.data() + r * K, K, 1, part.data(), n1 - n0, n0, n1);
                     ASSERT_EQ(0, std::memcmp(part.data(), all.data() + r * N + n0, part.size() * sizeof(float)))
                         << "m = 1, columns [" << n0 << ", " << n1 << "), row " << r;
+                }
+            }
+        }
+    }
+}
+
+// The Q6_K decode GEMV (qmatmul_avx512_q6k_gemv.cpp) reads pairs of rows with merge-masked loads
+// starting 8 bytes before a row (the masked lanes are never accessed): here the rows are packed back
+// to back with row 0 at the start of its allocation, the blocks are random bit patterns (every
+// ql/qh bit, scales -128..127), and calls of one or a few columns (a pair made of the same row)
+// start at column 0 or end at the last row; the bits equal the scalar path's, also with every
+// activation at the int8 maximum.
+TEST(MatmulQuant, Q6kDecodeGemvPackedRowsRandomBlocks) {
+    Rng rng(0x6b61);
+    const DType t = DType::Q6_K;
+    bool avx512 = false;
+    for (Isa isa : kernels::supported_isas()) avx512 = avx512 || isa == Isa::Avx512;
+    if (!avx512) std::printf("note: no AVX-512 path on this CPU, the Q6_K GEMV runs only its scalar/AVX2 twins here\n");
+    for (int64_t K : {256, 512, 1280}) {
+        for (int64_t N : {1, 2, 3, 17, 40}) {
+            Weights w{t, N, K, static_cast<size_t>(row_bytes(t, static_cast<uint64_t>(K))), {}, {}, {}};
+            w.bytes.resize(w.stride * N);
+            ASSERT_TRUE(ref::fill_random_blocks(t, rng, w.bytes.data(), N * K / 256, 1.0f));
+            for (int xcase = 0; xcase < 2; ++xcase) {
+                std::vector<float> x(K);
+                for (auto& v : x) v = xcase == 0 ? rng.normal() : 1.0f;
+                std::vector<float> ys(N);
+                call(kernels::CpuKernels(Isa::Scalar).matmul(t, "t"), w, x.data(), K, 1, ys.data(), N, 0, N);
+                for (Isa isa : kernels::supported_isas()) {
+                    const kernels::CpuKernels kc(isa);
+                    const kernels::MatmulKernel& k = kc.matmul(t, "t");
+                    SCOPED_TRACE(std::string(k.name) + " K=" + std::to_string(K) + " N=" + std::to_string(N));
+                    std::vector<float> y(N);
+                    call(k, w, x.data(), K, 1, y.data(), N, 0, N);
+                    ASSERT_EQ(0, std::memcmp(ys.data(), y.data(), N * sizeof(float)));
+                    for (int64_t n0 : {int64_t{0}, N - 1, N / 2}) {
+                        const int64_t n1 = std::min(N, n0 + 1 + (N - n0) / 3);
+                        std::vector<float> part(n1 - n0);
+                        call(k, w, x.data(), K, 1, part.data(), n1 - n0, n0, n1);
+                        ASSERT_EQ(0, std::memcmp(ys.data() + n0, part.data(), part.size() * sizeof(float)))
+                            << "columns [" << n0 << ", " << n1 << ")";
+                    }
                 }
             }
         }

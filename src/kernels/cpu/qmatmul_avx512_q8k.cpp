@@ -392,44 +392,6 @@ void gemv16_q80(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
     store_row16(a, r, n, nc, acc);
 }
 
-// Q6_K: 64-value units (16-value granules = the 4 128-bit lanes of one vpdpbusd), the -32 offset
-// folded into the accumulator's start (ActQ8's nsum of the unit, lane 4i = -sum of granule i, x32),
-// the 16 rows' scales from a 4 x 4 transposition of their int8 scale bytes and one gather of d.
-void gemv16_q6k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
-    const Rows16 rw(a, n, nc);
-    const uint8_t* const* w = rw.w;
-    const __m512i rows = rw.offsets();
-    const int64_t nsb = a.K / 256;
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-        const PanelShare ps = panel_share(a, n, sb, nsb);
-        __m512i T[4];
-        dwords16(w, sb * 210 + 192, 0xFFFF, T);  // T[k] lane c: scales 4k..4k+3 of row c
-        // d: bytes 208-209, read as the high half of the dword at 206 (stays inside the block)
-        const __m512 d = f16_lo(_mm512_srli_epi32(_mm512_i32gather_epi32(rows, w[0] + sb * 210 + 206, 1), 16));
-        for (int u = 0; u < 4; ++u) {
-            const int64_t U = sb * 4 + u;
-            const __m512i init = _mm512_slli_epi32(_mm512_loadu_si512(x.nsum + 16 * U), 5);
-            const __m512i xq = _mm512_loadu_si512(x.qs + 64 * U);
-            __m512i dp[16], R[4];
-            DQ6_K::State st;
-            for (int c = 0; c < 16; ++c) {
-                prefetch_share(ps, 16 * u + c, 64);
-                dp[c] = _mm512_dpbusd_epi32(init, DQ6_K::levels(st, w[c], sb, u, 0), xq);
-            }
-            granule_sums(dp, R);
-            for (int h = 0; h < 4; ++h) {
-                const int j = 4 * u + h;  // granule within the super-block
-                const int64_t g = U * 4 + h;
-                const __m512 sc = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(T[j / 4], 24 - 8 * (j % 4)), 24));
-                const __m512 ws = _mm512_mul_ps(sc, d);
-                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(R[h]), _mm512_mul_ps(ws, _mm512_set1_ps(x.dxv[4 * g])), acc);
-            }
-        }
-    }
-    store_row16(a, r, n, nc, acc);
-}
-
 // The specialised decode GEMVs (16 rows x 128/256 values) and where they apply.
 struct FastQ4K {
     static bool usable(const MatmulArgs& a) { return a.K % 256 == 0 && 15 * static_cast<int64_t>(a.w_row_stride) <= INT32_MAX; }
