@@ -81,6 +81,31 @@ inline void decode_q3_k(const uint8_t* row, int64_t K, uint8_t* q, float* ws, fl
     }
 }
 
+// The integer scales of super-block b of a Q2_K / Q3_K row, for the super-block integer chain
+// (qmatmul.h): sc[j] (Q2_K 0..15, Q3_K -32..31) and m[j] (Q2_K 0..15, Q3_K 0) of the 16 granules,
+// d and dmin (Q3_K 0) as f32.
+struct SbScales {
+    int32_t sc[16], m[16];
+    float d, dmin;
+};
+inline SbScales sb_scales(DType t, const uint8_t* row, int64_t b) {
+    SbScales s{};
+    if (t == DType::Q2_K) {
+        const auto blk = load_block<ref::BlockQ2_K>(row, b);
+        for (int j = 0; j < 16; ++j) {
+            s.sc[j] = blk.scales[j] & 0xF;
+            s.m[j] = blk.scales[j] >> 4;
+        }
+        s.d = fp16_to_fp32(blk.d);
+        s.dmin = fp16_to_fp32(blk.dmin);
+    } else {
+        const auto blk = load_block<ref::BlockQ3_K>(row, b);
+        for (int j = 0; j < 16; ++j) s.sc[j] = ref::q3_k_scale(blk.scales, j);
+        s.d = fp16_to_fp32(blk.d);
+    }
+    return s;
+}
+
 inline uint8_t lvl(int v) { return static_cast<uint8_t>(v + 128); }
 
 inline void decode_iq4_nl(const uint8_t* row, int64_t K, uint8_t* q, float* ws, float*) {
