@@ -108,7 +108,8 @@ inline void transpose16(const __m512i in[16], __m512i out[16]) {
 // the 4 activation bytes broadcast adds 4 products to each of the 16 columns' integer sums. Per
 // granule (kG values) and activation row: the integer sums I (exact; seeded with -2^shift * sum of
 // the activations), then acc = fma(float(I), ws * dx, acc) and, for Q4_K/Q5_K after each 32-value
-// group, acc = fma(-wm, dxs, acc): one sequential f32 chain per output, in K order. That is also
+// group, acc = fma(-wm, dxs, acc): one sequential f32 chain per output, in K order (Q2_K / Q3_K:
+// the integer sums times the integer scales summed per super-block, then sb_flush). That is also
 // exactly what the scalar and AVX2 paths compute (qmatmul_generic.cpp, std::fma), so every path
 // gives the same bits, whatever m, the column range or the thread.
 struct Panel {

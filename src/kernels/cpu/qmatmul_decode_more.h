@@ -8,7 +8,9 @@
 //   (MXFP4, shift 4); Q5_0: shift 4; Q3_K: shift 2 (v = -4..3); TQ1_0 / TQ2_0: shift 0 (v = t - 1);
 //   IQ1_S / IQ1_M: dl * (g +- 1/8) = (dl / 8) * (8 g +- 1), dl / 8 exact in f32.
 //   Q4_1 / Q5_1: y = d q + m: min term wm = -m per 32 values (qmatmul.h's dmin*m with the sign folded).
-//   Q2_K: y = d sc q - dmin m per 16 values: wm per 16 (Traits::min16).
+//   Q2_K: y = d sc q - dmin m per 16 values: wm per 16 (Traits::min16). The kernels run Q2_K / Q3_K
+//   on the super-block integer chain (qmatmul.h) with the integer scales of sb_scales below; ws / wm
+//   here (d*sc, dmin*m) are that same reading as f32.
 // Block layouts: kernels/ref/quant_formats.h; the same field readings as the reference dequantizers
 // (tests compare every kernel path against them).
 #include <cstdint>
