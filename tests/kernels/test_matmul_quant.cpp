@@ -107,9 +107,12 @@ std::vector<float> effective_x(DType t, const std::vector<float>& x, int64_t m, 
 // Rounding steps one output passes through (see qmatmul.h / matmul_half.cpp). int8: integer sums
 // exact; per granule of 16 (Q6_K) or 32 values one scale product and one FMA of a sequential
 // chain, plus one FMA per 32 values for the min term (Q4_K/Q5_K): <= K/8 + 2, plus the reference's
-// one rounding of each dequantized weight (Q4_K/Q5_K). f16/bf16: exact weight conversion, then the
-// f32 dot: K sequential adds (scalar) or K/8 FMAs per lane + 3 horizontal adds (avx2; avx512 fewer).
+// one rounding of each dequantized weight (Q4_K/Q5_K). Q2_K / Q3_K (the super-block integer chain):
+// per 256 values two products (d*dx, dmin*dx) and two FMAs: <= K/64 + 4. f16/bf16: exact weight
+// conversion, then the f32 dot: K sequential adds (scalar) or K/8 FMAs per lane + 3 horizontal adds
+// (avx2; avx512 fewer).
 double roundings(DType t, Isa isa, int64_t K) {
+    if (t == DType::Q2_K || t == DType::Q3_K) return static_cast<double>(K) / 64 + 4;
     if (int8_type(t)) return static_cast<double>(K) / 8 + 4;
     return isa == Isa::Scalar ? static_cast<double>(K) + 2 : static_cast<double>(K) / 8 + 6;
 }

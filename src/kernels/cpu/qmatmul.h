@@ -9,13 +9,23 @@
 // levels q (Q8_0: stored int8 + 128; Q4_0: nibble; Q4_K: nibble; Q5_K: 5 bits; Q6_K: 6 bits), an
 // f32 scale per 16 values ws (Q8_0/Q4_0: d; Q4_K/Q5_K: d*sc; Q6_K: d*sc, all exact in f32), an
 // integer offset 2^shift (Q8_0 128, Q4_0 8, Q6_K 32, none for Q4_K/Q5_K) and, for Q4_K/Q5_K, a
-// min dmin*m per 32 values (Q4_1/Q5_1: -m per 32; Q2_K: dmin*m per 16, applied per granule as
-// acc = fma(float(nsum_16), dmin*m * dx, acc)). Then, exactly in integers per 16 values i:
+// min dmin*m per 32 values (Q4_1/Q5_1: -m per 32). Then, exactly in integers per 16 values i:
 //     isum_i = sum_l q_l * xq_l - 2^shift * sum_l xq_l
 // and, per granule g of values sharing one weight scale (16 values for Q6_K, 32 otherwise), one
 // sequential f32 chain per output in K order:
 //     acc = fma(float(I_g), ws_g * dx_g, acc)        (I_g: exact integer sum over the granule)
 //     acc = fma(-(dmin*m_g), dx_g * sum_g xq, acc)   (Q4_K/Q5_K only, after each granule)
+// Q2_K and Q3_K (the super-block integer chain): their granule scales are small integers sc_g (Q2_K
+// 0..15, Q3_K -32..31) and Q2_K's mins m_g (0..15) under ONE f16 d (and dmin) per 256-value
+// super-block, and Q8_K activations have one dx per 256 values, so per super-block, exactly in int32:
+//     S = sum_g sc_g * I_g      (I_g the exact granule sum above, offset included: Q3_K levels - 4)
+//     M = sum_g m_g * nsum_g    (Q2_K; nsum_g = -sum of the granule's 16 activation int8s)
+//     acc = fma(float(S), d * dx, acc);  acc = fma(float(M), dmin * dx, acc)   (Q2_K), in that order.
+// Bounds (|xq| <= 128): Q2_K |I_g| <= 16*3*128 = 6144, |S| <= 16*15*6144 < 2^21, |M| <= 16*15*2048
+// < 2^19; Q3_K |I_g| <= 16*4*128 = 8192, |S| <= 16*32*8192 = 2^22: int32 exact, and float(S),
+// float(M) exact (< 2^24), so per 256 values two roundings of d*dx / dmin*dx and two FMAs replace
+// the per-granule chain's 32-64 roundings. I_g and nsum_g also fit int16 (the decode GEMVs form S
+// and M with vpdpwssd: qmatmul_avx512_kq_gemv.cpp).
 // The integer sums are exact on every path and the f32 chain is the same operation sequence on
 // every path (scalar: std::fma; AVX2: integer sums with vpmaddwd; AVX-512: 16 columns per zmm lane
 // with vpdpbusd over a column-interleaved repack), so all ISA paths give the same bits, and each

@@ -61,8 +61,15 @@ inline void dwords16(const uint8_t* const* p, int64_t off, __mmask16 m, __m512i 
 inline __m512 f16_lo(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
 
 
-// Q2_K-style min per 16 values (D::kMin16, absent = false): D::min_vec gives the 16 mins dmin*m of a
-// super-block; the chain adds acc = fma(float(nsum_16), wm * dx, acc) after each granule.
+// The super-block integer chain of qmatmul.h (D::kSbInt, absent = false: Q2_K, Q3_K): D::int_scales
+// gives a row's 16 integer granule scales, D::sb_d its d; with D::kMin16 (Q2_K) also D::int_mins
+// (16 integer mins per 16 values) and D::sb_dmin. pack_scales stores them as int32 [granule][column]
+// in ws / wm and d, dmin as [2][column] floats in wd; the chain runs once per super-block.
+template <class D>
+constexpr bool sbint_of() {
+    if constexpr (requires { D::kSbInt; }) return D::kSbInt;
+    else return false;
+}
 template <class D>
 constexpr bool min16_of() {
     if constexpr (requires { D::kMin16; }) return D::kMin16;
@@ -102,22 +109,43 @@ inline void transpose16(const __m512i in[16], __m512i out[16]) {
 // the 4 activation bytes broadcast adds 4 products to each of the 16 columns' integer sums. Per
 // granule (kG values) and activation row: the integer sums I (exact; seeded with -2^shift * sum of
 // the activations), then acc = fma(float(I), ws * dx, acc) and, for Q4_K/Q5_K after each 32-value
-// group, acc = fma(-wm, dxs, acc): one sequential f32 chain per output, in K order. That is also
+// group, acc = fma(-wm, dxs, acc): one sequential f32 chain per output, in K order (Q2_K / Q3_K:
+// the integer sums times the integer scales summed per super-block, then sb_flush). That is also
 // exactly what the scalar and AVX2 paths compute (qmatmul_generic.cpp, std::fma), so every path
 // gives the same bits, whatever m, the column range or the thread.
 struct Panel {
     __m512i* q;   // [K/4] quads
-    float* ws;    // [K/kG][16]
-    float* wm;    // [K/32][16]
+    float* ws;    // [K/kG][16] (kSbInt: int32 scales)
+    float* wm;    // [K/32][16] (Q2_K: [K/16][16] int32 mins)
+    float* wd;    // kSbInt: [K/256][2][16] d, dmin
 };
 
 // Scales of super-block sb of up to 16 weight rows as [granule][column] (ws) and [group][column]
 // (wm) f32 vectors; also runs D::begin for each row (st).
 template <class D>
 void pack_scales(const uint8_t* const* w, int nc, int64_t sb, int64_t nblocks, typename D::State* st, float* ws_out,
-                 float* wm_out) {
+                 float* wm_out, float* wd_out) {
     constexpr int kGran = D::kSbElems / D::kG;
-    if constexpr (D::kVecScales) {
+    if constexpr (sbint_of<D>()) {
+        static_assert(kGran == 16, "super-block chain: 16 granules of 16");
+        __m512i sv[16], tv[16];
+        alignas(64) float dv[32] = {};
+        for (int c = 0; c < nc; ++c) {
+            D::begin(st[c], w[c], sb, nblocks);
+            dv[c] = D::sb_d(w[c], sb);
+            if constexpr (min16_of<D>()) dv[16 + c] = D::sb_dmin(w[c], sb);
+        }
+        for (int c = 0; c < 16; ++c) sv[c] = c < nc ? D::int_scales(w[c], sb) : _mm512_setzero_si512();
+        transpose16(sv, tv);
+        for (int k = 0; k < 16; ++k) _mm512_store_si512(ws_out + k * 16, tv[k]);
+        if constexpr (min16_of<D>()) {
+            for (int c = 0; c < 16; ++c) sv[c] = c < nc ? D::int_mins(w[c], sb) : _mm512_setzero_si512();
+            transpose16(sv, tv);
+            for (int k = 0; k < 16; ++k) _mm512_store_si512(wm_out + k * 16, tv[k]);
+        }
+        _mm512_store_ps(wd_out, _mm512_load_ps(dv));
+        _mm512_store_ps(wd_out + 16, _mm512_load_ps(dv + 16));
+    } else if constexpr (D::kVecScales) {
         // K-quants: each row's scales (and mins) as one zmm, transposed to [granule][column].
         __m512i sv[16], tv[16];
         for (int c = 0; c < 16; ++c) {
@@ -128,12 +156,6 @@ void pack_scales(const uint8_t* const* w, int nc, int64_t sb, int64_t nblocks, t
         for (int k = 0; k < kGran; ++k) _mm512_store_si512(ws_out + k * 16, tv[k]);
         if constexpr (D::kMin)
             for (int k = 0; k < 8; ++k) _mm512_store_si512(wm_out + k * 16, tv[8 + k]);
-        if constexpr (min16_of<D>()) {
-            for (int c = 0; c < 16; ++c)
-                sv[c] = c < nc ? _mm512_castps_si512(D::min_vec(st[c], w[c], sb, nblocks)) : _mm512_setzero_si512();
-            transpose16(sv, tv);
-            for (int k = 0; k < 16; ++k) _mm512_store_si512(wm_out + k * 16, tv[k]);
-        }
     } else {
         for (int c = 0; c < 16; ++c) {
             float* ws = ws_out + c;
@@ -156,11 +178,32 @@ void repack(const MatmulArgs& a, int64_t n, int nc, int64_t nblocks, int64_t nsb
     constexpr int kGran = D::kSbElems / D::kG;  // granules per super-block
     for (int64_t sb = 0; sb < nsb; ++sb) {
         typename D::State st[16];
-        pack_scales<D>(w, nc, sb, nblocks, st, p.ws + sb * kGran * 16, p.wm + sb * wm_per_sb<D>() * 16);
+        pack_scales<D>(w, nc, sb, nblocks, st, p.ws + sb * kGran * 16, p.wm + sb * wm_per_sb<D>() * 16, p.wd + sb * 32);
         for (int u = 0; u < D::kUnits; ++u) {
             __m512i lv[16];
             for (int c = 0; c < 16; ++c) lv[c] = c < nc ? D::levels(st[c], w[c], sb, u, nblocks) : _mm512_setzero_si512();
             transpose16(lv, p.q + (sb * D::kUnits + u) * 16);
+        }
+    }
+}
+
+// End of super-block sb of the integer chain (kSbInt): acc = fma(float(S), d * dx, acc), then for
+// Q2_K M = sum_j m_j nsum_j (int32) and acc = fma(float(M), dmin * dx, acc) (qmatmul.h).
+template <class D, int MR, int NP>
+inline void sb_flush(const ref::ActQ8Row* x, int64_t sb, __m512i (*S)[NP], const Panel* p, __m512 (*acc)[NP]) {
+    for (int j = 0; j < NP; ++j) {
+        const __m512 d = _mm512_load_ps(p[j].wd + sb * 32);
+        for (int i = 0; i < MR; ++i) {
+            const __m512 dx = _mm512_set1_ps(x[i].dxv[64 * sb]);
+            acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[i][j]), _mm512_mul_ps(d, dx), acc[i][j]);
+            if constexpr (min16_of<D>()) {
+                __m512i M = _mm512_setzero_si512();
+                for (int k = 0; k < 16; ++k)
+                    M = _mm512_add_epi32(M, _mm512_mullo_epi32(_mm512_load_si512(p[j].wm + (16 * sb + k) * 16),
+                                                               _mm512_set1_epi32(x[i].nsum[4 * (16 * sb + k)])));
+                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(_mm512_load_ps(p[j].wd + sb * 32 + 16), dx),
+                                            acc[i][j]);
+            }
         }
     }
 }
@@ -175,8 +218,13 @@ void rows_block(const MatmulArgs& a, const unsigned char* act, size_t act_stride
         for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_setzero_ps();
     constexpr int kQuads = D::kG / 4, kSub = D::kG / 16;
     const int64_t ng = a.K / D::kG;
+    __m512i S[MR][NP];  // kSbInt: the super-block's integer sum S
     for (int64_t g = 0; g < ng; ++g) {
         const int64_t k0 = g * D::kG, i16 = k0 / 16;
+        if constexpr (sbint_of<D>())
+            if (g % 16 == 0)
+                for (int i = 0; i < MR; ++i)
+                    for (int j = 0; j < NP; ++j) S[i][j] = _mm512_setzero_si512();
         __m512i I[MR][NP];
         for (int i = 0; i < MR; ++i) {
             int32_t ns = x[i].nsum[4 * i16];
@@ -195,6 +243,14 @@ void rows_block(const MatmulArgs& a, const unsigned char* act, size_t act_stride
                 for (int j = 0; j < NP; ++j) I[i][j] = _mm512_dpbusd_epi32(I[i][j], wq[j], xb);
             }
         }
+        if constexpr (sbint_of<D>()) {
+            for (int j = 0; j < NP; ++j) {
+                const __m512i sc = _mm512_load_si512(p[j].ws + g * 16);
+                for (int i = 0; i < MR; ++i) S[i][j] = _mm512_add_epi32(S[i][j], _mm512_mullo_epi32(I[i][j], sc));
+            }
+            if (g % 16 == 15) sb_flush<D, MR, NP>(x, g / 16, S, p, acc);
+            continue;
+        }
         for (int j = 0; j < NP; ++j) {
             const __m512 ws = _mm512_load_ps(p[j].ws + g * 16);
             for (int i = 0; i < MR; ++i)
@@ -203,12 +259,6 @@ void rows_block(const MatmulArgs& a, const unsigned char* act, size_t act_stride
             if constexpr (D::kMin) {  // kG == 32: one group per granule
                 const __m512 wm = _mm512_load_ps(p[j].wm + g * 16);
                 for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_fnmadd_ps(wm, _mm512_set1_ps(x[i].dxs[g]), acc[i][j]);
-            }
-            if constexpr (min16_of<D>()) {  // kG == 16: one min per granule
-                const __m512 wm = _mm512_load_ps(p[j].wm + g * 16);
-                for (int i = 0; i < MR; ++i)
-                    acc[i][j] = _mm512_fmadd_ps(_mm512_set1_ps(static_cast<float>(x[i].nsum[4 * i16])),
-                                                _mm512_mul_ps(wm, _mm512_set1_ps(x[i].dxv[4 * i16])), acc[i][j]);
             }
         }
     }
@@ -348,7 +398,8 @@ void direct_row(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
     const uint8_t* w[16];
     for (int c = 0; c < nc; ++c) w[c] = static_cast<const uint8_t*>(a.w) + (n + c) * static_cast<int64_t>(a.w_row_stride);
     constexpr int kGran = D::kSbElems / D::kG, kSub = D::kG / 16;
-    alignas(64) float ws[kGran * 16], wm[16 * 16];
+    alignas(64) float ws[kGran * 16], wm[16 * 16], wd[32];
+    __m512i S = _mm512_setzero_si512();  // kSbInt: the super-block's integer sum
     const int64_t ng = a.K / D::kG;
     const int64_t stride = static_cast<int64_t>(a.w_row_stride);
     bool gather = false;
@@ -370,10 +421,10 @@ void direct_row(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
                 _mm512_store_ps(ws, D::gather_scale(offs, b0));
                 _mm512_store_ps(ws + 16, 2 * sb + 1 < nblocks ? D::gather_scale(offs, b0 + D::kBlockBytes) : _mm512_setzero_ps());
             } else {
-                pack_scales<D>(w, nc, sb, nblocks, st, ws, wm);
+                pack_scales<D>(w, nc, sb, nblocks, st, ws, wm, wd);
             }
         } else {
-            pack_scales<D>(w, nc, sb, nblocks, st, ws, wm);
+            pack_scales<D>(w, nc, sb, nblocks, st, ws, wm, wd);
         }
         for (int u = 0; u < D::kUnits; ++u) {
             const int64_t U = sb * D::kUnits + u;
@@ -396,11 +447,23 @@ void direct_row(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
                     I = _mm512_add_epi32(I, _mm512_set1_epi32(ns * (1 << (D::kShift >= 0 ? D::kShift : 0))));
                 }
                 const int k = static_cast<int>(g - sb * kGran);  // granule within the super-block
+                if constexpr (sbint_of<D>()) {
+                    S = _mm512_add_epi32(S, _mm512_mullo_epi32(I, _mm512_load_si512(ws + 16 * k)));
+                    continue;
+                }
                 acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(_mm512_load_ps(ws + 16 * k), _mm512_set1_ps(x.dxv[4 * i16])), acc);
                 if constexpr (D::kMin) acc = _mm512_fnmadd_ps(_mm512_load_ps(wm + 16 * k), _mm512_set1_ps(x.dxs[g]), acc);
-                if constexpr (min16_of<D>())
-                    acc = _mm512_fmadd_ps(_mm512_set1_ps(static_cast<float>(x.nsum[4 * i16])),
-                                          _mm512_mul_ps(_mm512_load_ps(wm + 16 * k), _mm512_set1_ps(x.dxv[4 * i16])), acc);
+            }
+        }
+        if constexpr (sbint_of<D>()) {  // as sb_flush
+            const __m512 dx = _mm512_set1_ps(x.dxv[64 * sb]);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(_mm512_load_ps(wd), dx), acc);
+            S = _mm512_setzero_si512();
+            if constexpr (min16_of<D>()) {
+                __m512i M = _mm512_setzero_si512();
+                for (int k = 0; k < 16; ++k)
+                    M = _mm512_add_epi32(M, _mm512_mullo_epi32(_mm512_load_si512(wm + 16 * k), _mm512_set1_epi32(x.nsum[4 * (16 * sb + k)])));
+                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(_mm512_load_ps(wd + 16), dx), acc);
             }
         }
     }
@@ -425,7 +488,7 @@ struct NoGemv {
 template <DType T, class D, class Fast = NoGemv>
 void qmm512(const MatmulArgs& a) {
     static_assert(!D::kMin || D::kG == 32, "min term is applied per granule");
-    static_assert(!min16_of<D>() || D::kG == 16, "per-16 min term is applied per granule");
+    static_assert(!min16_of<D>() || sbint_of<D>(), "per-16 min term only in the super-block chain");
     size_t act_stride = 0;
     const unsigned char* act = qmm_activations(a, Isa::Avx512, act_quant(T), &act_stride);
     const int64_t nblocks = D::kSbElems == 256 ? a.K / 256 : a.K / 32;
@@ -446,13 +509,13 @@ void qmm512(const MatmulArgs& a) {
     // and MR broadcasts feed 2 x MR vpdpbusd.
     const int64_t Kp = nsb * D::kSbElems;
     const size_t qb = static_cast<size_t>(Kp / 4) * 64, wsb = static_cast<size_t>(Kp / 16) * 64,
-                 wmb = static_cast<size_t>(Kp / 16) * 64, pb = qb + wsb + wmb;
+                 wmb = static_cast<size_t>(Kp / 16) * 64, wdb = static_cast<size_t>(nsb) * 128, pb = qb + wsb + wmb + wdb;
     if (tls_panel().buf.size() < 2 * pb + 64) tls_panel().buf.resize(2 * pb + 64);
     unsigned char* base = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(tls_panel().buf.data()) + 63) & ~uintptr_t{63});
     Panel p[2];
     for (int j = 0; j < 2; ++j)
         p[j] = Panel{reinterpret_cast<__m512i*>(base + j * pb), reinterpret_cast<float*>(base + j * pb + qb),
-                     reinterpret_cast<float*>(base + j * pb + qb + wsb)};
+                     reinterpret_cast<float*>(base + j * pb + qb + wsb), reinterpret_cast<float*>(base + j * pb + qb + wsb + wmb)};
     for (int64_t n = a.n0; n < a.n1; n += 32) {
         int nc[2];
         nc[0] = static_cast<int>(a.n1 - n >= 16 ? 16 : a.n1 - n);

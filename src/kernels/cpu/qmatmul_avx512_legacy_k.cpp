@@ -126,7 +126,7 @@ struct DIQ4_XS {
 // s0 + 1: the 32 values of shift s are bits 2s.. of qs[32 half + j] and hmask bit 4 half + s of byte j.
 struct DQ3_K {
     static constexpr int kShift = 2, kUnits = 4, kSbElems = 256, kG = 16, kSbBytes = 110;
-    static constexpr bool kMin = false, kVecScales = true;
+    static constexpr bool kMin = false, kVecScales = true, kSbInt = true;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
     static __m512i levels(const State&, const uint8_t* row, int64_t sb, int u, int64_t) {
@@ -141,7 +141,8 @@ struct DQ3_K {
                                     _mm256_set1_epi8(static_cast<char>(1 << (4 * half + s0 + 1))));
         return _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(hm, bits), lo, _mm512_set1_epi8(4));
     }
-    static __m512 scale_vec(const State&, const uint8_t* row, int64_t sb, int64_t) {
+    static float sb_d(const uint8_t* row, int64_t sb) { return h2f(row + sb * 110 + 108); }
+    static __m512i int_scales(const uint8_t* row, int64_t sb) {
         // The 16 6-bit scales as ref::q3_k_scale, in lanes (decode GEMV calls this per row and
         // super-block; the scalar loop was 4x the dot product): low 4 bits = nibble j / 8 of
         // scales[j % 8], high 2 bits = bits 2 (j / 4) of scales[8 + j % 4]. Masked load: 12 bytes.
@@ -155,17 +156,17 @@ struct DQ3_K {
             _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_setr_epi32(8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11), v),
                               _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6)),
             _mm512_set1_epi32(3));
-        const __m512i sc = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
-        return _mm512_mul_ps(_mm512_cvtepi32_ps(sc), _mm512_set1_ps(h2f(b + 108)));
+        return _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
     }
 };
 
 // Q2_K (84 bytes: scales[16], qs[64], d, dmin): unit u = half u / 2, shifts s0 = 2 (u % 2), s0 + 1:
 // the 32 values of shift s are bits 2s.. of qs[32 half + j]. Scale / min j = low / high nibble of
-// scales[j], times d / dmin; the min is per 16 values (kMin16).
+// scales[j] (integers: the super-block chain, kSbInt), d / dmin per super-block; the min is per 16
+// values (kMin16).
 struct DQ2_K {
     static constexpr int kShift = -1, kUnits = 4, kSbElems = 256, kG = 16, kSbBytes = 84;
-    static constexpr bool kMin = false, kMin16 = true, kVecScales = true;
+    static constexpr bool kMin = false, kMin16 = true, kVecScales = true, kSbInt = true;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
     static __m512i levels(const State&, const uint8_t* row, int64_t sb, int u, int64_t) {
@@ -180,14 +181,10 @@ struct DQ2_K {
         const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
         return _mm512_and_si512(_mm512_srli_epi32(v, shift), _mm512_set1_epi32(0xF));
     }
-    static __m512 scale_vec(const State&, const uint8_t* row, int64_t sb, int64_t) {
-        const uint8_t* b = row + sb * 84;
-        return _mm512_mul_ps(_mm512_cvtepi32_ps(nib_vec(b, 0)), _mm512_set1_ps(h2f(b + 80)));
-    }
-    static __m512 min_vec(const State&, const uint8_t* row, int64_t sb, int64_t) {
-        const uint8_t* b = row + sb * 84;
-        return _mm512_mul_ps(_mm512_cvtepi32_ps(nib_vec(b, 4)), _mm512_set1_ps(h2f(b + 82)));
-    }
+    static __m512i int_scales(const uint8_t* row, int64_t sb) { return nib_vec(row + sb * 84, 0); }
+    static __m512i int_mins(const uint8_t* row, int64_t sb) { return nib_vec(row + sb * 84, 4); }
+    static float sb_d(const uint8_t* row, int64_t sb) { return h2f(row + sb * 84 + 80); }
+    static float sb_dmin(const uint8_t* row, int64_t sb) { return h2f(row + sb * 84 + 82); }
 };
 
 // MXFP4 (17 bytes: E8M0 e, qs[16]): levels 2 x E2M1 + 16 (shift 4) by vpshufb, scale 2^(e - 128).

@@ -19,6 +19,7 @@ struct Traits {
     int shift;   // integer offset 2^shift subtracted from q (-1: none)
     bool min;    // has a per-32 min term
     bool min16;  // has a per-16 min term (Q2_K)
+    bool sbint = false;  // super-block integer chain (Q2_K, Q3_K: qmatmul.h)
 };
 
 constexpr Traits traits(DType t) {
@@ -30,10 +31,10 @@ constexpr Traits traits(DType t) {
         case DType::Q5_K:
         case DType::Q4_1:
         case DType::Q5_1: return {-1, true, false};
-        case DType::Q2_K: return {-1, false, true};
+        case DType::Q2_K: return {-1, false, true, true};
         case DType::Q5_0:
         case DType::MXFP4: return {4, false, false};
-        case DType::Q3_K: return {2, false, false};
+        case DType::Q3_K: return {2, false, false, true};
         case DType::TQ1_0:
         case DType::TQ2_0: return {0, false, false};
         case DType::IQ4_NL:

@@ -8,7 +8,9 @@
 //   (MXFP4, shift 4); Q5_0: shift 4; Q3_K: shift 2 (v = -4..3); TQ1_0 / TQ2_0: shift 0 (v = t - 1);
 //   IQ1_S / IQ1_M: dl * (g +- 1/8) = (dl / 8) * (8 g +- 1), dl / 8 exact in f32.
 //   Q4_1 / Q5_1: y = d q + m: min term wm = -m per 32 values (qmatmul.h's dmin*m with the sign folded).
-//   Q2_K: y = d sc q - dmin m per 16 values: wm per 16 (Traits::min16).
+//   Q2_K: y = d sc q - dmin m per 16 values: wm per 16 (Traits::min16). The kernels run Q2_K / Q3_K
+//   on the super-block integer chain (qmatmul.h) with the integer scales of sb_scales below; ws / wm
+//   here (d*sc, dmin*m) are that same reading as f32.
 // Block layouts: kernels/ref/quant_formats.h; the same field readings as the reference dequantizers
 // (tests compare every kernel path against them).
 #include <cstdint>
@@ -79,6 +81,31 @@ inline void decode_q3_k(const uint8_t* row, int64_t K, uint8_t* q, float* ws, fl
         }
         for (int j = 0; j < 16; ++j) ws[16 * b + j] = d * static_cast<float>(ref::q3_k_scale(blk.scales, j));
     }
+}
+
+// The integer scales of super-block b of a Q2_K / Q3_K row, for the super-block integer chain
+// (qmatmul.h): sc[j] (Q2_K 0..15, Q3_K -32..31) and m[j] (Q2_K 0..15, Q3_K 0) of the 16 granules,
+// d and dmin (Q3_K 0) as f32.
+struct SbScales {
+    int32_t sc[16], m[16];
+    float d, dmin;
+};
+inline SbScales sb_scales(DType t, const uint8_t* row, int64_t b) {
+    SbScales s{};
+    if (t == DType::Q2_K) {
+        const auto blk = load_block<ref::BlockQ2_K>(row, b);
+        for (int j = 0; j < 16; ++j) {
+            s.sc[j] = blk.scales[j] & 0xF;
+            s.m[j] = blk.scales[j] >> 4;
+        }
+        s.d = fp16_to_fp32(blk.d);
+        s.dmin = fp16_to_fp32(blk.dmin);
+    } else {
+        const auto blk = load_block<ref::BlockQ3_K>(row, b);
+        for (int j = 0; j < 16; ++j) s.sc[j] = ref::q3_k_scale(blk.scales, j);
+        s.d = fp16_to_fp32(blk.d);
+    }
+    return s;
 }
 
 inline uint8_t lvl(int v) { return static_cast<uint8_t>(v + 128); }

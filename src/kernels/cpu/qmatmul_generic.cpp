@@ -28,6 +28,7 @@ namespace {
 // Per-thread growable scratch (grows to the largest call, then the hot path does not allocate).
 struct Scratch {
     std::vector<unsigned char> act, wrow;
+    std::vector<qdec::SbScales> sbs;  // Q2_K / Q3_K: the integer scales of the decoded row
     static void* get(std::vector<unsigned char>& v, size_t bytes) {
         if (v.size() < bytes + 64) v.resize(bytes + 64);
         const auto p = reinterpret_cast<uintptr_t>(v.data());
@@ -71,26 +72,59 @@ inline const void* wrow(const MatmulArgs& a, int64_t n) {
 
 using qdec::granule;
 
+// Q2_K / Q3_K: the integer scales of every super-block of one weight row, read once per row (not
+// per activation row); nullptr for the other types.
+template <DType T>
+const qdec::SbScales* row_sb_scales(const void* row, int64_t K) {
+    if constexpr (!qdec::traits(T).sbint) {
+        return nullptr;
+    } else {
+        const int64_t nsb = K / 256;
+        if (static_cast<int64_t>(tls.sbs.size()) < nsb) tls.sbs.resize(static_cast<size_t>(nsb));
+        for (int64_t b = 0; b < nsb; ++b) tls.sbs[b] = qdec::sb_scales(T, static_cast<const uint8_t*>(row), b);
+        return tls.sbs.data();
+    }
+}
+
 // The canonical per-output chain shared by every path (qmatmul.h): for granule g in K order,
 // acc = fma(float(I_g), ws_g * dx_g, acc), then for Q4_K/Q5_K/Q4_1/Q5_1 acc = fma(-wm_g, dxs_g, acc),
 // for Q2_K (min per 16) acc = fma(float(nsum_g), wm_g * dx_g, acc) (nsum_g = -sum of the 16 xq).
 // I_g (exact integer) comes from `isum`, which the paths compute differently.
+// Q2_K / Q3_K (Traits::sbint): the super-block integer chain of qmatmul.h instead, per 256 values
+// S = sum_j sc_j I_j, M = sum_j m_j nsum_j exactly in int32, then acc = fma(float(S), d * dx, acc)
+// and (Q2_K) acc = fma(float(M), dmin * dx, acc); sbs: the row's super-block scales (sb_scales).
 template <DType T, typename ISum>
-inline float chain(const DecodedRow& w, const ref::ActQ8Row& x, int64_t K, ISum&& isum) {
+inline float chain(const DecodedRow& w, const ref::ActQ8Row& x, int64_t K, const qdec::SbScales* sbs, ISum&& isum) {
     constexpr int G = granule(T);
     constexpr qdec::Traits tr = qdec::traits(T);
+    if constexpr (tr.sbint) {
+        static_assert(G == 16 && tr.shift <= 2, "super-block chain: 16-value granules, levels < 8");
+        float acc = 0.0f;
+        for (int64_t b = 0; b < K / 256; ++b) {
+            const qdec::SbScales& s = sbs[b];
+            int32_t S = 0, M = 0;
+            for (int j = 0; j < 16; ++j) {
+                const int64_t i16 = 16 * b + j;
+                const int32_t ns = x.nsum[4 * i16];
+                S += s.sc[j] * (isum(16 * i16) + (tr.shift >= 0 ? (1 << tr.shift) : 0) * ns);
+                M += s.m[j] * ns;
+            }
+            const float dx = x.dxv[64 * b];
+            acc = std::fma(static_cast<float>(S), s.d * dx, acc);
+            if constexpr (tr.min16) acc = std::fma(static_cast<float>(M), s.dmin * dx, acc);
+        }
+        return acc;
+    }
     static_assert(!tr.min16 || G == 16, "per-16 min needs 16-value granules");
     const int32_t off = tr.shift >= 0 ? (1 << tr.shift) : 0;
     float acc = 0.0f;
-    for (int64_t g = 0; g < K / G; ++g) {
+    for (int64_t g = 0; g < K / G; ++g) {  // every other type: the per-granule chain
         const int64_t k0 = g * G, i16 = k0 / 16;
         int32_t ns = x.nsum[4 * i16];
         if (G == 32) ns += x.nsum[4 * i16 + 4];
         const int32_t I = isum(k0) + off * ns;
         acc = std::fma(static_cast<float>(I), w.ws[i16] * x.dxv[4 * i16], acc);
         if constexpr (tr.min) acc = std::fma(-w.wm[g], x.dxs[g], acc);
-        if constexpr (tr.min16)
-            acc = std::fma(static_cast<float>(x.nsum[4 * i16]), w.wm[g] * x.dxv[4 * i16], acc);
     }
     return acc;
 }
@@ -103,9 +137,10 @@ void qmm_scalar(const MatmulArgs& a) {
     const DecodedRow w = decoded_row_buffer(a.K);
     for (int64_t n = a.n0; n < a.n1; ++n) {
         qdec::decode_row(T, wrow(a, n), a.K, w.q, w.ws, w.wm);
+        const qdec::SbScales* sbs = row_sb_scales<T>(wrow(a, n), a.K);
         for (int64_t r = 0; r < a.m; ++r) {
             const ref::ActQ8Row x = ref::act_q8_row(const_cast<unsigned char*>(act.base + r * act.stride), a.K);
-            a.y[r * a.ldy + (n - a.n0)] = chain<T>(w, x, a.K, [&](int64_t k0) {
+            a.y[r * a.ldy + (n - a.n0)] = chain<T>(w, x, a.K, sbs, [&](int64_t k0) {
                 int32_t s = 0;
                 for (int l = 0; l < G; ++l) s += static_cast<int32_t>(w.q[k0 + l]) * x.qs[k0 + l];
                 return s;
@@ -136,9 +171,10 @@ MOE_T256 void qmm_avx2(const MatmulArgs& a) {
     const DecodedRow w = decoded_row_buffer(a.K);
     for (int64_t n = a.n0; n < a.n1; ++n) {
         qdec::decode_row(T, wrow(a, n), a.K, w.q, w.ws, w.wm);
+        const qdec::SbScales* sbs = row_sb_scales<T>(wrow(a, n), a.K);
         for (int64_t r = 0; r < a.m; ++r) {
             const ref::ActQ8Row x = ref::act_q8_row(const_cast<unsigned char*>(act.base + r * act.stride), a.K);
-            a.y[r * a.ldy + (n - a.n0)] = chain<T>(w, x, a.K, [&](int64_t k0) {
+            a.y[r * a.ldy + (n - a.n0)] = chain<T>(w, x, a.K, sbs, [&](int64_t k0) {
                 int32_t s = isum16_avx2(w.q + k0, x.qs + k0);
                 if (G == 32) s += isum16_avx2(w.q + k0 + 16, x.qs + k0 + 16);
                 return s;
