@@ -2,6 +2,8 @@
 // (MOE_BINARY), read logits, generate the tiny preset models.
 #include "ep_cli_util.h"
 
+#include "common/temp_dir.h"
+
 #include <sys/wait.h>
 
 #include <chrono>
@@ -42,10 +44,13 @@ CliRun sh(const std::string& line, int timeout_s) {
 }
 
 std::string bin() { return std::string(MOE_BINARY); }
-// Per test suite (each binary has its own), so binaries running in parallel never share a file.
+// In the binary's own folder (per process, removed at the end: common/temp_dir.h) and per test
+// suite, so neither two binaries nor two runs of one binary (other build trees, Release and ASan at
+// once) ever share a file: a shared stderr file once read back as NUL bytes under such a race.
 std::string tmp(const std::string& name) {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    return ::testing::TempDir() + "moe_" + (info ? info->test_suite_name() : "ep") + "_" + name;
+    return (moe::testutil::binary_temp_dir("ep-cli") / (std::string(info ? info->test_suite_name() : "ep") + "_" + name))
+        .string();
 }
 
 std::vector<float> read_f32(const std::string& path) {
