@@ -256,8 +256,8 @@ inline __m512i iq2xxs_lookup(const __m512i T[8], __m512i idx) {
 // IQ2_XXS (66 bytes: d, then per 32-value sub-block ib the qwords a0 | a1 << 32: a0 = 4 grid
 // indices (8 magnitudes each, ref::kIq2xxsGrid), a1 = 4 7-bit sign fields and the 4-bit scale
 // s, y = d (0.5 + s) / 4 x sign x magnitude). Per row and 128-value step: the 16 grid entries
-// looked up as 2-bit codes in registers (iq2xxs_lookup; 1.26x the two 8-qword gathers per step it
-// replaced, kernel alone, one thread) and expanded to 128 magnitudes; the signs applied to the activations instead of the levels (the magnitudes
+// looked up as 2-bit codes in registers (iq2xxs_lookup, two rows per look-up; 1.26x the two 8-qword
+// gathers per step it replaced, kernel alone, one thread, with one row per look-up) and expanded to 128 magnitudes; the signs applied to the activations instead of the levels (the magnitudes
 // are the unsigned vpdpbusd operand, no offset: sum g (sign x) = the chain's exact integer sum of
 // signed level x activation, |x| <= 127 so -x is an int8): vpmultishiftqb pulls the sign fields
 // and the scale out of each qword, vpermb orders them, vpermi2b looks up the 8 sign bits of each
@@ -279,6 +279,7 @@ void iq2xxs_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, in
     const __m512i bc0 = _mm512_set_epi64(0x0007000700070007ll, 0x0006000600060006ll, 0x0005000500050005ll, 0x0004000400040004ll,
                                          0x0003000300030003ll, 0x0002000200020002ll, 0x0001000100010001ll, 0);
     const __m512i bc1 = _mm512_add_epi16(bc0, _mm512_set1_epi16(8));
+    const __m512i bc0h = _mm512_add_epi16(bc0, _mm512_set1_epi16(16)), bc1h = _mm512_add_epi16(bc0, _mm512_set1_epi16(24));
     const __m512i jsh = _mm512_set1_epi64(0x0E0C0A0806040200ll);
     const __m512i mag = _mm512_broadcast_i32x4(_mm_setr_epi8(8, 25, 43, 0, 8, 25, 43, 0, 8, 25, 43, 0, 8, 25, 43, 0));
     const __m512i zero = _mm512_setzero_si512();
@@ -289,20 +290,26 @@ void iq2xxs_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, in
         __m512i dp[16], R[4];
         alignas(64) uint32_t scb[16];
         prefetch_share(ps, s, 2);
-#pragma GCC unroll 16
-        for (int c = 0; c < 16; ++c) {
-            const __m256i qv = load256(w[c] + off + 2 + 32 * s);
-            // a0 bytes: the 16 grid indices of the step, as words -> codes -> 2 x 64 magnitudes
-            const __m512i codes = iq2xxs_lookup(Tc, _mm512_zextsi256_si512(_mm256_cvtepu8_epi16(_mm256_cvtepi64_epi32(qv))));
-            const __m512i G0 = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(jsh, _mm512_permutexvar_epi16(bc0, codes)), mag);
-            const __m512i G1 = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(jsh, _mm512_permutexvar_epi16(bc1, codes)), mag);
-            const __m512i arr = _mm512_permutexvar_epi8(perm, _mm512_multishift_epi64_epi8(ctrl, _mm512_zextsi256_si512(qv)));
-            const __m128i sg = _mm512_castsi512_si128(_mm512_permutex2var_epi8(slo, arr, shi));
-            const __mmask64 MA = static_cast<__mmask64>(_mm_cvtsi128_si64(sg)), MB = static_cast<__mmask64>(_mm_extract_epi64(sg, 1));
-            scb[c] = static_cast<uint32_t>(_mm_cvtsi128_si32(_mm512_extracti32x4_epi32(arr, 1)));
-            const __m512i A = _mm512_shuffle_i64x2(G0, G1, 0x88), B = _mm512_shuffle_i64x2(G0, G1, 0xDD);
-            const __m512i xa = _mm512_mask_sub_epi8(xA, MA, zero, xA), xb = _mm512_mask_sub_epi8(xB, MB, zero, xB);
-            dp[c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, A, xa), B, xb);
+#pragma GCC unroll 8
+        for (int c = 0; c < 16; c += 2) {
+            const __m256i qv[2] = {load256(w[c] + off + 2 + 32 * s), load256(w[c + 1] + off + 2 + 32 * s)};
+            // a0 bytes: the 16 grid indices of the step of each of the two rows, as words (row c in
+            // words 0-15, row c + 1 in 16-31: one look-up serves both) -> codes -> 2 x 64 magnitudes
+            const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm256_cvtepi64_epi32(qv[0]))),
+                                                   _mm256_cvtepu8_epi16(_mm256_cvtepi64_epi32(qv[1])), 1);
+            const __m512i codes = iq2xxs_lookup(Tc, idx);
+            for (int h = 0; h < 2; ++h) {
+                const __m512i b0 = h ? bc0h : bc0, b1 = h ? bc1h : bc1;
+                const __m512i G0 = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(jsh, _mm512_permutexvar_epi16(b0, codes)), mag);
+                const __m512i G1 = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(jsh, _mm512_permutexvar_epi16(b1, codes)), mag);
+                const __m512i arr = _mm512_permutexvar_epi8(perm, _mm512_multishift_epi64_epi8(ctrl, _mm512_zextsi256_si512(qv[h])));
+                const __m128i sg = _mm512_castsi512_si128(_mm512_permutex2var_epi8(slo, arr, shi));
+                const __mmask64 MA = static_cast<__mmask64>(_mm_cvtsi128_si64(sg)), MB = static_cast<__mmask64>(_mm_extract_epi64(sg, 1));
+                scb[c + h] = static_cast<uint32_t>(_mm_cvtsi128_si32(_mm512_extracti32x4_epi32(arr, 1)));
+                const __m512i A = _mm512_shuffle_i64x2(G0, G1, 0x88), B = _mm512_shuffle_i64x2(G0, G1, 0xDD);
+                const __m512i xa = _mm512_mask_sub_epi8(xA, MA, zero, xA), xb = _mm512_mask_sub_epi8(xB, MB, zero, xB);
+                dp[c + h] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, A, xa), B, xb);
+            }
         }
         granule_sums(dp, R);
         const __m512i S = _mm512_load_si512(scb);  // lane c: byte k = scale of sub-block 4 s + k (low nibble)
