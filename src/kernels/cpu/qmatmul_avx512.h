@@ -285,6 +285,15 @@ void rows_all(const MatmulArgs& a, const unsigned char* act, size_t act_stride, 
 // the activation unit (lane j = quad j), then an add/unpack tree turns the 16 rows' lanes into one
 // zmm per 16-value granule with lane c = row c's exact granule sum, and the same f32 chain as the
 // panel path follows (identical bits: the integer sums are exact, the f32 steps are the same).
+// Last level: u[q], 128-bit lane L = granule L of rows 4q..4q+3 -> R[L], lane c = row c.
+inline void granule_lanes(const __m512i u[4], __m512i R[4]) {
+    const __m512i c0 = _mm512_shuffle_i32x4(u[0], u[1], 0x44), c1 = _mm512_shuffle_i32x4(u[0], u[1], 0xEE);
+    const __m512i c2 = _mm512_shuffle_i32x4(u[2], u[3], 0x44), c3 = _mm512_shuffle_i32x4(u[2], u[3], 0xEE);
+    R[0] = _mm512_shuffle_i32x4(c0, c2, 0x88);
+    R[1] = _mm512_shuffle_i32x4(c0, c2, 0xDD);
+    R[2] = _mm512_shuffle_i32x4(c1, c3, 0x88);
+    R[3] = _mm512_shuffle_i32x4(c1, c3, 0xDD);
+}
 inline void granule_sums(const __m512i dp[16], __m512i R[4]) {
     __m512i t[8], u[4];
     for (int i = 0; i < 8; ++i)
@@ -292,13 +301,7 @@ inline void granule_sums(const __m512i dp[16], __m512i R[4]) {
                                 _mm512_unpackhi_epi32(dp[2 * i], dp[2 * i + 1]));
     for (int i = 0; i < 4; ++i)
         u[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * i], t[2 * i + 1]), _mm512_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
-    // u[i], 128-bit lane L: granule L of rows 4i..4i+3
-    const __m512i c0 = _mm512_shuffle_i32x4(u[0], u[1], 0x44), c1 = _mm512_shuffle_i32x4(u[0], u[1], 0xEE);
-    const __m512i c2 = _mm512_shuffle_i32x4(u[2], u[3], 0x44), c3 = _mm512_shuffle_i32x4(u[2], u[3], 0xEE);
-    R[0] = _mm512_shuffle_i32x4(c0, c2, 0x88);
-    R[1] = _mm512_shuffle_i32x4(c0, c2, 0xDD);
-    R[2] = _mm512_shuffle_i32x4(c1, c3, 0x88);
-    R[3] = _mm512_shuffle_i32x4(c1, c3, 0xDD);
+    granule_lanes(u, R);
 }
 
 // Lanes [0, nc) of acc are outputs y[r][n .. n + nc) of a decode GEMV.

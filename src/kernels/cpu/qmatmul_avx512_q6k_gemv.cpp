@@ -94,16 +94,6 @@ inline __m512i q6_quad(__m512i t0, __m512i t1) {
     return _mm512_add_epi32(e, o);
 }
 
-// Level 3 (as granule_sums): u[q] lane L = granule L of rows 4q..4q+3 -> R[L], lane c = row c.
-inline void q6_lanes(const __m512i u[4], __m512i R[4]) {
-    const __m512i c0 = _mm512_shuffle_i32x4(u[0], u[1], 0x44), c1 = _mm512_shuffle_i32x4(u[0], u[1], 0xEE);
-    const __m512i c2 = _mm512_shuffle_i32x4(u[2], u[3], 0x44), c3 = _mm512_shuffle_i32x4(u[2], u[3], 0xEE);
-    R[0] = _mm512_shuffle_i32x4(c0, c2, 0x88);
-    R[1] = _mm512_shuffle_i32x4(c0, c2, 0xDD);
-    R[2] = _mm512_shuffle_i32x4(c1, c3, 0x88);
-    R[3] = _mm512_shuffle_i32x4(c1, c3, 0xDD);
-}
-
 }  // namespace
 
 void gemv16_q6k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
@@ -143,7 +133,7 @@ void gemv16_q6k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
 #pragma GCC unroll 2
             for (int unit = 0; unit < 2; ++unit) {
                 __m512i R[4];
-                q6_lanes(unit == 0 ? uL : uH, R);
+                granule_lanes(unit == 0 ? uL : uH, R);
 #pragma GCC unroll 4
                 for (int i = 0; i < 4; ++i) {
                     const int jj = 8 * h + 4 * unit + i;  // granule within the super-block
