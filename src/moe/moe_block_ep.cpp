@@ -107,7 +107,7 @@ void MoeBlock::forward_ep(ThreadPool& pool, const float* x, int64_t T, float* y,
     dist::Group& g = *st.cfg.group;
     const dist::Placement& pl = *st.cfg.placement;
     const int R = g.size(), me = g.rank();
-    const int64_t D = spec_.n_embd, F = spec_.n_ff;
+    const int64_t D = spec_.n_embd;
     const int E = spec_.n_expert, k = spec_.top_k;
     const int L = st.layer;
     const EpCompress cz = st.cfg.compress;

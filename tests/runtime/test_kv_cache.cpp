@@ -27,7 +27,7 @@ std::vector<float> rnd(Rng& r, size_t n) {
     return v;
 }
 KvCacheSpec spec(int64_t layers, int64_t ctx, int64_t seqs, int64_t hkv, int64_t dk, int64_t dv, DType t) {
-    return KvCacheSpec{layers, ctx, seqs, hkv, dk, dv, t};
+    return KvCacheSpec{layers, ctx, seqs, hkv, dk, dv, t, {}, 0};
 }
 }  // namespace
 
@@ -204,8 +204,9 @@ TEST(KvCache, Q8LayoutAndBytes) {
         const uint64_t vec = static_cast<uint64_t>(kv_q8_vec_bytes(hd));
         auto pad = [](uint64_t b) { return (b + 63) / 64 * 64; };
         EXPECT_EQ(c.bytes(), 2u * 2u * 2u * pad(ctx * hkv * vec));
-        if (hd == 128)
+        if (hd == 128) {
             EXPECT_EQ(KvCache::bytes_for(spec(2, ctx, 2, hkv, hd, hd, DType::F16)) * 34, c.bytes() * 64);
+        }
         const auto k = rnd(rng, 5 * hkv * hd), v = rnd(rng, 5 * hkv * hd);
         c.write(1, 1, 3, 5, k.data(), v.data());  // rows 3..7 of layer 1, seq 1
         std::vector<uint8_t> want(vec);
@@ -262,8 +263,9 @@ TEST(KvCache, SlidingWindowRingLayout) {
         const int64_t r = p % R;
         for (int64_t i = 0; i < hkv * dk; ++i) ASSERT_EQ(K[r * hkv * dk + i], k[p * hkv * dk + i]) << p;
         for (int64_t i = 0; i < hkv * dv; ++i) ASSERT_EQ(Vb[r * hkv * dv + i], v[p * hkv * dv + i]) << p;
-        if (r < W - 1)
+        if (r < W - 1) {
             for (int64_t i = 0; i < hkv * dk; ++i) ASSERT_EQ(K[(R + r) * hkv * dk + i], k[p * hkv * dk + i]) << p;
+        }
     }
     // length 33, ring holds 24..32: a rewind to 30 needs keys from 25 (kept); to 29, from 24 (kept);
     // to 28, from 23 (gone: cleared)

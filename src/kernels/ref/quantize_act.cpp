@@ -22,7 +22,6 @@ const char* act_quant_name(ActQuant k) {
 void quantize_act_q8(const float* x, int64_t K, void* out, ActQuant kind) {
     MOE_ASSERT(K > 0, "quantize_act_q8 K ", K);
     MOE_ASSERT(kind == kActQ8_0 || kind == kActQ8_1 || kind == kActQ8_K, "quantize_act_q8 kind ", static_cast<int>(kind));
-    const int64_t Kp = act_q8_padded(K);
     std::memset(out, 0, act_q8_row_bytes(K));
     const ActQ8Row r = act_q8_row(out, K);
     const int64_t B = kind == kActQ8_K ? 256 : 32;  // values per scale
