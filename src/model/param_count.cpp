@@ -5,6 +5,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "kernels/ref/attention.h"
 
 namespace moe::model {
 namespace {
@@ -93,8 +94,7 @@ MemoryPlan plan_memory(const ModelConfig& cfg, const ParamCounts& counts, const 
     uint64_t kv_per_seq = 0;
     for (int64_t il = 0; il < cfg.n_layer; ++il) {
         const bool swa = cfg.sliding_window > 0 && cfg.swa_pattern > 0 && (il + 1) % cfg.swa_pattern != 0;
-        const int64_t ring = cfg.sliding_window + spec.max_batch - 1;
-        const int64_t tokens = swa && ring + cfg.sliding_window - 1 < spec.ctx ? ring + cfg.sliding_window - 1 : spec.ctx;
+        const int64_t tokens = swa ? swa_stored_rows(cfg.sliding_window, spec.max_batch, spec.ctx) : spec.ctx;
         kv_per_seq = add(kv_per_seq, mul(per_layer, u(tokens)));
     }
     p.kv_bytes = mul(kv_per_seq, u(spec.batch));

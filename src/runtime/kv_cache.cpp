@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "kernels/cpu/kv_q8_quant.h"
+#include "kernels/ref/attention.h"
 #include "kernels/ref/kv_q8.h"
 
 namespace moe {
@@ -47,16 +48,16 @@ uint64_t buffer_bytes(const KvCacheSpec& s, int64_t rows, int64_t head_dim) {
 }
 }  // namespace
 
+namespace {
+int64_t window_of(const KvCacheSpec& s, int64_t layer) { return s.window.empty() ? 0 : s.window[static_cast<size_t>(layer)]; }
+}  // namespace
+
 int64_t KvCache::ring_rows(const KvCacheSpec& s, int64_t layer) {
-    const int64_t w = s.window.empty() ? 0 : s.window[static_cast<size_t>(layer)];
-    if (w <= 0 || s.max_batch <= 0) return 0;
-    const int64_t ring = w + s.max_batch - 1;
-    return ring + w - 1 < s.n_ctx ? ring : 0;  // no saving otherwise: keep every position
+    return swa_ring_rows(window_of(s, layer), s.max_batch, s.n_ctx);
 }
 
 int64_t KvCache::stored_rows(const KvCacheSpec& s, int64_t layer) {
-    const int64_t ring = ring_rows(s, layer);
-    return ring > 0 ? ring + s.window[static_cast<size_t>(layer)] - 1 : s.n_ctx;
+    return swa_stored_rows(window_of(s, layer), s.max_batch, s.n_ctx);
 }
 
 uint64_t KvCache::bytes_for(const KvCacheSpec& s) {
@@ -118,6 +119,11 @@ uint8_t* KvCache::base(int64_t layer, int64_t seq) const {
     MOE_ASSERT(layer >= 0 && layer < spec_.n_layer, "kv cache layer ", layer, " of ", spec_.n_layer);
     const Layer& L = layers_[static_cast<size_t>(layer)];
     return data_.get() + L.offset + static_cast<uint64_t>(seq) * L.slot_bytes;
+}
+
+int64_t KvCache::ring(int64_t layer) const {
+    MOE_ASSERT(layer >= 0 && layer < spec_.n_layer, "kv cache layer ", layer, " of ", spec_.n_layer);
+    return layers_[static_cast<size_t>(layer)].ring;
 }
 
 int64_t KvCache::length(int64_t seq) const {

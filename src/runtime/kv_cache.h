@@ -50,7 +50,7 @@ public:
     // Ring size R of a layer (0: the layer keeps every position) and its stored rows (n_ctx, or R + W - 1).
     static int64_t ring_rows(const KvCacheSpec& spec, int64_t layer);
     static int64_t stored_rows(const KvCacheSpec& spec, int64_t layer);
-    int64_t ring(int64_t layer) const { return ring_rows(spec_, layer); }
+    int64_t ring(int64_t layer) const;
     uint64_t bytes() const { return bytes_; }
     const KvCacheSpec& spec() const { return spec_; }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "format/gguf.h"
+#include "kernels/ref/attention.h"
 #include "model/config.h"
 #include "model/param_count.h"
 #include "model/tensor_catalog.h"
@@ -394,7 +396,7 @@ void print_human(const Options& o, Kind kind, const model::ModelConfig& c, const
     if (c.sliding_window > 0)
         std::printf("  sliding-window layers (window %lld) keep a ring of %lld rows: window + 511 (forward calls of up\n"
                     "  to 512 rows, the default) + window - 1 mirrored; --swa-full keeps every position; the plan counts the ring\n",
-                    (long long)c.sliding_window, (long long)(2 * c.sliding_window + 512 - 2));
+                    (long long)c.sliding_window, (long long)swa_stored_rows(c.sliding_window, 512, INT64_MAX));
 
     std::printf("\nMemory plan (ctx %lld, batch %lld, weights %s, kv f16)\n", (long long)o.ctx, (long long)o.batch, dtype_name(wtype));
     std::printf("  weights   %12s\n", human_bytes(plan.weights_bytes).c_str());

@@ -39,6 +39,19 @@ inline int64_t attention_v_stride(const AttentionSpec& s) {
 inline int64_t attention_first_key(const AttentionSpec& s, int64_t pos) {
     return s.window > 0 && pos - s.window + 1 > 0 ? pos - s.window + 1 : 0;
 }
+// Rows of a sliding-window layer's ring for forward calls of up to max_batch rows and a context of
+// n_ctx (runtime::KvCache; the memory plan counts the same): R = window + max_batch - 1, so a call's
+// new rows never overwrite a key its first query still reads; 0 (keep every position) when R plus the
+// window - 1 mirror rows would not be fewer than n_ctx. swa_stored_rows: what the layer allocates.
+inline int64_t swa_ring_rows(int64_t window, int64_t max_batch, int64_t n_ctx) {
+    if (window <= 0 || max_batch <= 0) return 0;
+    const int64_t ring = window + max_batch - 1;
+    return ring + window - 1 < n_ctx ? ring : 0;
+}
+inline int64_t swa_stored_rows(int64_t window, int64_t max_batch, int64_t n_ctx) {
+    const int64_t ring = swa_ring_rows(window, max_batch, n_ctx);
+    return ring > 0 ? ring + window - 1 : n_ctx;
+}
 // Cache row holding that first key; keys first .. pos are the rows from there on (ring or not).
 inline int64_t attention_first_row(const AttentionSpec& s, int64_t pos) {
     const int64_t j0 = attention_first_key(s, pos);
