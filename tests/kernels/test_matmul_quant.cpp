@@ -280,9 +280,12 @@ TEST(MatmulQuant, DecodeGemvEqualsBatchedAndScalar) {
             for (auto& v : x) v = rng.uniform(-1.0f, 1.0f);
             std::vector<float> ys(m * N);
             call(kernels::CpuKernels(Isa::Scalar).matmul(t, "t"), w, x.data(), K, m, ys.data(), N, 0, N);
-            for (Isa isa : kernels::supported_isas()) {
-                const kernels::CpuKernels kc(isa);
-                const kernels::MatmulKernel& k = kc.matmul(t, "t");
+            // every path this CPU runs, plus the AVX-512 variant a CPU without GFNI / VBMI runs
+            std::vector<kernels::MatmulKernel> paths;
+            for (Isa isa : kernels::supported_isas()) paths.push_back(kernels::CpuKernels(isa).matmul(t, "t"));
+            if (kernels::MatmulFn f = kernels::qmm_avx512_baseline_kernel(t))
+                paths.push_back({t, Isa::Avx512, "avx512 without GFNI/VBMI", f, kernels::act_quant(t)});
+            for (const kernels::MatmulKernel& k : paths) {
                 SCOPED_TRACE(std::string(k.name) + " K=" + std::to_string(K));
                 std::vector<float> all(m * N);
                 call(k, w, x.data(), K, m, all.data(), N, 0, N);

@@ -56,6 +56,11 @@ bool qmm_supported(DType t);
 bool qmm_has_avx512(DType t);
 // Kernel functions per (type, path); nullptr if the type has no int8 kernel.
 MatmulFn qmm_kernel(DType t, Isa isa);
+// The AVX-512 kernel of t as a CPU without the optional extensions its decode GEMV uses would run
+// it (Q3_K without GFNI; IQ2_XXS without AVX512_VBMI: the generic decode rows), or nullptr where t
+// has no such variant or this CPU has no AVX-512 path. For the tests: both variants are checked on
+// a CPU that has the extensions.
+MatmulFn qmm_avx512_baseline_kernel(DType t);
 
 // The activation quantization of weight type t's int8 kernel (the vec_dot_type llama.cpp's CPU
 // backend pairs with t, kernels/ref/quantize_act.h); kActNone for the non-int8 types.

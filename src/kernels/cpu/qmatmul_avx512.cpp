@@ -114,6 +114,12 @@ MatmulFn qmm_avx512_kernel(DType t) {
     return qmm512_iq_kernel(t);
 }
 
+MatmulFn qmm_avx512_baseline_kernel(DType t) {
+    if (!qmm_has_avx512(t)) return nullptr;
+    if (MatmulFn f = qmm512_legacy_k_baseline(t)) return f;
+    return qmm512_iq_baseline(t);
+}
+
 }  // namespace moe::kernels
 
 #pragma GCC diagnostic pop

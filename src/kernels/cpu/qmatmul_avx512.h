@@ -27,6 +27,8 @@ namespace moe::kernels {
 // Kernel table of each family (nullptr: not in the family).
 MatmulFn qmm512_q8k_kernel(DType t);
 MatmulFn qmm512_legacy_k_kernel(DType t);
+MatmulFn qmm512_legacy_k_baseline(DType t);  // qmm_avx512_baseline_kernel's Q3_K
+MatmulFn qmm512_iq_baseline(DType t);        // and IQ2_XXS
 MatmulFn qmm512_iq_kernel(DType t);
 
 namespace avx512 {
@@ -394,6 +396,8 @@ void gemv16_iq4xs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_
 void gemv16_q6k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);  // qmatmul_avx512_q6k_gemv.cpp
 void gemv16_iq2xxs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);  // needs AVX512_VBMI
 bool gemv_vbmi_usable();  // this CPU has AVX512_VBMI
+bool gemv_gfni_usable();  // this CPU has GFNI
+void gemv16_q3k_nogfni(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);  // gemv16_q3k's fallback
 
 template <class D>
 void direct_row(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc, int64_t nblocks,

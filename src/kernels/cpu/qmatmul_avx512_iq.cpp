@@ -298,6 +298,8 @@ MatmulFn qmm512_iq_kernel(DType t) {
     }
 }
 
+MatmulFn qmm512_iq_baseline(DType t) { return t == DType::IQ2_XXS ? qmm512<DType::IQ2_XXS, DIQ2_XXS> : nullptr; }
+
 }  // namespace moe::kernels
 
 #pragma GCC diagnostic pop

@@ -47,6 +47,15 @@ inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<co
 // the two halves is one vpdpbusd against xs[s] = activations [32 s, +32) ++ [128 + 32 s, +32), and
 // its 128-bit lanes are the 16-value granules 2s, 2s+1, 8+2s, 9+2s. Fields 0-2 are used in place
 // (v & (3 << 2s) = 4^s x level, sums shifted back exactly after the reduction).
+// vgf2p8affineqb x, A, 0 (GFNI, called only where gemv_gfni_usable()): each byte of x times the 8x8
+// bit matrix in the matching qword of A. Inline asm rather than the intrinsic, so that one template
+// body serves the GFNI and the plain variant without a separate target region.
+inline __m512i gf2p8affine(__m512i x, __m512i A) {
+    __m512i r;
+    asm("vgf2p8affineqb $0, %2, %1, %0" : "=v"(r) : "v"(x), "v"(A));
+    return r;
+}
+
 inline void xs_q2(const int8_t* x, int s, __m512i& xs) { xs = cat256(load256(x + 32 * s), load256(x + 128 + 32 * s)); }
 
 // Q2_K (84 bytes: scales[16], qs[64], d, dmin): y = d sc_j q - dmin m_j per 16 values (qmatmul.h's
@@ -58,7 +67,15 @@ void q2k_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, int64
     const __m512i dd = _mm512_i32gather_epi32(rows, w[0] + off + 80, 1);
     const __m512 d = f16_lo(dd), dmin = f16_lo(_mm512_srli_epi32(dd, 16));
     const int8_t* xq = x.qs + 256 * sb;
-    __m512i Rg[16];
+    // The super-block integer chain (qmatmul.h): S = sum_j sc_j I_j, M = sum_j m_j nsum_j, exact in
+    // int32 with vpdpwssd (per dword lo x lo + hi x hi of int16 words): the scale operand's high word
+    // is 0 and its low word sc_j (or the pair (m_j, m_j+2)); I_j (|I_j| <= 16 x 3 x 128) and nsum
+    // (|nsum| <= 16 x 128) fit int16. Then two f32 FMAs per super-block instead of two per granule.
+    // S is accumulated after each step (integer: any order gives the same S), so no step's granule
+    // sums stay live across steps (register pressure).
+    const __m512i m4 = _mm512_set1_epi32(0xF);
+    const auto scale = [&](int j) { return _mm512_and_si512(j % 4 ? _mm512_srli_epi32(T[j / 4], 8 * (j % 4)) : T[j / 4], m4); };
+    __m512i S = _mm512_setzero_si512(), M = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int s = 0; s < 4; ++s) {
         __m512i xs;
@@ -72,20 +89,12 @@ void q2k_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, int64
             dp[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, msk), xs);
         }
         granule_sums(dp, R);
-        Rg[2 * s] = _mm512_srai_epi32(R[0], 2 * s);
-        Rg[2 * s + 1] = _mm512_srai_epi32(R[1], 2 * s);
-        Rg[8 + 2 * s] = _mm512_srai_epi32(R[2], 2 * s);
-        Rg[9 + 2 * s] = _mm512_srai_epi32(R[3], 2 * s);
+        // R[0..3]: granules 2s, 2s+1, 8+2s, 9+2s (x 4^s in place)
+        S = _mm512_dpwssd_epi32(S, _mm512_srai_epi32(R[0], 2 * s), scale(2 * s));
+        S = _mm512_dpwssd_epi32(S, _mm512_srai_epi32(R[1], 2 * s), scale(2 * s + 1));
+        S = _mm512_dpwssd_epi32(S, _mm512_srai_epi32(R[2], 2 * s), scale(8 + 2 * s));
+        S = _mm512_dpwssd_epi32(S, _mm512_srai_epi32(R[3], 2 * s), scale(9 + 2 * s));
     }
-    // The super-block integer chain (qmatmul.h): S = sum_j sc_j I_j, M = sum_j m_j nsum_j, exact in
-    // int32 with vpdpwssd (per dword lo x lo + hi x hi of int16 words): the scale operand's high word
-    // is 0 and its low word sc_j (or the pair (m_j, m_j+2)); I_j (|I_j| <= 16 x 3 x 128) and nsum
-    // (|nsum| <= 16 x 128) fit int16. Then two f32 FMAs per super-block instead of two per granule.
-    const __m512i m4 = _mm512_set1_epi32(0xF);
-    __m512i S = _mm512_setzero_si512(), M = _mm512_setzero_si512();
-#pragma GCC unroll 16
-    for (int j = 0; j < 16; ++j)
-        S = _mm512_dpwssd_epi32(S, Rg[j], _mm512_and_si512(j % 4 ? _mm512_srli_epi32(T[j / 4], 8 * (j % 4)) : T[j / 4], m4));
     // mins: bytes (m_4k, .., m_4k+3) of T[k]'s high nibbles as word pairs (m_4k, m_4k+2), (m_4k+1,
     // m_4k+3) against the broadcast pairs of the activations' nsum
     const int32_t* ns = x.nsum + 64 * sb;  // granule j: ns[4 j]
@@ -103,15 +112,41 @@ void q2k_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, int64
 }
 
 // Q3_K (110 bytes: hmask[32], qs[64], scales[12], d): level = field + 4 x hmask bit (s for the
-// first half, 4 + s for the second) of byte j, offset 4 (qmatmul.h shift 2).
+// first half, 4 + s for the second) of byte j, offset 4 (qmatmul.h shift 2). With GFNI (kGfni),
+// one vgf2p8affineqb puts each byte's hmask bit at the level's bit 2 (x 4^s in place) and one
+// vpternlogd merges it with the field: 2 ops per row and step instead of and + vptestmb + masked
+// add (kernel alone +5-9 %, docs/PERFORMANCE.md). Same levels, same bits.
+template <bool kGfni>
 void q3k_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, int64_t sb, const PanelShare& ps, __m512& acc) {
     const int64_t off = sb * 110;
     __m512i T[4];
     dwords16(w, off + 96, 0x0FFF, T);  // T[0..2] lane c: scales bytes 0-3, 4-7, 8-11 of row c
     // d: bytes 108-109, the high half of the dword at 106 (inside the block)
     const __m512 d = f16_lo(_mm512_srli_epi32(_mm512_i32gather_epi32(rows, w[0] + off + 106, 1), 16));
+    // 6-bit scale j: low 4 bits = nibble j / 8 of scales[j % 8], high 2 bits = bits 2 (j / 4) of
+    // scales[8 + j % 4] (ref::q3_k_scale); Sb byte b = scale 4k + b minus 32, as a signed byte, as
+    // words E[k] = (s_4k, s_4k+2), O[k] = (s_4k+1, s_4k+3) per dword.
+    // The super-block integer chain (qmatmul.h): S = sum_j sc_j I_j exact in int32 by vpdpwssd, the
+    // scale operand a dword with high word 0 and low word sc_j, I_j a sign-extended int16 (|I_j| <=
+    // 16 x 4 x 128); one f32 FMA per super-block. S is accumulated after each step (integer: any
+    // order gives the same S), so no step's granule sums stay live across steps (register pressure).
+    const __m512i c0f = _mm512_set1_epi32(0x0f0f0f0f), c30 = _mm512_set1_epi32(0x30303030), c20 = _mm512_set1_epi8(32);
+    __m512i E[4], O[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+        const __m512i lo4 = _mm512_and_si512(k < 2 ? T[k] : _mm512_srli_epi32(T[k - 2], 4), c0f);
+        const __m512i hi = k < 2 ? _mm512_slli_epi32(T[2], 4 - 2 * k) : _mm512_srli_epi32(T[2], 2 * k - 4);
+        const __m512i Sb = _mm512_sub_epi8(_mm512_ternarylogic_epi32(lo4, hi, c30, 0xF8), c20);  // lo4 | (hi & 0x30), - 32
+        E[k] = _mm512_srai_epi16(_mm512_slli_epi16(Sb, 8), 8);
+        O[k] = _mm512_srai_epi16(Sb, 8);
+    }
+    // the scale operand of granule j = 4 k + i
+    const auto scale = [&](int j) {
+        const __m512i v = j % 2 ? O[j / 4] : E[j / 4];
+        return (j % 4) < 2 ? _mm512_and_si512(v, _mm512_set1_epi32(0xFFFF)) : _mm512_srli_epi32(v, 16);
+    };
+    __m512i S = _mm512_setzero_si512();
     const int8_t* xq = x.qs + 256 * sb;
-    __m512i Rg[16];
 #pragma GCC unroll 4
     for (int s = 0; s < 4; ++s) {
         __m512i xs;
@@ -120,6 +155,11 @@ void q3k_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, int64
         const __m512i msk = _mm512_set1_epi8(static_cast<char>(3 << sh));
         const __m512i four = _mm512_set1_epi8(static_cast<char>(4 << sh));
         const __m512i bits = cat256(_mm256_set1_epi8(static_cast<char>(1 << s)), _mm256_set1_epi8(static_cast<char>(1 << (4 + s))));
+        // GFNI: output bit 2 + sh of byte j = hmask bit s (first half) / 4 + s (second half): the
+        // affine matrix's byte 7 - b is the input-bit mask of output bit b
+        const int ob = 2 + sh;
+        const __m512i aff = cat256(_mm256_set1_epi64x(static_cast<long long>(static_cast<uint64_t>(1u << s) << (8 * (7 - ob)))),
+                                   _mm256_set1_epi64x(static_cast<long long>(static_cast<uint64_t>(1u << (4 + s)) << (8 * (7 - ob)))));
         // the -4 offset (x 4^s like the levels) as the start of every row's vpdpbusd: dword 0 of
         // 128-bit lane L = 4 x nsum of the lane's granule (the reduction adds it once per row)
         // (granules 2s, 2s+1 are lanes 8 (s % 2), +4 of ActQ8 nsum unit 4 sb + s / 2; 8+2s, 9+2s the
@@ -136,38 +176,25 @@ void q3k_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, int64
         for (int c = 0; c < 16; ++c) {
             __m512i v = _mm512_loadu_si512(w[c] + off + 32);
             if (s == 3) v = _mm512_srli_epi16(v, 6);
-            const __m512i lo = _mm512_and_si512(v, msk);
             const __m512i hm = _mm512_broadcast_i64x4(load256(w[c] + off));
-            const __m512i lev = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(hm, bits), lo, four);
+            __m512i lev;
+            if constexpr (kGfni) {
+                lev = _mm512_ternarylogic_epi32(v, msk, gf2p8affine(hm, aff), 0xEA);  // (v & msk) | H
+            } else {
+                const __m512i lo = _mm512_and_si512(v, msk);
+                lev = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(hm, bits), lo, four);
+            }
             dp[c] = _mm512_dpbusd_epi32(start, lev, xs);
         }
         granule_sums(dp, R);
-        Rg[2 * s] = _mm512_srai_epi32(R[0], sh);
-        Rg[2 * s + 1] = _mm512_srai_epi32(R[1], sh);
-        Rg[8 + 2 * s] = _mm512_srai_epi32(R[2], sh);
-        Rg[9 + 2 * s] = _mm512_srai_epi32(R[3], sh);
+        // R[0..3]: granules 2s, 2s+1, 8+2s, 9+2s (x 4^sh in place)
+        S = _mm512_dpwssd_epi32(S, _mm512_srai_epi32(R[0], sh), scale(2 * s));
+        S = _mm512_dpwssd_epi32(S, _mm512_srai_epi32(R[1], sh), scale(2 * s + 1));
+        S = _mm512_dpwssd_epi32(S, _mm512_srai_epi32(R[2], sh), scale(8 + 2 * s));
+        S = _mm512_dpwssd_epi32(S, _mm512_srai_epi32(R[3], sh), scale(9 + 2 * s));
     }
-    // 6-bit scale j: low 4 bits = nibble j / 8 of scales[j % 8], high 2 bits = bits 2 (j / 4) of
-    // scales[8 + j % 4] (ref::q3_k_scale); Sb byte b = scale 4k + b minus 32, as a signed byte.
-    // The super-block integer chain (qmatmul.h): S = sum_j sc_j I_j exact in int32 by vpdpwssd, the
-    // scale operand a dword with high word 0 and low word sc_j, I_j a sign-extended int16 (|I_j| <=
-    // 16 x 4 x 128); one f32 FMA per super-block.
-    const __m512i c0f = _mm512_set1_epi32(0x0f0f0f0f), c30 = _mm512_set1_epi32(0x30303030), c20 = _mm512_set1_epi8(32);
     // dx: Q8_K has one activation scale per 256 values (every granule of the super-block)
     const __m512 dx = _mm512_set1_ps(x.dxv[64 * sb]);
-    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
-    __m512i S = _mm512_setzero_si512();
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-        const __m512i lo4 = _mm512_and_si512(k < 2 ? T[k] : _mm512_srli_epi32(T[k - 2], 4), c0f);
-        const __m512i hi = k < 2 ? _mm512_slli_epi32(T[2], 4 - 2 * k) : _mm512_srli_epi32(T[2], 2 * k - 4);
-        const __m512i Sb = _mm512_sub_epi8(_mm512_ternarylogic_epi32(lo4, hi, c30, 0xF8), c20);  // lo4 | (hi & 0x30), - 32
-        const __m512i E = _mm512_srai_epi16(_mm512_slli_epi16(Sb, 8), 8), O = _mm512_srai_epi16(Sb, 8);  // words (s0, s2), (s1, s3)
-        S = _mm512_dpwssd_epi32(S, Rg[4 * k], _mm512_and_si512(E, lo16));
-        S = _mm512_dpwssd_epi32(S, Rg[4 * k + 1], _mm512_and_si512(O, lo16));
-        S = _mm512_dpwssd_epi32(S, Rg[4 * k + 2], _mm512_srli_epi32(E, 16));
-        S = _mm512_dpwssd_epi32(S, Rg[4 * k + 3], _mm512_srli_epi32(O, 16));
-    }
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, dx), acc);
 }
 
@@ -344,7 +371,15 @@ __attribute__((noinline)) void gemv16_iq2xxs_vbmi(const MatmulArgs& a, const ref
 }  // namespace
 
 void gemv16_q2k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_k256<q2k_sb>(a, x, r, n, nc); }
-void gemv16_q3k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_k256<q3k_sb>(a, x, r, n, nc); }
+void gemv16_q3k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
+    if (gemv_gfni_usable()) gemv16_k256<q3k_sb<true>>(a, x, r, n, nc);
+    else gemv16_q3k_nogfni(a, x, r, n, nc);
+}
+void gemv16_q3k_nogfni(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_k256<q3k_sb<false>>(a, x, r, n, nc); }
+bool gemv_gfni_usable() {
+    static const bool ok = __builtin_cpu_supports("gfni");
+    return ok;
+}
 void gemv16_iq4xs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_k256<iq4xs_sb>(a, x, r, n, nc); }
 // Called only where gemv_vbmi_usable(); the VBMI body is a separate function (a definition with
 // another target than its declaration would be a GCC function version, not this symbol).

@@ -321,6 +321,10 @@ MatmulFn qmm512_legacy_k_kernel(DType t) {
     }
 }
 
+MatmulFn qmm512_legacy_k_baseline(DType t) {
+    return t == DType::Q3_K ? qmm512<DType::Q3_K, DQ3_K, FastK256<gemv16_q3k_nogfni>> : nullptr;
+}
+
 }  // namespace moe::kernels
 
 #pragma GCC diagnostic pop
