@@ -128,7 +128,7 @@ void Model::attach_expert_cache() {
     b.budget = co.mem_budget;
     b.resident = weights_.mapped_bytes - expert_bytes + weights_.converted_bytes;
     const int64_t kv_seqs = std::max<int64_t>(1, co.kv_seqs);
-    b.kv = kv_bytes_per_token(cfg_, DType::F32) * static_cast<uint64_t>(opts_.n_ctx) * static_cast<uint64_t>(kv_seqs);
+    b.kv = kv_cache_bytes(cfg_, co.kv_type, opts_.n_ctx, opts_.max_batch, co.swa_full) * static_cast<uint64_t>(kv_seqs);
     b.scratch = moe_scratch_.capacity() + kRuntimeAllowance;
     b.slot = ExpertCache::slot_bytes(spec.layers);
     b.total_experts = static_cast<int>(spec.layers.size()) * spec.n_expert;

@@ -41,13 +41,15 @@ struct ExpertCacheOptions {
     bool direct = true;            // O_DIRECT reads (falls back to buffered where refused)
     bool prefetch = true;          // router-lookahead prefetch of the next MoE layer's experts
     int64_t kv_seqs = 1;           // sequences of n_ctx the KV cache will hold (moe serve: --parallel)
+    DType kv_type = DType::F32;    // the KV cache's type (runtime::SessionOptions::kv_type)
+    bool swa_full = false;         // sliding-window layers keep every position (SessionOptions::swa_full)
 };
 
 // What the budget is spent on (filled when the cache is on).
 struct MemoryBudget {
     uint64_t budget = 0;
     uint64_t resident = 0;   // non-expert tensors in the mapping + converted vectors
-    uint64_t kv = 0;         // KV cache of n_ctx positions x kv_seqs sequences, f32 (the larger type)
+    uint64_t kv = 0;         // KV cache of n_ctx positions x kv_seqs sequences at kv_type (rings included)
     uint64_t scratch = 0;    // MoE scratch + a fixed runtime allowance
     uint64_t slot = 0;       // bytes of one expert slot
     uint64_t minimum = 0;    // resident + kv + scratch + top_k slots

@@ -79,6 +79,21 @@ uint64_t kv_bytes_per_token(const ModelConfig& cfg, DType kv_type) {
     return mul(u(cfg.n_layer), moe::row_bytes(kv_type, per_layer_elems, kC));
 }
 
+uint64_t kv_cache_bytes(const ModelConfig& cfg, DType kv_type, int64_t ctx, int64_t max_batch, bool swa_full) {
+    // Per layer: a sliding-window layer (gpt-oss: every layer except each swa_pattern-th one,
+    // llama.cpp's pattern where layer il is full when (il + 1) % pattern == 0) keeps
+    // swa_stored_rows rows (the ring and its mirror rows, or ctx when that is fewer).
+    if (cfg.n_layer <= 0) return 0;
+    const uint64_t per_layer = kv_bytes_per_token(cfg, kv_type) / u(cfg.n_layer);
+    uint64_t total = 0;
+    for (int64_t il = 0; il < cfg.n_layer; ++il) {
+        const bool swa = !swa_full && cfg.sliding_window > 0 && cfg.swa_pattern > 0 && (il + 1) % cfg.swa_pattern != 0;
+        const int64_t tokens = swa ? swa_stored_rows(cfg.sliding_window, max_batch, ctx) : ctx;
+        total = add(total, mul(per_layer, u(tokens)));
+    }
+    return total;
+}
+
 MemoryPlan plan_memory(const ModelConfig& cfg, const ParamCounts& counts, const MemoryPlanSpec& spec) {
     if (spec.ctx <= 0) throw_error(kC, "--ctx must be > 0 (got ", spec.ctx, ")");
     if (spec.batch <= 0) throw_error(kC, "--batch must be > 0 (got ", spec.batch, ")");
@@ -86,18 +101,7 @@ MemoryPlan plan_memory(const ModelConfig& cfg, const ParamCounts& counts, const 
     MemoryPlan p;
     p.weights_bytes = counts.resident_bytes;
 
-    // KV: per layer, a sliding-window layer (gpt-oss: every layer except each swa_pattern-th one,
-    // llama.cpp's pattern where layer il is full when (il + 1) % pattern == 0) keeps a ring of
-    // window + max_batch - 1 rows plus window - 1 mirror rows when that is less than ctx
-    // (runtime::KvCache::stored_rows).
-    const uint64_t per_layer = kv_bytes_per_token(cfg, spec.kv_type) / u(cfg.n_layer);
-    uint64_t kv_per_seq = 0;
-    for (int64_t il = 0; il < cfg.n_layer; ++il) {
-        const bool swa = cfg.sliding_window > 0 && cfg.swa_pattern > 0 && (il + 1) % cfg.swa_pattern != 0;
-        const int64_t tokens = swa ? swa_stored_rows(cfg.sliding_window, spec.max_batch, spec.ctx) : spec.ctx;
-        kv_per_seq = add(kv_per_seq, mul(per_layer, u(tokens)));
-    }
-    p.kv_bytes = mul(kv_per_seq, u(spec.batch));
+    p.kv_bytes = mul(kv_cache_bytes(cfg, spec.kv_type, spec.ctx, spec.max_batch), u(spec.batch));
 
     // Scratch, f32, for one step of B tokens (an upper bound on one layer's live buffers + logits).
     const uint64_t B = u(spec.batch), f = 4;

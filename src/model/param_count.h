@@ -58,6 +58,11 @@ ParamCounts count_params(const std::vector<TensorDesc>& tensors, const ModelConf
 // q8_0: kernels/ref/kv_q8.h vectors, 34 B per started 32 elements of each kv head).
 uint64_t kv_bytes_per_token(const ModelConfig& cfg, DType kv_type = DType::F16);
 
+// KV cache bytes of one sequence of `ctx` positions at `kv_type`: a sliding-window layer (gpt-oss)
+// keeps a ring of window + max_batch - 1 rows plus window - 1 mirror rows where that is fewer than
+// ctx, unless swa_full (runtime::KvCache::stored_rows; the session's cache has exactly these bytes).
+uint64_t kv_cache_bytes(const ModelConfig& cfg, DType kv_type, int64_t ctx, int64_t max_batch, bool swa_full = false);
+
 struct MemoryPlanSpec {
     int64_t ctx = 4096;   // KV-cache length per sequence, tokens
     int64_t batch = 1;    // sequences decoded together; one step processes `batch` tokens

@@ -136,6 +136,7 @@ TEST_P(CacheArch, EveryPolicyBitwiseEqualToResident) {
         std::fputs("layer\ttoken\texperts\tweights\n0\t0\t1,2\t0.5,0.5\n1\t0\t3,1\t0.5,0.5\n", f);
         std::fclose(f);
     }
+    int64_t used = 0;
     for (const char* policy : {"lru", "lfu", "lfu-history", "pinned"}) {
         model::ExpertCacheOptions co;
         co.mem_budget = b.minimum + 3 * b.slot;  // top_k + 3 slots of 16 experts
@@ -148,11 +149,14 @@ TEST_P(CacheArch, EveryPolicyBitwiseEqualToResident) {
             << GetParam() << " policy " << policy;
         EXPECT_GT(got.counters.evictions, 0) << policy;
         EXPECT_GT(got.counters.hits, 0) << policy;
-        // Router lookahead is on (io_uring): it starts loads, and some are used.
+        // Router lookahead is on (io_uring): it starts loads, and some are used (over the four
+        // policies: with 30 random tokens one policy may evict every prefetch before its use, e.g.
+        // lfu on tiny-mixtral with token seed 2339534206).
         EXPECT_GT(got.counters.prefetch_issued, 0) << policy;
-        EXPECT_GT(got.counters.prefetch_used, 0) << policy;
         EXPECT_LE(got.counters.prefetch_used, got.counters.prefetch_issued) << policy;
+        used += got.counters.prefetch_used;
     }
+    EXPECT_GT(used, 0);
 }
 
 TEST_P(CacheArch, PrefetchDuringSmallPrefillBatchesBitwise) {
@@ -235,6 +239,39 @@ TEST(ExpertCache, BudgetBelowMinimumNamesTheMinimum) {
     EXPECT_THROW(model::Model::load(path, mo), Error);
     mo.cache.policy = "pinned";  // pinned without a profile
     EXPECT_THROW(model::Model::load(path, mo), Error);
+}
+
+// The budget's KV term is the KV cache the session then makes (up to padding), at every KV type and
+// with the sliding-window rings of gpt-oss (or --swa-full): the budget neither under-counts (an
+// over-committed cache) nor over-counts it (fewer expert slots than the memory allows).
+TEST(ExpertCache, BudgetKvTermIsTheSessionsCache) {
+    for (const char* preset : {"tiny-olmoe", "tiny-gpt-oss"}) {
+        const std::string path = testutil::gen_model(temp_dir(), preset, DType::F32, 11);
+        for (DType kv : {DType::F32, DType::F16, DType::Q8_0}) {
+            uint64_t ring = 0, full = 0;
+            for (bool swa_full : {false, true}) {
+                model::ModelOptions mo;
+                mo.n_threads = 2;
+                mo.max_batch = 16;
+                mo.n_ctx = 512;
+                mo.cache.mem_budget = 1ull << 40;
+                mo.cache.kv_seqs = 2;
+                mo.cache.kv_type = kv;
+                mo.cache.swa_full = swa_full;
+                auto m = model::Model::load(path, mo);
+                ThreadPool pool(1);
+                runtime::Session s(*m, pool, {512, 2, kv, swa_full});
+                // equal up to the cache's padding of each K / V buffer to 64 bytes
+                const uint64_t got = s.kv().cache().bytes(), want = m->memory_budget().kv,
+                               pad = 2 * 64 * static_cast<uint64_t>(m->config().n_layer) * 2;
+                EXPECT_TRUE(got >= want && got - want < pad)
+                    << preset << " " << dtype_name(kv) << " swa_full " << swa_full << ": cache " << got << ", budget " << want;
+                (swa_full ? full : ring) = m->memory_budget().kv;
+            }
+            if (std::string(preset) == "tiny-gpt-oss") EXPECT_LT(ring, full) << "the rings are counted";
+            else EXPECT_EQ(ring, full);
+        }
+    }
 }
 
 TEST(ExpertCache, FileTruncatedAfterLoadIsOneClearError) {

@@ -336,6 +336,8 @@ int cmd_bench(int argc, char** argv) {
 
     mo.n_ctx = std::max<int64_t>(depth + n_prompt + n_gen, 16);
     mo.max_batch = std::min(mo.max_batch, std::max<int64_t>({n_prompt, std::min<int64_t>(depth, 512), 1}));
+    mo.cache.kv_type = kv_type;  // --mem: the budget's KV term is the session's cache
+    mo.cache.swa_full = swa_full;
     Timer load_timer;
     auto m = model::Model::load(model, mo);
     const double load_s = load_timer.seconds();

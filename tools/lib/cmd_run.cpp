@@ -104,6 +104,8 @@ int cmd_run(int argc, char** argv) {
         if (!f) throw_error("run", "cannot open routing trace file ", trace_path, " for writing (check the path)");
         std::fclose(f);
     }
+    mo.cache.kv_type = so.kv_type;  // --mem: the budget's KV term is the cache this session makes
+    mo.cache.swa_full = so.swa_full;
     auto m = model::Model::load(model, mo);
     std::unique_ptr<EpRuntime> ep;
     if (epa.on && !trace_path.empty())

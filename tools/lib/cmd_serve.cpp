@@ -109,6 +109,8 @@ int cmd_serve(int argc, char** argv) {
     spec.sched.swa_full = so.swa_full;
     mo.max_batch = spec.sched.batch;
     mo.cache.kv_seqs = spec.sched.n_slots;  // --mem: the budget holds every slot's KV cache
+    mo.cache.kv_type = so.kv_type;
+    mo.cache.swa_full = so.swa_full;
 
     // SIGTERM / SIGINT are taken by one thread with sigwait (blocked everywhere else, so the
     // handler needs no global state); it drains the server.
