@@ -284,8 +284,9 @@ const Iq2xxsConsts& iq2xxs_consts() {
 //     operand, no offset: sum m (s x) = the chain's exact integer sum, |x| <= 127);
 //   - the 16 rows' scale nibbles are collected by one vpermi2b + blend per 4 rows.
 // 2 vpdpbusd per row and step, the sums reduced per 4 rows as they come (granule_sums' levels),
-// then the per-sub-block f32 chain of qmatmul.h. Needs AVX512_VBMI, BITALG and GFNI
-// (gemv_vbmi_usable).
+// then the per-sub-block f32 chain of qmatmul.h (same bits as before). Kernel alone 1.57x the
+// session-7 version (one thread, in cache; docs/PERFORMANCE.md, session 8). Needs AVX512_VBMI,
+// BITALG and GFNI (gemv_vbmi_usable).
 void iq2xxs_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, int64_t sb, const PanelShare& ps, __m512& acc) {
     const int64_t off = sb * 66;
     const __m512 d = f16_lo(_mm512_i32gather_epi32(rows, w[0] + off, 1));
