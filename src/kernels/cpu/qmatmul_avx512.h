@@ -392,8 +392,8 @@ void gemv16_q2k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
 void gemv16_q3k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
 void gemv16_iq4xs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
 void gemv16_q6k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);  // qmatmul_avx512_q6k_gemv.cpp
-void gemv16_iq2xxs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);  // needs gemv_vbmi_usable
-bool gemv_vbmi_usable();  // this CPU has AVX512_VBMI, AVX512_BITALG and GFNI
+void gemv16_iq2xxs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);  // needs AVX512_VBMI
+bool gemv_vbmi_usable();  // this CPU has AVX512_VBMI
 
 template <class D>
 void direct_row(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc, int64_t nblocks,
