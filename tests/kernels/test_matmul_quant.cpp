@@ -349,6 +349,36 @@ TEST(MatmulQuant, Q6kDecodeGemvPackedRowsRandomBlocks) {
     }
 }
 
+// The IQ2_XXS decode GEMV (qmatmul_avx512_kq_gemv.cpp: grid look-up per 4 rows, signs as bit
+// masks) on random blocks (every grid index, sign field and scale nibble) with rows packed back to
+// back, activations random or at the int8 extremes (all +127, alternating +-127: the sign masks
+// negate them), N not a multiple of 4 or 16: the bits equal the scalar path's.
+TEST(MatmulQuant, Iq2xxsDecodeGemvRandomBlocksExtremeActivations) {
+    Rng rng(0x1a2c);
+    const DType t = DType::IQ2_XXS;
+    for (int64_t K : {256, 768}) {
+        for (int64_t N : {1, 6, 17, 35}) {
+            Weights w{t, N, K, static_cast<size_t>(row_bytes(t, static_cast<uint64_t>(K))), {}, {}, {}};
+            w.bytes.resize(w.stride * N);
+            ASSERT_TRUE(ref::fill_random_blocks(t, rng, w.bytes.data(), N * K / 256, 1.0f));
+            for (int xcase = 0; xcase < 3; ++xcase) {
+                std::vector<float> x(K);
+                for (int64_t i = 0; i < K; ++i) x[i] = xcase == 0 ? rng.normal() : xcase == 1 ? 1.0f : (i % 3 ? -1.0f : 1.0f);
+                std::vector<float> ys(N);
+                call(kernels::CpuKernels(Isa::Scalar).matmul(t, "t"), w, x.data(), K, 1, ys.data(), N, 0, N);
+                for (Isa isa : kernels::supported_isas()) {
+                    const kernels::CpuKernels kc(isa);
+                    const kernels::MatmulKernel& k = kc.matmul(t, "t");
+                    SCOPED_TRACE(std::string(k.name) + " K=" + std::to_string(K) + " N=" + std::to_string(N) + " x case " + std::to_string(xcase));
+                    std::vector<float> y(N);
+                    call(k, w, x.data(), K, 1, y.data(), N, 0, N);
+                    ASSERT_EQ(0, std::memcmp(ys.data(), y.data(), N * sizeof(float)));
+                }
+            }
+        }
+    }
+}
+
 // F16/BF16 weights give exactly the f32 kernel's bits on the converted weights (same path).
 TEST(MatmulQuant, HalfKernelsEqualF32KernelsOnConvertedWeights) {
     Rng rng(0x4a1f);

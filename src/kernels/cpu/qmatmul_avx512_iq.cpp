@@ -274,7 +274,7 @@ struct DIQ1_M {
     }
 };
 
-// IQ2_XXS decode GEMV (qmatmul_avx512_kq_gemv.cpp) where the CPU has AVX512_VBMI and the gathered d
+// IQ2_XXS decode GEMV (qmatmul_avx512_kq_gemv.cpp) where the CPU has AVX512_VBMI, BITALG and GFNI and the gathered d
 // fits 32-bit row offsets.
 struct FastIQ2XXS {
     static bool usable(const MatmulArgs& a) {

@@ -240,22 +240,12 @@ void iq4xs_sb(const uint8_t* const* w, __m512i, const ref::ActQ8Row& x, int64_t 
 }
 
 #pragma GCC push_options
-#pragma GCC target("avx512vbmi")
-// The IQ2/IQ3 sign table (ref::iq_signs8: 7 stored bits + the parity bit), 128 bytes for vpermi2b.
-struct SignTable {
-    alignas(64) uint8_t v[128];
-};
-constexpr SignTable make_signs() {
-    SignTable t{};
-    for (unsigned i = 0; i < 128; ++i) t.v[i] = ref::iq_signs8(i);
-    return t;
-}
-constexpr SignTable kSigns = make_signs();
-
-// ref::kIq2xxsGrid as 2-bit codes (magnitude 8, 25, 43 -> 0, 1, 2; element j in bits 2j..2j+1), 256
-// x 16 bits = 8 zmm: a register look-up (vpermi2w) instead of a gather per 8 values.
+#pragma GCC target("avx512vbmi,avx512bitalg,gfni")
+// ref::kIq2xxsGrid as 2-bit codes (magnitude 8, 25, 43 -> 0, 1, 2; element j in bits 2j..2j+1 of
+// a 16-bit code), split into the low byte (elements 0-3) and the high byte (4-7) of every entry:
+// two 256-byte tables, 4 zmm each, so that one vpermi2b pair + blend looks up 64 grid indices.
 struct Iq2xxsCodes {
-    alignas(64) uint16_t v[256];
+    alignas(64) uint8_t lo[256], hi[256];
     Iq2xxsCodes() {
         for (int e = 0; e < 256; ++e) {
             unsigned c = 0;
@@ -263,7 +253,8 @@ struct Iq2xxsCodes {
                 const int m = ref::grid_byte(ref::kIq2xxsGrid[e], j);
                 c |= static_cast<unsigned>(m == 8 ? 0 : m == 25 ? 1 : 2) << (2 * j);
             }
-            v[e] = static_cast<uint16_t>(c);
+            lo[e] = static_cast<uint8_t>(c);
+            hi[e] = static_cast<uint8_t>(c >> 8);
         }
     }
 };
@@ -272,80 +263,123 @@ const Iq2xxsCodes& iq2xxs_codes() {
     return t;
 }
 
-// 16 grid indices (words, lanes 0..15) -> their 16-bit codes (lanes 0..15); T: the 8 table vectors.
-inline __m512i iq2xxs_lookup(const __m512i T[8], __m512i idx) {
-    const __m512i r0 = _mm512_permutex2var_epi16(T[0], idx, T[1]), r1 = _mm512_permutex2var_epi16(T[2], idx, T[3]);
-    const __m512i r2 = _mm512_permutex2var_epi16(T[4], idx, T[5]), r3 = _mm512_permutex2var_epi16(T[6], idx, T[7]);
-    const __mmask32 b6 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(64)), b7 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(128));
-    return _mm512_mask_blend_epi16(b7, _mm512_mask_blend_epi16(b6, r0, r1), _mm512_mask_blend_epi16(b6, r2, r3));
+// 64 grid indices (bytes) -> the low or high code byte of each, from the 4 table vectors T.
+inline __m512i iq2xxs_lookup(const __m512i T[4], __m512i idx, __mmask64 b7) {
+    return _mm512_mask_blend_epi8(b7, _mm512_permutex2var_epi8(T[0], idx, T[1]), _mm512_permutex2var_epi8(T[2], idx, T[3]));
+}
+
+// Constants of iq2xxs_sb, built once (they do not depend on the data).
+struct Iq2xxsConsts {
+    // idx byte p = 16 L + 8 b + 4 h + r (L sub-block, b: half, h: group in the half, r: row of
+    // 4) <- grid index byte 2 b + h of sub-block L's qword of row r, in the vpermi2b space of the
+    // two 2-row vectors (row r at 64 (r / 2) + 32 (r % 2))
+    alignas(64) uint8_t idx[64];
+    // scale byte 16 k + r (sub-block k, row r of 4) <- byte 7 of sub-block k's qword of row r
+    alignas(64) uint8_t scl[64];
+    Iq2xxsConsts() {
+        for (int p = 0; p < 64; ++p) {
+            const int L = p / 16, b = (p / 8) % 2, h = (p / 4) % 2, r = p % 4;
+            idx[p] = static_cast<uint8_t>(64 * (r / 2) + 32 * (r % 2) + 8 * L + 2 * b + h);
+            const int k = p / 16, rr = p % 4;
+            scl[p] = static_cast<uint8_t>(64 * (rr / 2) + 32 * (rr % 2) + 8 * k + 7);
+        }
+    }
+};
+const Iq2xxsConsts& iq2xxs_consts() {
+    static const Iq2xxsConsts t;
+    return t;
 }
 
 // IQ2_XXS (66 bytes: d, then per 32-value sub-block ib the qwords a0 | a1 << 32: a0 = 4 grid
 // indices (8 magnitudes each, ref::kIq2xxsGrid), a1 = 4 7-bit sign fields and the 4-bit scale
-// s, y = d (0.5 + s) / 4 x sign x magnitude). Per row and 128-value step: the 16 grid entries
-// looked up as 2-bit codes in registers (iq2xxs_lookup, two rows per look-up; 1.26x the two 8-qword
-// gathers per step it replaced, kernel alone, one thread, with one row per look-up) and expanded to 128 magnitudes; the signs applied to the activations instead of the levels (the magnitudes
-// are the unsigned vpdpbusd operand, no offset: sum g (sign x) = the chain's exact integer sum of
-// signed level x activation, |x| <= 127 so -x is an int8): vpmultishiftqb pulls the sign fields
-// and the scale out of each qword, vpermb orders them, vpermi2b looks up the 8 sign bits of each
-// group (kSigns); the two 64-bit masks negate the activations regrouped as act_step128 (128-bit
-// lane k = sub-block k's first / second 16 values). Needs AVX512_VBMI (FastIQ2XXS checks it).
+// s, y = d (0.5 + s) / 4 x sign x magnitude). The grid decode is the work here (2 bits per weight
+// select one of 256 8-value entries), so it is shared as widely as the registers allow. Per
+// 128-value step and 4 rows (the 64 grid indices of one vpermi2b from the rows' 4 x 32 bytes):
+//   - one look-up of all 64 indices in registers (Iq2xxsCodes: 2 x (2 vpermi2b + blend)) gives the
+//     low and high code bytes; two byte unpacks interleave them into Z0, Z1 so that qword q of Z
+//     holds the 16-bit codes of group q of the 4 rows' half-steps (Z0: groups 0, 1 of each
+//     sub-block, the xA half; Z1: groups 2, 3, xB). Per row and 64 values one vpmultishiftqb then
+//     pulls element j's 2 bits to byte j and one map (vgf2p8affineqb: 8 ^ 17 c0 ^ 35 c1 is affine
+//     in the code bits, the other bits ignored) gives the magnitudes 8, 25, 43 -- 2 ops per 64
+//     values instead of a placement, a shift and a look-up per row (session 7: vpermw,
+//     vpmultishiftqb, vpermb, after a look-up per 2 rows);
+//   - signs: per 2 rows one vpmultishiftqb puts the 4 sign fields of each sub-block in bytes and
+//     one vgf2p8affineqb adds the parity bit (bit 7 = xor of bits 0-6, the sign table as a bit
+//     matrix); per row one vpermq spreads its sub-blocks to the qword pairs of the lanes and one
+//     vpshufbitqmb per 64 values reads the 64-bit mask straight from them (no mask moves through
+//     general registers); the masks negate the activations (the magnitudes are vpdpbusd's unsigned
+//     operand, no offset: sum m (s x) = the chain's exact integer sum, |x| <= 127);
+//   - the 16 rows' scale nibbles are collected by one vpermi2b + blend per 4 rows.
+// 2 vpdpbusd per row and step, the sums reduced per 4 rows as they come (granule_sums' levels),
+// then the per-sub-block f32 chain of qmatmul.h (same bits as before). Kernel alone 1.57x the
+// session-7 version (one thread, in cache; docs/PERFORMANCE.md, session 8). Needs AVX512_VBMI,
+// BITALG and GFNI (gemv_vbmi_usable).
 void iq2xxs_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, int64_t sb, const PanelShare& ps, __m512& acc) {
     const int64_t off = sb * 66;
     const __m512 d = f16_lo(_mm512_i32gather_epi32(rows, w[0] + off, 1));
-    const __m512i slo = _mm512_load_si512(kSigns.v), shi = _mm512_load_si512(kSigns.v + 64);
-    // per qword: bytes 0-3 = bits 32 + 7 l (sign field l), byte 4 = bits 60.. (scale, low nibble)
-    const __m512i ctrl = _mm512_set1_epi64(0x0000003C352E2720ll);
-    // arranged bytes: 0-7 = sign fields of groups 0, 1 of sub-blocks 0..3 (mask of xA), 8-15 =
-    // groups 2, 3 (xB), 16-19 = the 4 scales
-    const __m512i perm = _mm512_setr_epi32(0x09080100, 0x19181110, 0x0B0A0302, 0x1B1A1312, 0x1C140C04, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-    __m512i Tc[8];
-    for (int i = 0; i < 8; ++i) Tc[i] = _mm512_load_si512(iq2xxs_codes().v + 32 * i);
-    // expand: qword q of chunk h gets code 8 h + q in all four words; vpmultishiftqb puts element j's
-    // 2 bits at the bottom of byte j; vpermb maps them (low 6 bits, table repeated) to 8, 25, 43
-    const __m512i bc0 = _mm512_set_epi64(0x0007000700070007ll, 0x0006000600060006ll, 0x0005000500050005ll, 0x0004000400040004ll,
-                                         0x0003000300030003ll, 0x0002000200020002ll, 0x0001000100010001ll, 0);
-    const __m512i bc1 = _mm512_add_epi16(bc0, _mm512_set1_epi16(8));
-    const __m512i bc0h = _mm512_add_epi16(bc0, _mm512_set1_epi16(16)), bc1h = _mm512_add_epi16(bc0, _mm512_set1_epi16(24));
-    const __m512i jsh = _mm512_set1_epi64(0x0E0C0A0806040200ll);
-    const __m512i mag = _mm512_broadcast_i32x4(_mm_setr_epi8(8, 25, 43, 0, 8, 25, 43, 0, 8, 25, 43, 0, 8, 25, 43, 0));
+    const Iq2xxsCodes& tc = iq2xxs_codes();
+    const Iq2xxsConsts& cc = iq2xxs_consts();
+    __m512i TL[4], TH[4];
+    for (int i = 0; i < 4; ++i) {
+        TL[i] = _mm512_load_si512(tc.lo + 64 * i);
+        TH[i] = _mm512_load_si512(tc.hi + 64 * i);
+    }
+    const __m512i ictrl = _mm512_load_si512(cc.idx), sctrl = _mm512_load_si512(cc.scl);
+    // per qword of a row's step: bytes 0-3 = bits 32 + 7 l (sign field l, 8 bits: bit 7 is the
+    // next field's and is ignored)
+    const __m512i fctrl = _mm512_set1_epi64(0x00000000352E2720ll);
+    // bit matrix (row of output bit i in byte 7 - i): bits 0-6 kept, bit 7 = parity of bits 0-6
+    const __m512i parity = _mm512_set1_epi64(0x010204081020407Fll);
+    // code (c0 = bit 0, c1 = bit 1) -> 8 ^ 17 c0 ^ 35 c1 = 8, 25, 43 (code 3 does not occur)
+    const __m512i magm = _mm512_set1_epi64(0x0302000001020000ll);
+    const __m512i jsh = _mm512_set1_epi64(0x0E0C0A0806040200ll);  // element j: bits 2 j of slot 0
+    const __m512i pq0 = _mm512_setr_epi64(0, 0, 1, 1, 2, 2, 3, 3), pq1 = _mm512_setr_epi64(4, 4, 5, 5, 6, 6, 7, 7);
+    // mask bit 8 q + j of the xA half = bit j of group q % 2's sign byte, of the xB half group 2 + q % 2
+    const __m512i selA = _mm512_setr_epi64(0x0706050403020100ll, 0x0F0E0D0C0B0A0908ll, 0x0706050403020100ll, 0x0F0E0D0C0B0A0908ll,
+                                           0x0706050403020100ll, 0x0F0E0D0C0B0A0908ll, 0x0706050403020100ll, 0x0F0E0D0C0B0A0908ll);
+    const __m512i selB = _mm512_add_epi8(selA, _mm512_set1_epi8(16));
     const __m512i zero = _mm512_setzero_si512();
 #pragma GCC unroll 2
     for (int s = 0; s < 2; ++s) {
         __m512i xA, xB;
         act_step128(x.qs + 256 * sb + 128 * s, 4, xA, xB);
-        __m512i dp[16], R[4];
-        alignas(64) uint32_t scb[16];
+        __m512i u[4], R[4], SC = zero;
         prefetch_share(ps, s, 2);
-#pragma GCC unroll 8
-        for (int c = 0; c < 16; c += 2) {
-            const __m256i qv[2] = {load256(w[c] + off + 2 + 32 * s), load256(w[c + 1] + off + 2 + 32 * s)};
-            // a0 bytes: the 16 grid indices of the step of each of the two rows, as words (row c in
-            // words 0-15, row c + 1 in 16-31: one look-up serves both) -> codes -> 2 x 64 magnitudes
-            const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm256_cvtepi64_epi32(qv[0]))),
-                                                   _mm256_cvtepu8_epi16(_mm256_cvtepi64_epi32(qv[1])), 1);
-            const __m512i codes = iq2xxs_lookup(Tc, idx);
-            for (int h = 0; h < 2; ++h) {
-                const __m512i b0 = h ? bc0h : bc0, b1 = h ? bc1h : bc1;
-                const __m512i G0 = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(jsh, _mm512_permutexvar_epi16(b0, codes)), mag);
-                const __m512i G1 = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(jsh, _mm512_permutexvar_epi16(b1, codes)), mag);
-                const __m512i arr = _mm512_permutexvar_epi8(perm, _mm512_multishift_epi64_epi8(ctrl, _mm512_zextsi256_si512(qv[h])));
-                const __m128i sg = _mm512_castsi512_si128(_mm512_permutex2var_epi8(slo, arr, shi));
-                const __mmask64 MA = static_cast<__mmask64>(_mm_cvtsi128_si64(sg)), MB = static_cast<__mmask64>(_mm_extract_epi64(sg, 1));
-                scb[c + h] = static_cast<uint32_t>(_mm_cvtsi128_si32(_mm512_extracti32x4_epi32(arr, 1)));
-                const __m512i A = _mm512_shuffle_i64x2(G0, G1, 0x88), B = _mm512_shuffle_i64x2(G0, G1, 0xDD);
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; ++g) {
+            const int64_t o = off + 2 + 32 * s;
+            const __m512i P01 = cat256(load256(w[4 * g] + o), load256(w[4 * g + 1] + o));
+            const __m512i P23 = cat256(load256(w[4 * g + 2] + o), load256(w[4 * g + 3] + o));
+            const __m512i idx = _mm512_permutex2var_epi8(P01, ictrl, P23);
+            const __mmask64 b7 = _mm512_movepi8_mask(idx);
+            const __m512i lo = iq2xxs_lookup(TL, idx, b7), hi = iq2xxs_lookup(TH, idx, b7);
+            const __m512i Z0 = _mm512_unpacklo_epi8(lo, hi), Z1 = _mm512_unpackhi_epi8(lo, hi);
+            const __m512i Y01 = _mm512_gf2p8affine_epi64_epi8(_mm512_multishift_epi64_epi8(fctrl, P01), parity, 0);
+            const __m512i Y23 = _mm512_gf2p8affine_epi64_epi8(_mm512_multishift_epi64_epi8(fctrl, P23), parity, 0);
+            SC = _mm512_mask_blend_epi8(0x000F000F000F000Full << (4 * g), SC, _mm512_permutex2var_epi8(P01, sctrl, P23));
+            __m512i dp[4];
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; ++r) {
+                const __m512i ms = _mm512_add_epi8(jsh, _mm512_set1_epi8(static_cast<char>(16 * r)));  // slot r of each qword
+                const __m512i A = _mm512_gf2p8affine_epi64_epi8(_mm512_multishift_epi64_epi8(ms, Z0), magm, 8);
+                const __m512i B = _mm512_gf2p8affine_epi64_epi8(_mm512_multishift_epi64_epi8(ms, Z1), magm, 8);
+                const __m512i Y = _mm512_permutexvar_epi64(r % 2 ? pq1 : pq0, r < 2 ? Y01 : Y23);
+                const __mmask64 MA = _mm512_bitshuffle_epi64_mask(Y, selA), MB = _mm512_bitshuffle_epi64_mask(Y, selB);
                 const __m512i xa = _mm512_mask_sub_epi8(xA, MA, zero, xA), xb = _mm512_mask_sub_epi8(xB, MB, zero, xB);
-                dp[c + h] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, A, xa), B, xb);
+                dp[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, A, xa), B, xb);
             }
+            const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(dp[0], dp[1]), _mm512_unpackhi_epi32(dp[0], dp[1]));
+            const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(dp[2], dp[3]), _mm512_unpackhi_epi32(dp[2], dp[3]));
+            u[g] = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
         }
-        granule_sums(dp, R);
-        const __m512i S = _mm512_load_si512(scb);  // lane c: byte k = scale of sub-block 4 s + k (low nibble)
+        granule_lanes(u, R);  // R[k] lane c: row c's exact sum over sub-block 4 s + k
 #pragma GCC unroll 4
         for (int k = 0; k < 4; ++k) {
-            const int64_t g = 8 * sb + 4 * s + k;
-            const __m512 sc = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(S, 8 * k), _mm512_set1_epi32(0xF)));
+            const int64_t gi = 8 * sb + 4 * s + k;
+            const __m512i sk = _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(SC, k));  // lane c: byte 7 of row c's qword
+            const __m512 sc = _mm512_cvtepi32_ps(_mm512_srli_epi32(sk, 4));
             const __m512 ws = _mm512_mul_ps(_mm512_mul_ps(d, _mm512_add_ps(sc, _mm512_set1_ps(0.5f))), _mm512_set1_ps(0.25f));
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(R[k]), _mm512_mul_ps(ws, _mm512_set1_ps(x.dxv[8 * g])), acc);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(R[k]), _mm512_mul_ps(ws, _mm512_set1_ps(x.dxv[8 * gi])), acc);
         }
     }
 }
@@ -362,7 +396,7 @@ void gemv16_k256(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t
 }
 
 #pragma GCC push_options
-#pragma GCC target("avx512vbmi")
+#pragma GCC target("avx512vbmi,avx512bitalg,gfni")
 __attribute__((noinline)) void gemv16_iq2xxs_vbmi(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
     gemv16_k256<iq2xxs_sb>(a, x, r, n, nc);
 }
@@ -381,11 +415,11 @@ bool gemv_gfni_usable() {
     return ok;
 }
 void gemv16_iq4xs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_k256<iq4xs_sb>(a, x, r, n, nc); }
-// Called only where gemv_vbmi_usable(); the VBMI body is a separate function (a definition with
+// Called only where gemv_vbmi_usable() (AVX512_VBMI, BITALG, GFNI); the VBMI body is a separate function (a definition with
 // another target than its declaration would be a GCC function version, not this symbol).
 void gemv16_iq2xxs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_iq2xxs_vbmi(a, x, r, n, nc); }
 bool gemv_vbmi_usable() {
-    static const bool ok = __builtin_cpu_supports("avx512vbmi");
+    static const bool ok = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bitalg") && __builtin_cpu_supports("gfni");
     return ok;
 }
 
