@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "kernels/cpu/glu.h"
 #include "kernels/cpu/qmatmul.h"
 #include "kernels/ref/quantize_act.h"
 
@@ -120,13 +121,17 @@ ExpertFfn make_routed_ffn(const MoeSpec& spec, const MoeWeights& w, const kernel
     return f;
 }
 
-float glu_activation(const ExpertFfn& f, float g, float u) {
-    if (f.act == Activation::SwiGLU) return g / (1.0f + std::exp(-g)) * u;
-    const float L = f.clamp_limit;
-    g = std::min(g, L);
-    u = std::min(std::max(u, -L), L);
-    return (u + 1.0f) * (g / (1.0f + std::exp(-f.glu_alpha * g)));
+namespace {
+cpu::GluSpec glu_spec(const ExpertFfn& f) {
+    cpu::GluSpec s;
+    s.clamped = f.act != Activation::SwiGLU;
+    s.limit = f.clamp_limit;
+    s.alpha = f.glu_alpha;
+    return s;
 }
+}  // namespace
+
+float glu_activation(const ExpertFfn& f, float g, float u) { return cpu::glu1(glu_spec(f), g, u); }
 
 size_t GroupedFfn::scratch_bytes(int n_experts, int n_threads) {
     return sizeof(int64_t) * (static_cast<size_t>(n_experts) + 1) + 64 +
@@ -170,6 +175,8 @@ void GroupedFfn::run(ThreadPool& pool, const ExpertFfn& f, int E, const int64_t*
 
     // Phase 1: h[p, n] = act(gate_e[n] . xp[p], up_e[n] . xp[p]), tiles over (rows, F columns).
     {
+        const cpu::GluSpec gs = glu_spec(f);
+        const kernels::Isa isa = f.gate.kernel->isa;
         const TileGrid g = make_grid(E, offsets, F, pool.size(), prefix);
         for_each_tile(pool, g.total, [&](int64_t id, int tid) {
             const Tile t = tile_at(g, E, offsets, F, id);
@@ -196,21 +203,10 @@ void GroupedFfn::run(ThreadPool& pool, const ExpertFfn& f, int E, const int64_t*
             a.y = ubuf;
             a.ldy = nc;
             (*f.up.kernel)(a);
-            if (f.gate_bias) {  // gpt-oss: biases before the activation
-                const float* gb = f.gate_bias + t.e * F + t.col0;
-                const float* ub = f.up_bias + t.e * F + t.col0;
-                for (int64_t r = 0; r < t.rows; ++r) {
-                    float* hr = h + (t.row0 + r) * F + t.col0;
-                    const float* ur = ubuf + r * nc;
-                    for (int64_t n = 0; n < nc; ++n) hr[n] = glu_activation(f, hr[n] + gb[n], ur[n] + ub[n]);
-                }
-            } else {
-                for (int64_t r = 0; r < t.rows; ++r) {
-                    float* hr = h + (t.row0 + r) * F + t.col0;
-                    const float* ur = ubuf + r * nc;
-                    for (int64_t n = 0; n < nc; ++n) hr[n] = glu_activation(f, hr[n], ur[n]);
-                }
-            }
+            // gpt-oss: biases before the activation
+            const float* gb = f.gate_bias ? f.gate_bias + t.e * F + t.col0 : nullptr;
+            const float* ub = f.up_bias ? f.up_bias + t.e * F + t.col0 : nullptr;
+            for (int64_t r = 0; r < t.rows; ++r) cpu::glu(gs, nc, h + (t.row0 + r) * F + t.col0, ubuf + r * nc, gb, ub, isa);
         });
     }
     if (q2) prepare_rows(pool, f.down.kernel->isa, f.down.kernel->act_q8, h, F, offsets[0], offsets[E], F, act, s2);

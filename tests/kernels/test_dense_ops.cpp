@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -11,6 +12,8 @@
 #include "core/error.h"
 #include "dense_test_util.h"
 #include "kernels/cpu/dequant_row.h"
+#include "kernels/cpu/glu.h"
+#include "kernels/ref/exp_f32.h"
 #include "kernels/ref/dequant_row.h"
 #include "kernels/ref/elementwise.h"
 #include "kernels/ref/embedding.h"
@@ -85,6 +88,87 @@ TEST(Elementwise, MatchFp64) {
     std::vector<float> c = a;
     ref::swiglu(n, c.data(), b.data(), c.data());
     EXPECT_EQ(c, g);
+}
+
+// ref::exp_f32 (the activations' exp): the correctly rounded exp (the fp64 exp rounded once) on
+// every float of [-104, 89] with a random low-bit pattern, all but a tiny share exactly and the rest
+// within one ulp; the limits and NaN exactly.
+TEST(ExpF32, CorrectlyRoundedAlmostEverywhere) {
+    Rng rng(0xe4f);
+    int64_t n = 0, off = 0;
+    for (int i = 0; i < 2000000; ++i) {
+        const float x = static_cast<float>(rng.uniform(-104.0f, 89.0f));
+        const float want = static_cast<float>(std::exp(static_cast<double>(x))), got = ref::exp_f32(x);
+        ++n;
+        if (got == want) continue;
+        ++off;
+        ASSERT_EQ(std::fabs(std::nextafter(want, got) - got), 0.0f) << "x=" << x << " exp " << got << " vs " << want;
+    }
+    EXPECT_LE(off, n / 10000) << off << " of " << n << " not correctly rounded";
+    std::printf("exp_f32: %lld of %lld random arguments not correctly rounded (1 ulp)\n", static_cast<long long>(off), static_cast<long long>(n));
+    EXPECT_EQ(ref::exp_f32(0.0f), 1.0f);
+    EXPECT_EQ(ref::exp_f32(-0.0f), 1.0f);
+    EXPECT_EQ(ref::exp_f32(89.0f), INFINITY);
+    EXPECT_EQ(ref::exp_f32(1e30f), INFINITY);
+    EXPECT_EQ(ref::exp_f32(INFINITY), INFINITY);
+    EXPECT_EQ(ref::exp_f32(-104.0f), 0.0f);
+    EXPECT_EQ(ref::exp_f32(-INFINITY), 0.0f);
+    EXPECT_TRUE(std::isnan(ref::exp_f32(NAN)));
+    EXPECT_EQ(ref::exp_f32(-87.5f), static_cast<float>(std::exp(-87.5)));    // subnormal results
+    EXPECT_EQ(ref::exp_f32(-100.0f), static_cast<float>(std::exp(-100.0)));
+}
+
+// The experts' gated activation (cpu::glu): every ISA path gives the scalar reference's bits
+// (glu1), SwiGLU and gpt-oss's clamped form, with and without biases, at row lengths around the
+// 16-lane step, on random values including the exp limits and signed zeros; and glu1 is within a
+// few roundings of the fp64 activation.
+TEST(Glu, EveryPathEqualsReferenceAndFp64) {
+    Rng rng(0x6c0);
+    const cpu::GluSpec specs[2] = {{}, {true, 7.0f, 1.702f}};
+    for (const cpu::GluSpec& s : specs) {
+        for (int64_t n : {1, 15, 16, 17, 33, 1001}) {
+            for (bool bias : {false, true}) {
+                std::vector<float> g = test::random_vec(rng, static_cast<size_t>(n), -20.0f, 20.0f);
+                const std::vector<float> u = test::random_vec(rng, static_cast<size_t>(n), -9.0f, 9.0f);
+                const std::vector<float> gb = test::random_vec(rng, static_cast<size_t>(n), -1.0f, 1.0f),
+                                         ub = test::random_vec(rng, static_cast<size_t>(n), -1.0f, 1.0f);
+                const float special[] = {-120.0f, 120.0f, 0.0f, -0.0f, 88.7f, -88.7f, 103.9f, -103.9f, 1e-30f, -1e-30f};
+                for (size_t i = 0; i < std::size(special) && i < g.size(); ++i) g[i * 7 % g.size()] = special[i];
+                std::vector<float> want(g.size());
+                for (size_t i = 0; i < g.size(); ++i) want[i] = cpu::glu1(s, bias ? g[i] + gb[i] : g[i], bias ? u[i] + ub[i] : u[i]);
+                for (kernels::Isa isa : kernels::supported_isas()) {
+                    std::vector<float> h = g;
+                    cpu::glu(s, n, h.data(), u.data(), bias ? gb.data() : nullptr, bias ? ub.data() : nullptr, isa);
+                    ASSERT_EQ(0, std::memcmp(h.data(), want.data(), want.size() * sizeof(float)))
+                        << kernels::isa_name(isa) << " n=" << n << " clamped=" << s.clamped << " bias=" << bias;
+                }
+                for (size_t i = 0; i < g.size(); ++i) {
+                    double gg = bias ? static_cast<double>(g[i] + gb[i]) : g[i];  // the f32 sums, exact in fp64
+                    double uu = bias ? static_cast<double>(u[i] + ub[i]) : u[i];
+                    double y, arg_err = 0;  // relative error of exp from its argument's rounding
+                    if (!s.clamped) {
+                        y = gg / (1.0 + std::exp(-gg)) * uu;  // -g is exact
+                    } else {
+                        const double L = s.limit, a = s.alpha;
+                        gg = std::min(gg, L);
+                        uu = std::min(std::max(uu, -L), L);
+                        y = (uu + 1.0) * (gg / (1.0 + std::exp(-a * gg)));
+                        arg_err = kU * std::fabs(a * gg);  // (-alpha) * g rounds once in f32
+                    }
+                    // exp (<= 1 ulp = 2u) plus its argument's error, 1 + e, the division, the product
+                    // and u + 1: <= 6u + arg_err relative
+                    const double tol = (6 * kU + arg_err) * std::fabs(y) + 1e-37;
+                    // exp past the float range: inf in f32, so the activation is a signed zero
+                    const double arg = s.clamped ? -static_cast<double>(s.alpha) * gg : -gg;
+                    if (std::exp(arg) >= 3.4028235677973366e38) {  // FLT_MAX + half an ulp: rounds to inf
+                        ASSERT_EQ(want[i], 0.0f) << "g=" << g[i];
+                        continue;
+                    }
+                    ASSERT_NEAR(want[i], y, tol) << "g=" << g[i] << " u=" << u[i] << " clamped=" << s.clamped;
+                }
+            }
+        }
+    }
 }
 
 TEST(DequantRow, F16AllValuesAndBf16AllValuesOnEveryIsa) {

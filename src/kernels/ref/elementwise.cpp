@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "kernels/ref/exp_f32.h"
+
 namespace moe::ref {
 
 void add(int64_t n, const float* a, const float* b, float* y) {
@@ -17,7 +19,8 @@ void scale(int64_t n, const float* x, float s, float* y) {
 }
 
 // x / (1 + exp(-x)): for x -> -inf, exp(-x) overflows to inf and the result is -0 (correct limit).
-static inline float silu1(float x) { return x / (1.0f + std::exp(-x)); }
+// exp_f32: the one exp of the activations (bit-identical on every path, kernels/cpu/glu.h).
+static inline float silu1(float x) { return x / (1.0f + exp_f32(-x)); }
 
 void silu(int64_t n, const float* x, float* y) {
     for (int64_t i = 0; i < n; ++i) y[i] = silu1(x[i]);

@@ -1,8 +1,8 @@
 #pragma once
 // Elementwise ops of the dense path. All take n elements; outputs may alias inputs.
 // They are memory-bound one-pass loops that the compiler vectorises (add, mul) or that run on
-// [T, n_ff] activations far smaller than the matmuls around them (silu/swiglu), so they have no
-// separate fast path.
+// [T, n_ff] activations far smaller than the matmuls around them (silu/swiglu: the dense FFN; the
+// experts' activations run kernels/cpu/glu.h, with the same exp and the same bits).
 #include <cstdint>
 
 namespace moe::ref {
