@@ -395,7 +395,7 @@ void gemv16_q3k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
 void gemv16_iq4xs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
 void gemv16_q6k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);  // qmatmul_avx512_q6k_gemv.cpp
 void gemv16_iq2xxs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);  // needs AVX512_VBMI
-bool gemv_vbmi_usable();  // this CPU has AVX512_VBMI
+bool gemv_vbmi_usable();  // this CPU has AVX512_VBMI, BITALG and GFNI (the IQ2_XXS GEMV)
 bool gemv_gfni_usable();  // this CPU has GFNI
 void gemv16_q3k_nogfni(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);  // gemv16_q3k's fallback
 
