@@ -420,11 +420,12 @@ TEST(MatmulQuant, KernelLookup) {
         EXPECT_EQ(ks.matmul(t, "x").act_q8, kernels::act_quant(t));
     }
     // The types with an AVX-512 VNNI decoder run it where the CPU has VNNI (the others: AVX2).
-    if (ks.isa() == Isa::Avx512 && kernels::qmm_has_avx512(DType::Q8_0))
+    if (ks.isa() == Isa::Avx512 && kernels::qmm_has_avx512(DType::Q8_0)) {
         for (DType t : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS,
                         DType::IQ3_S, DType::IQ3_XXS, DType::IQ2_S, DType::IQ2_XS, DType::IQ2_XXS, DType::IQ1_M, DType::IQ1_S,
                         DType::MXFP4, DType::TQ2_0})
             EXPECT_NE(std::string(ks.matmul(t, "x").name).find("avx512vnni"), std::string::npos) << dtype_name(t);
+    }
     EXPECT_FALSE(ks.has_matmul(DType::Q8_K));
     try {
         ks.matmul(DType::Q8_1, "blk.3.ffn_down_exps.weight");
