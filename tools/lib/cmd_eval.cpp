@@ -76,6 +76,7 @@ int cmd_eval(int argc, char** argv) {
     }
     const std::vector<int32_t> tokens = parse_token_list(token_arg, cmd);
     if (tokens.empty()) throw_error(cmd, "--tokens is empty; give at least one token id");
+    mo.cache.kv_type = so.kv_type;  // --mem: the budget's KV term is this session's cache
     auto m = model::Model::load(model, mo);
     std::unique_ptr<EpRuntime> ep;
     if (epa.on && !trace_path.empty())

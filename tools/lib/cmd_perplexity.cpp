@@ -105,6 +105,7 @@ int cmd_perplexity(int argc, char** argv) {
     }
     const std::string text = read_file(file, cmd);
     mo.n_ctx = n_ctx;
+    mo.cache.kv_type = kv_type;  // --mem: the budget's KV term is this session's cache
     auto m = model::Model::load(model, mo);
     std::unique_ptr<EpRuntime> ep;
     if (epa.on && !trace_path.empty())
