@@ -8,7 +8,7 @@ FUZZ_DIR  ?= build-fuzz
 FUZZ_SECONDS    ?= 1800
 FUZZ_CI_SECONDS ?= 20
 # The multi-threaded tests run under ThreadSanitizer (only these are built in TSAN_DIR).
-TSAN_TESTS ?= test_thread_pool test_moe_block test_moe_ops test_moe_quant test_moe_router test_attention \
+TSAN_TESTS ?= test_thread_pool test_grouped_ffn_schedule test_moe_block test_moe_ops test_moe_quant test_moe_router test_attention \
               test_matmul_dense test_kv_cache test_decode_alloc test_forward
 FUZZ_TARGETS := $(shell sed -n 's/^MOE_FUZZ_TARGET(\([a-z0-9_]*\)).*/fuzz_\1/p' fuzz/targets.def)
 empty :=

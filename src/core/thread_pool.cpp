@@ -12,6 +12,8 @@
 
 namespace moe {
 
+void ThreadPool::relax() { MOE_CPU_RELAX(); }
+
 ThreadPool::ThreadPool(int n_threads) {
     if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     n_threads_ = n_threads;

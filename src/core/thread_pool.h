@@ -39,6 +39,8 @@ public:
     void parallel_for(int64_t n, int64_t grain, FnRef<void(int64_t, int64_t, int)> fn);
 
     static constexpr int kSpinIters = 20000;
+    // One pause of a spin-wait loop (the pool's own and those of jobs that wait on each other).
+    static void relax();
 
 private:
     void worker_loop(int index);

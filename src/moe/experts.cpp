@@ -134,12 +134,14 @@ cpu::GluSpec glu_spec(const ExpertFfn& f) {
 float glu_activation(const ExpertFfn& f, float g, float u) { return cpu::glu1(glu_spec(f), g, u); }
 
 size_t GroupedFfn::scratch_bytes(int n_experts, int n_threads) {
-    return sizeof(int64_t) * (static_cast<size_t>(n_experts) + 1) + 64 +
-           static_cast<size_t>(n_threads) * (sizeof(float) * kRowTile * kMaxColTile + 64);
+    // Two tile prefixes [E + 1] and, for the fused schedule, per-expert counters [E] x 2.
+    const size_t head = sizeof(int64_t) * (4 * static_cast<size_t>(n_experts) + 2);
+    return (head + 63) / 64 * 64 + static_cast<size_t>(n_threads) * (sizeof(float) * kRowTile * kMaxColTile + 64);
 }
 
 size_t GroupedFfn::act_scratch_bytes(int64_t max_rows, int64_t max_len) {
-    return static_cast<size_t>(max_rows) * ref::act_q8_row_bytes(max_len);
+    // + kFuseRows rows: the fused schedule keeps the int8 h rows behind the xp rows (both live).
+    return static_cast<size_t>(max_rows + kFuseRows) * ref::act_q8_row_bytes(max_len);
 }
 
 namespace {
@@ -156,14 +158,147 @@ void prepare_rows(ThreadPool& pool, kernels::Isa isa, ref::ActQuant kind, const 
     if (n < 16 || pool.size() == 1) rows(0, n, 0);
     else pool.parallel_for(n, (n + 2 * pool.size() - 1) / (2 * pool.size()), rows);
 }
+
+// Everything one tile of either phase needs (one run of GroupedFfn).
+struct FfnCtx {
+    const ExpertFfn& f;
+    int E;
+    const int64_t* offsets;
+    const float* xp;
+    float* h;
+    float* out;
+    float* ubuf_all;
+    size_t ubuf_stride;
+    char* act;   // int8 xp rows (row p at p * s1)
+    char* act2;  // int8 h rows (row p at (p - row2) * s2; act2 == act, row2 == 0 unless fused)
+    int64_t row2;
+    bool q1, q2;
+    size_t s1, s2;
+    cpu::GluSpec glu;
+};
+
+// Phase 1 tile: h[p, n] = act(gate_e[n] . xp[p], up_e[n] . xp[p]) over the tile's rows x F columns.
+void gate_up_tile(const FfnCtx& c, const Tile& t, int tid) {
+    const ExpertFfn& f = c.f;
+    const int64_t D = f.n_embd, F = f.n_ff;
+    float* ubuf = c.ubuf_all + static_cast<size_t>(tid) * c.ubuf_stride;
+    const int64_t nc = t.col1 - t.col0;
+    kernels::MatmulArgs a;
+    a.x = c.xp + t.row0 * D;
+    a.ldx = D;
+    a.m = t.rows;
+    a.K = D;
+    a.n0 = t.col0;
+    a.n1 = t.col1;
+    if (c.q1) {
+        a.xq = c.act + static_cast<size_t>(t.row0) * c.s1;
+        a.xq_stride = c.s1;
+    }
+    a.w = f.gate.expert(t.e);
+    a.w_row_stride = f.gate.row_stride;
+    a.y = c.h + t.row0 * F + t.col0;
+    a.ldy = F;
+    (*f.gate.kernel)(a);
+    a.w = f.up.expert(t.e);
+    a.w_row_stride = f.up.row_stride;
+    a.y = ubuf;
+    a.ldy = nc;
+    (*f.up.kernel)(a);
+    // gpt-oss: biases before the activation
+    const float* gb = f.gate_bias ? f.gate_bias + t.e * F + t.col0 : nullptr;
+    const float* ub = f.up_bias ? f.up_bias + t.e * F + t.col0 : nullptr;
+    for (int64_t r = 0; r < t.rows; ++r)
+        cpu::glu(c.glu, nc, c.h + (t.row0 + r) * F + t.col0, ubuf + r * nc, gb, ub, f.gate.kernel->isa);
+}
+
+// Phase 2 tile: out[p, d] = down_e[d] . h[p] over the tile's rows x D columns.
+void down_tile(const FfnCtx& c, const Tile& t) {
+    const ExpertFfn& f = c.f;
+    const int64_t D = f.n_embd, F = f.n_ff;
+    kernels::MatmulArgs a;
+    a.x = c.h + t.row0 * F;
+    a.ldx = F;
+    a.m = t.rows;
+    a.K = F;
+    a.n0 = t.col0;
+    a.n1 = t.col1;
+    if (c.q2) {
+        a.xq = c.act2 + static_cast<size_t>(t.row0 - c.row2) * c.s2;
+        a.xq_stride = c.s2;
+    }
+    a.w = f.down.expert(t.e);
+    a.w_row_stride = f.down.row_stride;
+    a.y = c.out + t.row0 * D + t.col0;
+    a.ldy = D;
+    (*f.down.kernel)(a);
+    if (f.down_bias) {
+        const float* db = f.down_bias + t.e * D;
+        for (int64_t r = 0; r < t.rows; ++r)
+            for (int64_t n = t.col0; n < t.col1; ++n) c.out[(t.row0 + r) * D + n] += db[n];
+    }
+}
+
+// Both phases in one pool region (decode-sized groups). One tile counter hands out every gate/up
+// tile before any down tile. The thread that finishes the last gate/up tile of expert e prepares
+// e's int8 h rows and publishes ready[e]; a down tile of e waits (spinning) for that flag. A
+// waiting thread only waits for tiles already handed out to threads that never wait, so this
+// cannot deadlock. This saves one pool barrier per MoE layer and lets a thread that finishes its
+// gate/up share early start on down rows instead of idling at the barrier (decode gives each
+// phase only ~4 tiles per thread, so the barrier's tail was a large part of the phase).
+void run_fused(ThreadPool& pool, const FfnCtx& c, int64_t* prefix) {
+    const int E = c.E;
+    const int64_t D = c.f.n_embd, F = c.f.n_ff;
+    const TileGrid g1 = make_grid(E, c.offsets, F, pool.size(), prefix);
+    const TileGrid g2 = make_grid(E, c.offsets, D, pool.size(), prefix + (E + 1));
+    int64_t* left = prefix + 2 * (E + 1);  // [E] gate/up tiles not yet finished
+    int64_t* ready = left + E;              // [E] 1 once expert e's h rows (and int8 copy) are complete
+    for (int e = 0; e < E; ++e) {
+        left[e] = g1.prefix[e + 1] - g1.prefix[e];
+        ready[e] = 0;
+    }
+    const int64_t total = g1.total + g2.total;
+    if (total == 0) return;
+    std::atomic<int64_t> next{0};
+    std::atomic<bool> failed{false};
+    pool.run([&](int tid, int) {
+        try {
+            for (;;) {
+                const int64_t id = next.fetch_add(1, std::memory_order_relaxed);
+                if (id >= total) break;
+                if (id < g1.total) {
+                    const Tile t = tile_at(g1, E, c.offsets, F, id);
+                    gate_up_tile(c, t, tid);
+                    if (std::atomic_ref<int64_t>(left[t.e]).fetch_sub(1, std::memory_order_acq_rel) == 1) {
+                        const int64_t r0 = c.offsets[t.e], r1 = c.offsets[t.e + 1];
+                        if (c.q2)
+                            kernels::quantize_act_rows(c.f.down.kernel->isa, c.f.down.kernel->act_q8, c.h + r0 * F, F,
+                                                       r1 - r0, F, c.act2 + static_cast<size_t>(r0 - c.row2) * c.s2, c.s2);
+                        std::atomic_ref<int64_t>(ready[t.e]).store(1, std::memory_order_release);
+                    }
+                } else {
+                    const Tile t = tile_at(g2, E, c.offsets, D, id - g1.total);
+                    std::atomic_ref<int64_t> r(ready[t.e]);
+                    while (r.load(std::memory_order_acquire) == 0) {
+                        if (failed.load(std::memory_order_relaxed)) return;  // the pool rethrows the error
+                        ThreadPool::relax();
+                    }
+                    down_tile(c, t);
+                }
+            }
+        } catch (...) {
+            failed.store(true, std::memory_order_relaxed);
+            throw;
+        }
+    });
+}
 }  // namespace
 
 void GroupedFfn::run(ThreadPool& pool, const ExpertFfn& f, int E, const int64_t* offsets, const float* xp, float* h,
-                     float* out, void* scratch, void* act_scratch) {
+                     float* out, void* scratch, void* act_scratch, Schedule schedule) {
     const int64_t D = f.n_embd, F = f.n_ff;
     int64_t* prefix = static_cast<int64_t*>(scratch);
-    float* ubuf_all = reinterpret_cast<float*>(static_cast<char*>(scratch) +
-                                               ((sizeof(int64_t) * (static_cast<size_t>(E) + 1) + 63) / 64) * 64);
+    const size_t head = sizeof(int64_t) * (4 * static_cast<size_t>(E) + 2);
+    float* ubuf_all = reinterpret_cast<float*>(static_cast<char*>(scratch) + (head + 63) / 64 * 64);
     const size_t ubuf_stride = (sizeof(float) * kRowTile * kMaxColTile + 64) / sizeof(float);
 
     char* act = static_cast<char*>(act_scratch);
@@ -171,72 +306,27 @@ void GroupedFfn::run(ThreadPool& pool, const ExpertFfn& f, int E, const int64_t*
                     f.gate.kernel->isa == f.up.kernel->isa;
     const bool q2 = act && f.down.kernel->act_q8;
     const size_t s1 = ref::act_q8_row_bytes(D), s2 = ref::act_q8_row_bytes(F);
+    const int64_t n_rows = offsets[E] - offsets[0];
+    const bool fused = (schedule == Schedule::Fused && n_rows <= kFuseRows) ||
+                       (schedule == Schedule::Auto && pool.size() > 1 && n_rows < kFuseRows);
+    // Fused: the h rows are quantized while other experts' gate/up tiles still read the xp rows,
+    // so they go behind the last xp row (act_scratch_bytes reserves kFuseRows rows for them),
+    // indexed so that the group's first row (offsets[0]) lands there.
+    char* const act2 = fused && act ? act + static_cast<size_t>(offsets[E]) * s1 : act;
+    const FfnCtx c{f, E, offsets, xp, h, out, ubuf_all, ubuf_stride, act, act2, fused ? offsets[0] : 0, q1, q2, s1, s2, glu_spec(f)};
     if (q1) prepare_rows(pool, f.gate.kernel->isa, f.gate.kernel->act_q8, xp, D, offsets[0], offsets[E], D, act, s1);
-
-    // Phase 1: h[p, n] = act(gate_e[n] . xp[p], up_e[n] . xp[p]), tiles over (rows, F columns).
+    if (fused) {
+        run_fused(pool, c, prefix);
+        return;
+    }
     {
-        const cpu::GluSpec gs = glu_spec(f);
-        const kernels::Isa isa = f.gate.kernel->isa;
         const TileGrid g = make_grid(E, offsets, F, pool.size(), prefix);
-        for_each_tile(pool, g.total, [&](int64_t id, int tid) {
-            const Tile t = tile_at(g, E, offsets, F, id);
-            float* ubuf = ubuf_all + static_cast<size_t>(tid) * ubuf_stride;
-            const int64_t nc = t.col1 - t.col0;
-            kernels::MatmulArgs a;
-            a.x = xp + t.row0 * D;
-            a.ldx = D;
-            a.m = t.rows;
-            a.K = D;
-            a.n0 = t.col0;
-            a.n1 = t.col1;
-            if (q1) {
-                a.xq = act + static_cast<size_t>(t.row0) * s1;
-                a.xq_stride = s1;
-            }
-            a.w = f.gate.expert(t.e);
-            a.w_row_stride = f.gate.row_stride;
-            a.y = h + t.row0 * F + t.col0;
-            a.ldy = F;
-            (*f.gate.kernel)(a);
-            a.w = f.up.expert(t.e);
-            a.w_row_stride = f.up.row_stride;
-            a.y = ubuf;
-            a.ldy = nc;
-            (*f.up.kernel)(a);
-            // gpt-oss: biases before the activation
-            const float* gb = f.gate_bias ? f.gate_bias + t.e * F + t.col0 : nullptr;
-            const float* ub = f.up_bias ? f.up_bias + t.e * F + t.col0 : nullptr;
-            for (int64_t r = 0; r < t.rows; ++r) cpu::glu(gs, nc, h + (t.row0 + r) * F + t.col0, ubuf + r * nc, gb, ub, isa);
-        });
+        for_each_tile(pool, g.total, [&](int64_t id, int tid) { gate_up_tile(c, tile_at(g, E, offsets, F, id), tid); });
     }
     if (q2) prepare_rows(pool, f.down.kernel->isa, f.down.kernel->act_q8, h, F, offsets[0], offsets[E], F, act, s2);
-    // Phase 2: out[p, d] = down_e[d] . h[p], tiles over (rows, D columns).
     {
         const TileGrid g = make_grid(E, offsets, D, pool.size(), prefix);
-        for_each_tile(pool, g.total, [&](int64_t id, int) {
-            const Tile t = tile_at(g, E, offsets, D, id);
-            kernels::MatmulArgs a;
-            a.x = h + t.row0 * F;
-            a.ldx = F;
-            a.m = t.rows;
-            a.K = F;
-            a.n0 = t.col0;
-            a.n1 = t.col1;
-            if (q2) {
-                a.xq = act + static_cast<size_t>(t.row0) * s2;
-                a.xq_stride = s2;
-            }
-            a.w = f.down.expert(t.e);
-            a.w_row_stride = f.down.row_stride;
-            a.y = out + t.row0 * D + t.col0;
-            a.ldy = D;
-            (*f.down.kernel)(a);
-            if (f.down_bias) {
-                const float* db = f.down_bias + t.e * D;
-                for (int64_t r = 0; r < t.rows; ++r)
-                    for (int64_t n = t.col0; n < t.col1; ++n) out[(t.row0 + r) * D + n] += db[n];
-            }
-        });
+        for_each_tile(pool, g.total, [&](int64_t id, int) { down_tile(c, tile_at(g, E, offsets, D, id)); });
     }
 }
 

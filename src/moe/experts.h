@@ -61,10 +61,18 @@ public:
     // amortises it over more rows (measured ~12% less CPU time than 32 for the q4_K expert GEMM
     // of OLMoE at T=512, bench-moe); decode (1..8 rows per expert) is unaffected.
     static constexpr int64_t kRowTile = 64;
+    // Groups of fewer rows than this (decode) run both phases in one pool region (Auto; Fused
+    // is honoured up to kFuseRows rows, larger groups run TwoPhase).
+    static constexpr int64_t kFuseRows = 16;
+    // TwoPhase: gate/up tiles, a barrier, then down tiles (two pool regions). Fused: one region,
+    // an expert's down tiles start as soon as its own gate/up tiles are done (per-expert flags).
+    // Same tiles and kernels either way, so the output is bitwise identical.
+    enum class Schedule { Auto, TwoPhase, Fused };
     // Scratch for up to n_experts groups with pool size n_threads.
     static size_t scratch_bytes(int n_experts, int n_threads);
 
-    // Bytes of prepared int8 activations (ActQ8 rows) for up to max_rows rows of up to max_len values.
+    // Bytes of prepared int8 activations (ActQ8 rows) for up to max_rows rows of up to max_len
+    // values, plus kFuseRows rows for the fused schedule's h rows.
     static size_t act_scratch_bytes(int64_t max_rows, int64_t max_len);
 
     // offsets[E + 1]: rows [offsets[e], offsets[e+1]) of xp belong to expert e.
@@ -73,7 +81,8 @@ public:
     // activations are prepared once per row (xp before gate/up, h before down) instead of every
     // tile quantizing its rows again (same bytes either way, so the results are identical).
     static void run(ThreadPool& pool, const ExpertFfn& f, int n_experts, const int64_t* offsets, const float* xp,
-                    float* h, float* out, void* scratch, void* act_scratch = nullptr);
+                    float* h, float* out, void* scratch, void* act_scratch = nullptr,
+                    Schedule schedule = Schedule::Auto);
 };
 
 }  // namespace moe

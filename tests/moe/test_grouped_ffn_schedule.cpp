@@ -1,0 +1,167 @@
+// GroupedFfn's two schedules (experts.h): the fused decode schedule (gate/up and down tiles in one
+// pool region, per-expert ready flags) must give exactly the bytes of the two-phase schedule, for
+// every pool size, weight type mix and row distribution (including empty experts and a group that
+// starts at a nonzero row, as the expert cache's runs of ready experts do), and both must match an
+// fp64 reference on the dequantized weights.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/thread_pool.h"
+#include "kernels/ref/quant_formats.h"
+#include "moe/experts.h"
+
+using namespace moe;
+
+namespace {
+
+constexpr int kE = 6;
+constexpr int64_t kD = 256, kF = 512;
+
+// One [K, N, E] stack of random weights ~ N(0, 1/K) at type t; deq holds the dequantized values.
+struct Stack {
+    std::vector<uint8_t> bytes;
+    std::vector<float> deq;
+    size_t row_bytes = 0;
+};
+
+Stack make_stack(DType t, int64_t K, int64_t N, Rng& rng) {
+    Stack s;
+    const int64_t rows = N * kE;
+    s.deq.resize(static_cast<size_t>(rows * K));
+    const float sd = 1.0f / std::sqrt(static_cast<float>(K));
+    for (float& v : s.deq) v = rng.normal() * sd;
+    s.row_bytes = row_bytes(t, static_cast<uint64_t>(K));
+    s.bytes.resize(s.row_bytes * static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+        float* row = s.deq.data() + r * K;
+        uint8_t* q = s.bytes.data() + static_cast<size_t>(r) * s.row_bytes;
+        if (t == DType::F32) {
+            std::memcpy(q, row, sizeof(float) * static_cast<size_t>(K));
+            continue;
+        }
+        EXPECT_TRUE(ref::quantize_row(t, row, q, K));
+        ref::dequantize_row(t, q, row, K);
+    }
+    return s;
+}
+
+ExpertMatrix view(const Stack& s, int64_t N, DType t, const kernels::CpuKernels& k) {
+    ExpertMatrix m;
+    m.data = reinterpret_cast<const char*>(s.bytes.data());
+    m.row_stride = s.row_bytes;
+    m.expert_stride = s.row_bytes * static_cast<size_t>(N);
+    m.kernel = &k.matmul(t, "test");
+    return m;
+}
+
+struct Types {
+    DType gate_up, down;
+};
+
+class GroupedFfnSchedule : public testing::TestWithParam<Types> {};
+
+TEST_P(GroupedFfnSchedule, FusedEqualsTwoPhaseAndReference) {
+    const Types ty = GetParam();
+    const kernels::CpuKernels kern = kernels::CpuKernels::from_env();
+    for (uint64_t seed = 1; seed <= 6; ++seed) {
+        SCOPED_TRACE(seed);
+        Rng rng(0x5eed00 + seed);
+        const Stack gate = make_stack(ty.gate_up, kD, kF, rng), up = make_stack(ty.gate_up, kD, kF, rng),
+                    down = make_stack(ty.down, kF, kD, rng);
+        ExpertFfn f;
+        f.gate = view(gate, kF, ty.gate_up, kern);
+        f.up = view(up, kF, ty.gate_up, kern);
+        f.down = view(down, kD, ty.down, kern);
+        f.n_embd = kD;
+        f.n_ff = kF;
+        // 0..3 rows per expert (some experts empty), at most kE * 3 = 18 rows: the fused schedule
+        // takes up to kFuseRows rows, so cap the total there.
+        int64_t offsets[kE + 1] = {0};
+        for (int e = 0; e < kE; ++e) {
+            const int64_t want = static_cast<int64_t>(rng.below(4));
+            offsets[e + 1] = std::min<int64_t>(offsets[e] + want, GroupedFfn::kFuseRows);
+        }
+        if (offsets[kE] == 0) offsets[kE] = 1;  // at least one row
+        const int64_t rows = offsets[kE];
+        std::vector<float> xp(static_cast<size_t>(rows * kD));
+        for (float& v : xp) v = rng.normal();
+
+        // fp64 reference on the dequantized weights.
+        std::vector<double> ref(static_cast<size_t>(rows * kD));
+        for (int e = 0; e < kE; ++e)
+            for (int64_t p = offsets[e]; p < offsets[e + 1]; ++p) {
+                std::vector<double> h(static_cast<size_t>(kF));
+                for (int64_t j = 0; j < kF; ++j) {
+                    double g = 0, u = 0;
+                    const float* gr = gate.deq.data() + (e * kF + j) * kD;
+                    const float* ur = up.deq.data() + (e * kF + j) * kD;
+                    for (int64_t i = 0; i < kD; ++i) {
+                        g += double(gr[i]) * xp[static_cast<size_t>(p * kD + i)];
+                        u += double(ur[i]) * xp[static_cast<size_t>(p * kD + i)];
+                    }
+                    h[static_cast<size_t>(j)] = g / (1.0 + std::exp(-g)) * u;
+                }
+                for (int64_t d = 0; d < kD; ++d) {
+                    double y = 0;
+                    const float* dr = down.deq.data() + (e * kD + d) * kF;
+                    for (int64_t j = 0; j < kF; ++j) y += double(dr[j]) * h[static_cast<size_t>(j)];
+                    ref[static_cast<size_t>(p * kD + d)] = y;
+                }
+            }
+
+        for (int threads : {1, 2, 3}) {
+            SCOPED_TRACE(threads);
+            ThreadPool pool(threads);
+            std::vector<char> scratch(GroupedFfn::scratch_bytes(kE, threads) + 64);
+            std::vector<char> act(GroupedFfn::act_scratch_bytes(rows, std::max(kD, kF)));
+            auto run = [&](GroupedFfn::Schedule s, int e0, std::vector<float>& out) {
+                std::vector<float> h(static_cast<size_t>(rows * kF), std::nanf(""));
+                out.assign(static_cast<size_t>(rows * kD), std::nanf(""));
+                ExpertFfn fs = f;  // experts [e0, kE): the expert cache's calls over a run of experts
+                fs.gate.data += static_cast<size_t>(e0) * f.gate.expert_stride;
+                fs.up.data += static_cast<size_t>(e0) * f.up.expert_stride;
+                fs.down.data += static_cast<size_t>(e0) * f.down.expert_stride;
+                GroupedFfn::run(pool, fs, kE - e0, offsets + e0, xp.data(), h.data(), out.data(), scratch.data(),
+                                act.data(), s);
+            };
+            std::vector<float> two, fused, autod;
+            run(GroupedFfn::Schedule::TwoPhase, 0, two);
+            run(GroupedFfn::Schedule::Fused, 0, fused);
+            run(GroupedFfn::Schedule::Auto, 0, autod);
+            ASSERT_EQ(0, std::memcmp(two.data(), fused.data(), sizeof(float) * two.size()));
+            ASSERT_EQ(0, std::memcmp(two.data(), autod.data(), sizeof(float) * two.size()));
+            // A group starting at a nonzero row (experts 2..): its rows are bitwise the same.
+            std::vector<float> part_two, part_fused;
+            run(GroupedFfn::Schedule::TwoPhase, 2, part_two);
+            run(GroupedFfn::Schedule::Fused, 2, part_fused);
+            const size_t b = static_cast<size_t>(offsets[2] * kD), e = static_cast<size_t>(rows * kD);
+            ASSERT_EQ(0, std::memcmp(part_fused.data() + b, two.data() + b, sizeof(float) * (e - b)));
+            ASSERT_EQ(0, std::memcmp(part_two.data() + b, two.data() + b, sizeof(float) * (e - b)));
+
+            // Against the reference: f32 to rounding, int8 activations to their quantization error
+            // (see test_moe_quant.cpp: NMSE <= 1e-3 for two quantized stages).
+            double num = 0, den = 0;
+            for (size_t i = 0; i < ref.size(); ++i) {
+                const double d = fused[i] - ref[i];
+                num += d * d;
+                den += ref[i] * ref[i];
+            }
+            const double tol = ty.gate_up == DType::F32 && ty.down == DType::F32 ? 1e-9 : 1e-3;
+            EXPECT_LT(num / den, tol);
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, GroupedFfnSchedule,
+                         testing::Values(Types{DType::F32, DType::F32}, Types{DType::Q8_0, DType::Q8_0},
+                                         Types{DType::Q4_K, DType::Q6_K}, Types{DType::F32, DType::Q8_0}),
+                         [](const testing::TestParamInfo<Types>& i) {
+                             return std::string(dtype_name(i.param.gate_up)) + "_" + dtype_name(i.param.down);
+                         });
+
+}  // namespace
