@@ -30,7 +30,9 @@ inline __m512d exp_pd(__m512d x) {
 inline __m512 exp_ps(__m512 x) {
     const __m512d lo = exp_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(x)));
     const __m512d hi = exp_pd(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1))));
-    const __m512 e = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
+    // (AVX512F only: the portable build's dense region has no AVX512DQ, so no insertf32x8)
+    const __m512 e = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo))),
+                                                         _mm256_castps_pd(_mm512_cvtpd_ps(hi)), 1));
     return _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);  // exp_f32(NaN) = NaN, as is
 }
 
