@@ -376,7 +376,11 @@ void iq2xxs_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, in
 #pragma GCC unroll 4
         for (int k = 0; k < 4; ++k) {
             const int64_t gi = 8 * sb + 4 * s + k;
-            const __m512i sk = _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(SC, k));  // lane c: byte 7 of row c's qword
+            // 128-bit lane k of SC (a vpermd with a constant index once unrolled; clang needs the
+            // extract's lane as a literal, which the loop variable is not)
+            const __m128i lane = _mm512_castsi512_si128(
+                _mm512_permutexvar_epi32(_mm512_add_epi32(_mm512_set1_epi32(4 * k), _mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3)), SC));
+            const __m512i sk = _mm512_cvtepu8_epi32(lane);  // lane c: byte 7 of row c's qword
             const __m512 sc = _mm512_cvtepi32_ps(_mm512_srli_epi32(sk, 4));
             const __m512 ws = _mm512_mul_ps(_mm512_mul_ps(d, _mm512_add_ps(sc, _mm512_set1_ps(0.5f))), _mm512_set1_ps(0.25f));
             acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(R[k]), _mm512_mul_ps(ws, _mm512_set1_ps(x.dxv[8 * gi])), acc);
