@@ -131,7 +131,6 @@ cpu::GluSpec glu_spec(const ExpertFfn& f) {
 }
 }  // namespace
 
-float glu_activation(const ExpertFfn& f, float g, float u) { return cpu::glu1(glu_spec(f), g, u); }
 
 size_t GroupedFfn::scratch_bytes(int n_experts, int n_threads) {
     // Two tile prefixes [E + 1] and, for the fused schedule, per-expert counters [E] x 2.
@@ -177,23 +176,30 @@ struct FfnCtx {
     cpu::GluSpec glu;
 };
 
+// The activation side of a tile's matmul: rows [row0, row0 + rows) of x ([rows, K] floats), or
+// their prepared int8 rows xq (stride bytes apart) when given, against columns [col0, col1).
+kernels::MatmulArgs tile_args(const Tile& t, const float* x, int64_t K, const char* xq, size_t stride) {
+    kernels::MatmulArgs a;
+    a.x = x + t.row0 * K;
+    a.ldx = K;
+    a.m = t.rows;
+    a.K = K;
+    a.n0 = t.col0;
+    a.n1 = t.col1;
+    if (xq) {
+        a.xq = xq;
+        a.xq_stride = stride;
+    }
+    return a;
+}
+
 // Phase 1 tile: h[p, n] = act(gate_e[n] . xp[p], up_e[n] . xp[p]) over the tile's rows x F columns.
 void gate_up_tile(const FfnCtx& c, const Tile& t, int tid) {
     const ExpertFfn& f = c.f;
     const int64_t D = f.n_embd, F = f.n_ff;
     float* ubuf = c.ubuf_all + static_cast<size_t>(tid) * c.ubuf_stride;
     const int64_t nc = t.col1 - t.col0;
-    kernels::MatmulArgs a;
-    a.x = c.xp + t.row0 * D;
-    a.ldx = D;
-    a.m = t.rows;
-    a.K = D;
-    a.n0 = t.col0;
-    a.n1 = t.col1;
-    if (c.q1) {
-        a.xq = c.act + static_cast<size_t>(t.row0) * c.s1;
-        a.xq_stride = c.s1;
-    }
+    kernels::MatmulArgs a = tile_args(t, c.xp, D, c.q1 ? c.act + static_cast<size_t>(t.row0) * c.s1 : nullptr, c.s1);
     a.w = f.gate.expert(t.e);
     a.w_row_stride = f.gate.row_stride;
     a.y = c.h + t.row0 * F + t.col0;
@@ -215,17 +221,8 @@ void gate_up_tile(const FfnCtx& c, const Tile& t, int tid) {
 void down_tile(const FfnCtx& c, const Tile& t) {
     const ExpertFfn& f = c.f;
     const int64_t D = f.n_embd, F = f.n_ff;
-    kernels::MatmulArgs a;
-    a.x = c.h + t.row0 * F;
-    a.ldx = F;
-    a.m = t.rows;
-    a.K = F;
-    a.n0 = t.col0;
-    a.n1 = t.col1;
-    if (c.q2) {
-        a.xq = c.act2 + static_cast<size_t>(t.row0 - c.row2) * c.s2;
-        a.xq_stride = c.s2;
-    }
+    kernels::MatmulArgs a =
+        tile_args(t, c.h, F, c.q2 ? c.act2 + static_cast<size_t>(t.row0 - c.row2) * c.s2 : nullptr, c.s2);
     a.w = f.down.expert(t.e);
     a.w_row_stride = f.down.row_stride;
     a.y = c.out + t.row0 * D + t.col0;

@@ -52,9 +52,6 @@ ExpertFfn make_expert_ffn(const MoeSpec& spec, const TensorView& gate, const Ten
 // The routed expert stack of `w` with its biases (spec.has_expert_bias).
 ExpertFfn make_routed_ffn(const MoeSpec& spec, const MoeWeights& w, const kernels::CpuKernels& k);
 
-// h = act(g) * u for one element (f32; shared by the fast path of every ISA).
-float glu_activation(const ExpertFfn& f, float g, float u);
-
 class GroupedFfn {
 public:
     // 64 rows: the int8 kernels repack each 16-row weight panel once per call, so a taller tile
