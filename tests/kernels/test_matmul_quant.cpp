@@ -40,7 +40,34 @@ struct Weights {
 
 double h16(const uint8_t* p) { return fp16_to_fp32(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
 
-Weights make_weights(Rng& rng, DType t, int64_t N, int64_t K) {
+// Overwrite a K-quant row's blocks with (mostly) saturated fields: levels, scales and mins at their
+// maxima (Q6_K scales +127 / -128 at random), d and dmin random in [2^-8, 2^-7): the integer sums
+// of the super-block chain at their bounds (qmatmul.h: |S| > 2^24 for Q4_K..Q6_K).
+void saturate_blocks(Rng& rng, DType t, uint8_t* row, int64_t K) {
+    const size_t bb = dtype_info(t).bytes;
+    const auto f16 = [&](uint8_t* p) {
+        const uint16_t h = fp32_to_fp16(std::ldexp(1.0f + rng.uniform(0.0f, 1.0f), -8));
+        p[0] = static_cast<uint8_t>(h & 0xFF);
+        p[1] = static_cast<uint8_t>(h >> 8);
+    };
+    for (int64_t b = 0; b < K / 256; ++b) {
+        uint8_t* blk = row + b * bb;
+        for (size_t i = 0; i < bb; ++i) blk[i] = rng.next() % 4 ? 0xFF : static_cast<uint8_t>(rng.next());
+        switch (t) {
+            case DType::Q2_K: f16(blk + 80); f16(blk + 82); break;
+            case DType::Q3_K: f16(blk + 108); break;
+            case DType::Q4_K:
+            case DType::Q5_K: f16(blk); f16(blk + 2); break;
+            case DType::Q6_K:
+                for (int j = 0; j < 16; ++j) blk[192 + j] = rng.next() % 2 ? 0x7F : 0x80;
+                f16(blk + 208);
+                break;
+            default: FAIL() << "saturate_blocks: not a K-quant";
+        }
+    }
+}
+
+Weights make_weights(Rng& rng, DType t, int64_t N, int64_t K, bool saturate = false) {
     Weights w{t, N, K, 0, {}, {}, {}};
     const uint64_t rb = row_bytes(t, static_cast<uint64_t>(K));
     w.stride = rb + 24;  // rows not packed back to back: the kernels must use w_row_stride
@@ -58,6 +85,7 @@ Weights make_weights(Rng& rng, DType t, int64_t N, int64_t K) {
         } else {  // no quantizer here: random valid blocks (every field pattern is a valid block)
             EXPECT_TRUE(ref::fill_random_blocks(t, rng, row, K / dtype_info(t).block, scale));
         }
+        if (saturate) saturate_blocks(rng, t, row, K);
         ref::dequantize_row(t, row, w.deq.data() + n * K, K);
         // |min offset| per element for the types with a min term: Q4_1 / Q5_1 m, Q2_K dmin * m.
         if (t == DType::Q4_1 || t == DType::Q5_1) {
@@ -105,14 +133,15 @@ std::vector<float> effective_x(DType t, const std::vector<float>& x, int64_t m, 
 }
 
 // Rounding steps one output passes through (see qmatmul.h / matmul_half.cpp). int8: integer sums
-// exact; per granule of 16 (Q6_K) or 32 values one scale product and one FMA of a sequential
-// chain, plus one FMA per 32 values for the min term (Q4_K/Q5_K): <= K/8 + 2, plus the reference's
-// one rounding of each dequantized weight (Q4_K/Q5_K). Q2_K / Q3_K (the super-block integer chain):
-// per 256 values two products (d*dx, dmin*dx) and two FMAs: <= K/64 + 4. f16/bf16: exact weight
+// exact; per granule of 16 or 32 values one scale product and one FMA of a sequential chain, plus
+// one FMA per 32 values for the min term (Q4_1/Q5_1): <= K/8 + 2, plus the reference's one rounding
+// of each dequantized weight. The K-quants (the super-block integer chain): per 256 values float(S)
+// (Q4_K..Q6_K), two products (d*dx, dmin*dx) and two FMAs: <= 5K/256 + 4. f16/bf16: exact weight
 // conversion, then the f32 dot: K sequential adds (scalar) or K/8 FMAs per lane + 3 horizontal adds
 // (avx2; avx512 fewer).
 double roundings(DType t, Isa isa, int64_t K) {
-    if (t == DType::Q2_K || t == DType::Q3_K) return static_cast<double>(K) / 64 + 4;
+    if (t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K)
+        return 5.0 * static_cast<double>(K) / 256 + 4;
     if (int8_type(t)) return static_cast<double>(K) / 8 + 4;
     return isa == Isa::Scalar ? static_cast<double>(K) + 2 : static_cast<double>(K) / 8 + 6;
 }
@@ -313,6 +342,53 @@ TEST(MatmulQuant, DecodeGemvEqualsBatchedAndScalar) {
 // ql/qh bit, scales -128..127), and calls of one or a few columns (a pair made of the same row)
 // start at column 0 or end at the last row; the bits equal the scalar path's, also with every
 // activation at the int8 maximum.
+// The K-quants' super-block integer chain at its bounds: saturated blocks (every level, scale and
+// min at its maximum) against activations of equal magnitude, so the per-super-block sums S reach
+// 2^26..2^27 (Q4_K..Q6_K: float(S) rounds). Every path, batched (m = 5) and decode (m = 1), gives
+// the scalar chain's bits, and all of them stay within the rounding bound of the fp64 dot product
+// (an int32 overflow or a lost mins term would miss it by orders of magnitude).
+TEST(MatmulQuant, KQuantSuperBlockChainAtItsBounds) {
+    Rng rng(0x5b1d);
+    for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+        for (int64_t K : {256, 4096 + 256}) {
+            const int64_t N = 35, m = 5;
+            const Weights w = make_weights(rng, t, N, K, true);
+            for (int xcase = 0; xcase < 3; ++xcase) {
+                std::vector<float> x(m * K);
+                for (int64_t i = 0; i < m * K; ++i)
+                    x[i] = xcase == 0 ? 1.0f : xcase == 1 ? -1.0f : (rng.next() % 2 ? 1.0f : -1.0f);
+                std::vector<float> step;
+                const std::vector<float> xe = effective_x(t, x, m, K, K, &step);
+                std::vector<float> ys(m * N);
+                call(kernels::CpuKernels(Isa::Scalar).matmul(t, "t"), w, x.data(), K, m, ys.data(), N, 0, N);
+                for (int64_t r = 0; r < m; ++r)
+                    for (int64_t n = 0; n < N; ++n) {
+                        double ref = 0, mag = 0;
+                        for (int64_t i = 0; i < K; ++i) {
+                            ref += static_cast<double>(w.deq[n * K + i]) * xe[r * K + i];
+                            mag += (std::fabs(w.deq[n * K + i]) + 2 * w.mn[n * K + i]) * std::fabs(xe[r * K + i]);
+                        }
+                        const double bound = 1.01 * roundings(t, Isa::Scalar, K) * kU * mag;
+                        ASSERT_LE(std::fabs(ys[r * N + n] - ref), bound)
+                            << dtype_name(t) << " K=" << K << " x case " << xcase << " r=" << r << " n=" << n;
+                    }
+                for (Isa isa : kernels::supported_isas()) {
+                    const kernels::CpuKernels kc(isa);
+                    const kernels::MatmulKernel& k = kc.matmul(t, "t");
+                    SCOPED_TRACE(std::string(k.name) + " K=" + std::to_string(K) + " x case " + std::to_string(xcase));
+                    std::vector<float> y(m * N), one(N);
+                    call(k, w, x.data(), K, m, y.data(), N, 0, N);
+                    ASSERT_EQ(0, std::memcmp(ys.data(), y.data(), y.size() * sizeof(float))) << "m = 5";
+                    for (int64_t r = 0; r < m; ++r) {
+                        call(k, w, x.data() + r * K, K, 1, one.data(), N, 0, N);
+                        ASSERT_EQ(0, std::memcmp(ys.data() + r * N, one.data(), N * sizeof(float))) << "m = 1, row " << r;
+                    }
+                }
+            }
+        }
+    }
+}
+
 TEST(MatmulQuant, Q6kDecodeGemvPackedRowsRandomBlocks) {
     Rng rng(0x6b61);
     const DType t = DType::Q6_K;

@@ -11,21 +11,28 @@
 // integer offset 2^shift (Q8_0 128, Q4_0 8, Q6_K 32, none for Q4_K/Q5_K) and, for Q4_K/Q5_K, a
 // min dmin*m per 32 values (Q4_1/Q5_1: -m per 32). Then, exactly in integers per 16 values i:
 //     isum_i = sum_l q_l * xq_l - 2^shift * sum_l xq_l
-// and, per granule g of values sharing one weight scale (16 values for Q6_K, 32 otherwise), one
-// sequential f32 chain per output in K order:
+// and, per granule g of values sharing one weight scale (16 values or 32), one sequential f32 chain
+// per output in K order:
 //     acc = fma(float(I_g), ws_g * dx_g, acc)        (I_g: exact integer sum over the granule)
-//     acc = fma(-(dmin*m_g), dx_g * sum_g xq, acc)   (Q4_K/Q5_K only, after each granule)
-// Q2_K and Q3_K (the super-block integer chain): their granule scales are small integers sc_g (Q2_K
-// 0..15, Q3_K -32..31) and Q2_K's mins m_g (0..15) under ONE f16 d (and dmin) per 256-value
-// super-block, and Q8_K activations have one dx per 256 values, so per super-block, exactly in int32:
-//     S = sum_g sc_g * I_g      (I_g the exact granule sum above, offset included: Q3_K levels - 4)
-//     M = sum_g m_g * nsum_g    (Q2_K; nsum_g = -sum of the granule's 16 activation int8s)
-//     acc = fma(float(S), d * dx, acc);  acc = fma(float(M), dmin * dx, acc)   (Q2_K), in that order.
+//     acc = fma(-m_g, dxs_g, acc)                    (Q4_1/Q5_1 only, after each granule)
+// The K-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (the super-block integer chain): their granule scales
+// are small integers sc_g (Q2_K 0..15, Q3_K -32..31, Q4_K/Q5_K 0..63 per 32 values, Q6_K
+// -128..127 per 16) and their mins m_g (Q2_K 0..15 per 16, Q4_K/Q5_K 0..63 per 32) under ONE f16 d
+// (and dmin) per 256-value super-block, and Q8_K activations have one dx per 256 values, so per
+// super-block, exactly in int32:
+//     S = sum_g sc_g * I_g      (I_g the exact granule sum above, offset included: Q3_K levels - 4,
+//                                Q6_K levels - 32)
+//     M = sum_g m_g * nsum_g    (types with mins; nsum_g = -sum of the granule's activation int8s)
+//     acc = fma(float(S), d * dx, acc);  acc = fma(float(M), dmin * dx, acc)   (mins), in that order.
 // Bounds (|xq| <= 128): Q2_K |I_g| <= 16*3*128 = 6144, |S| <= 16*15*6144 < 2^21, |M| <= 16*15*2048
-// < 2^19; Q3_K |I_g| <= 16*4*128 = 8192, |S| <= 16*32*8192 = 2^22: int32 exact, and float(S),
-// float(M) exact (< 2^24), so per 256 values two roundings of d*dx / dmin*dx and two FMAs replace
-// the per-granule chain's 32-64 roundings. I_g and nsum_g also fit int16 (the decode GEMVs form S
-// and M with vpdpwssd: qmatmul_avx512_kq_gemv.cpp).
+// < 2^19; Q3_K |I_g| <= 16*4*128 = 8192, |S| <= 16*32*8192 = 2^22; Q4_K/Q5_K |I_g| <= 32*31*128
+// < 2^17, |S| <= 8*63*2^17 < 2^26, |M| <= 8*63*4096 < 2^21; Q6_K |I_g| <= 16*32*128 = 2^16, |S| <=
+// 16*128*2^16 = 2^27: int32 exact. float(M) is exact, float(S) exact for Q2_K/Q3_K and rounded once
+// for the others (the same rounding on every path), so per 256 values two or three roundings and
+// two FMAs replace the per-granule chain's 16-64 (Q4_K decode GEMV +13 %, Q6_K panel GEMM +8 %,
+// kernel alone: docs/PERFORMANCE.md). I_g and nsum_g fit int16 for Q2_K/Q3_K (their decode GEMVs
+// form S and M with vpdpwssd: qmatmul_avx512_kq_gemv.cpp), and the Q4_K/Q5_K mins and 32-value
+// nsum do too (M by vpdpwssd on word pairs).
 // The integer sums are exact on every path and the f32 chain is the same operation sequence on
 // every path (scalar: std::fma; AVX2: integer sums with vpmaddwd; AVX-512: 16 columns per zmm lane
 // with vpdpbusd over a column-interleaved repack), so all ISA paths give the same bits, and each

@@ -63,10 +63,14 @@ inline void dwords16(const uint8_t* const* p, int64_t off, __mmask16 m, __m512i 
 inline __m512 f16_lo(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
 
 
-// The super-block integer chain of qmatmul.h (D::kSbInt, absent = false: Q2_K, Q3_K): D::int_scales
-// gives a row's 16 integer granule scales, D::sb_d its d; with D::kMin16 (Q2_K) also D::int_mins
-// (16 integer mins per 16 values) and D::sb_dmin. pack_scales stores them as int32 [granule][column]
-// in ws / wm and d, dmin as [2][column] floats in wd; the chain runs once per super-block.
+// The super-block integer chain of qmatmul.h (D::kSbInt, absent = false; the K-quants Q2_K..Q6_K):
+// D::int_scales gives a row's integer granule scales (16 granules of 16 values; Q4_K / Q5_K: 8 of
+// 32 in lanes 0..7 and their 8 mins in lanes 8..15), D::sb_d its d; with D::kMin16 (Q2_K) also
+// D::int_mins (16 integer mins per 16 values); with D::kMin16 or D::kMin also D::sb_dmin.
+// pack_scales stores the scales as int32 [granule][column] in ws, the mins in wm (Q2_K: int32
+// [granule][column]; Q4_K / Q5_K: [pair k][column] dwords m_2k | m_2k+1 << 16, the word pairs of
+// one vpdpwssd against the activations' granule sums) and d, dmin as [2][column] floats in wd; the
+// chain runs once per super-block.
 template <class D>
 constexpr bool sbint_of() {
     if constexpr (requires { D::kSbInt; }) return D::kSbInt;
@@ -128,18 +132,25 @@ template <class D>
 void pack_scales(const uint8_t* const* w, int nc, int64_t sb, int64_t nblocks, typename D::State* st, float* ws_out,
                  float* wm_out, float* wd_out) {
     constexpr int kGran = D::kSbElems / D::kG;
-    if constexpr (sbint_of<D>()) {
-        static_assert(kGran == 16, "super-block chain: 16 granules of 16");
+    if constexpr (requires { D::scales16(w, sb, ws_out, wm_out, wd_out); }) {
+        // the decoder reads the 16 rows' scales as [granule][column] vectors itself (w[nc..15]: row 0)
+        for (int c = 0; c < nc; ++c) D::begin(st[c], w[c], sb, nblocks);
+        D::scales16(w, sb, ws_out, wm_out, wd_out);
+    } else if constexpr (sbint_of<D>()) {
+        static_assert(kGran == 16 || (kGran == 8 && D::kMin), "super-block chain: 16 granules of 16 or 8 of 32");
         __m512i sv[16], tv[16];
         alignas(64) float dv[32] = {};
         for (int c = 0; c < nc; ++c) {
             D::begin(st[c], w[c], sb, nblocks);
             dv[c] = D::sb_d(w[c], sb);
-            if constexpr (min16_of<D>()) dv[16 + c] = D::sb_dmin(w[c], sb);
+            if constexpr (min16_of<D>() || D::kMin) dv[16 + c] = D::sb_dmin(w[c], sb);
         }
         for (int c = 0; c < 16; ++c) sv[c] = c < nc ? D::int_scales(w[c], sb) : _mm512_setzero_si512();
         transpose16(sv, tv);
-        for (int k = 0; k < 16; ++k) _mm512_store_si512(ws_out + k * 16, tv[k]);
+        for (int k = 0; k < kGran; ++k) _mm512_store_si512(ws_out + k * 16, tv[k]);
+        if constexpr (kGran == 8)  // the mins as word pairs (m_2k, m_2k+1), 0..63 each
+            for (int k = 0; k < 4; ++k)
+                _mm512_store_si512(wm_out + k * 16, _mm512_or_si512(tv[8 + 2 * k], _mm512_slli_epi32(tv[9 + 2 * k], 16)));
         if constexpr (min16_of<D>()) {
             for (int c = 0; c < 16; ++c) sv[c] = c < nc ? D::int_mins(w[c], sb) : _mm512_setzero_si512();
             transpose16(sv, tv);
@@ -176,7 +187,7 @@ void pack_scales(const uint8_t* const* w, int nc, int64_t sb, int64_t nblocks, t
 template <class D>
 void repack(const MatmulArgs& a, int64_t n, int nc, int64_t nblocks, int64_t nsb, const Panel& p) {
     const uint8_t* w[16];
-    for (int c = 0; c < nc; ++c) w[c] = static_cast<const uint8_t*>(a.w) + (n + c) * static_cast<int64_t>(a.w_row_stride);
+    for (int c = 0; c < 16; ++c) w[c] = static_cast<const uint8_t*>(a.w) + (n + (c < nc ? c : 0)) * static_cast<int64_t>(a.w_row_stride);
     constexpr int kGran = D::kSbElems / D::kG;  // granules per super-block
     for (int64_t sb = 0; sb < nsb; ++sb) {
         typename D::State st[16];
@@ -189,23 +200,47 @@ void repack(const MatmulArgs& a, int64_t n, int nc, int64_t nblocks, int64_t nsb
     }
 }
 
-// End of super-block sb of the integer chain (kSbInt): acc = fma(float(S), d * dx, acc), then for
-// Q2_K M = sum_j m_j nsum_j (int32) and acc = fma(float(M), dmin * dx, acc) (qmatmul.h).
+// M = sum_j m_j nsum_j (int32, exact) of super-block sb from its packed mins (pack_scales' wm for
+// the super-block): Q2_K 16 granules of 16 (int32 mins times nsum), Q4_K / Q5_K 8 of 32 (one
+// vpdpwssd per pair of granules: the mins 0..63 and the granule sums |nsum| <= 32 * 128 fit int16).
+template <class D>
+inline __m512i sb_mins(const float* wm_sb, const ref::ActQ8Row& x, int64_t sb) {
+    __m512i M = _mm512_setzero_si512();
+    if constexpr (min16_of<D>()) {
+        for (int k = 0; k < 16; ++k)
+            M = _mm512_add_epi32(M, _mm512_mullo_epi32(_mm512_load_si512(wm_sb + k * 16), _mm512_set1_epi32(x.nsum[4 * (16 * sb + k)])));
+    } else {
+        const auto ns32 = [&](int64_t g) { return x.nsum[8 * g] + x.nsum[8 * g + 4]; };  // granule g of 32
+        for (int k = 0; k < 4; ++k) {
+            const int64_t g = 8 * sb + 2 * k;
+            const uint32_t pair = (static_cast<uint32_t>(ns32(g)) & 0xFFFFu) | (static_cast<uint32_t>(ns32(g + 1)) << 16);
+            M = _mm512_dpwssd_epi32(M, _mm512_load_si512(wm_sb + k * 16), _mm512_set1_epi32(static_cast<int32_t>(pair)));
+        }
+    }
+    return M;
+}
+
+// The exact integer sums I[i][j] (activation row i, panel j: lane c = column c) of granule g,
+// seeded with -2^shift * the granule's activation sum (qmatmul.h).
 template <class D, int MR, int NP>
-inline void sb_flush(const ref::ActQ8Row* x, int64_t sb, __m512i (*S)[NP], const Panel* p, __m512 (*acc)[NP]) {
-    for (int j = 0; j < NP; ++j) {
-        const __m512 d = _mm512_load_ps(p[j].wd + sb * 32);
+[[gnu::always_inline]] inline void granule_isums(const ref::ActQ8Row* x, const Panel* p, int64_t g, __m512i (&I)[MR][NP]) {
+    constexpr int kQuads = D::kG / 4, kSub = D::kG / 16;
+    const int64_t k0 = g * D::kG, i16 = k0 / 16;
+    for (int i = 0; i < MR; ++i) {
+        int32_t ns = x[i].nsum[4 * i16];
+        if constexpr (kSub == 2) ns += x[i].nsum[4 * i16 + 4];
+        const __m512i init =
+            D::kShift >= 0 ? _mm512_set1_epi32(ns * (1 << (D::kShift >= 0 ? D::kShift : 0))) : _mm512_setzero_si512();
+        for (int j = 0; j < NP; ++j) I[i][j] = init;
+    }
+    for (int t = 0; t < kQuads; ++t) {
+        __m512i wq[NP];
+        for (int j = 0; j < NP; ++j) wq[j] = _mm512_load_si512(p[j].q + (k0 / 4 + t));
         for (int i = 0; i < MR; ++i) {
-            const __m512 dx = _mm512_set1_ps(x[i].dxv[64 * sb]);
-            acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[i][j]), _mm512_mul_ps(d, dx), acc[i][j]);
-            if constexpr (min16_of<D>()) {
-                __m512i M = _mm512_setzero_si512();
-                for (int k = 0; k < 16; ++k)
-                    M = _mm512_add_epi32(M, _mm512_mullo_epi32(_mm512_load_si512(p[j].wm + (16 * sb + k) * 16),
-                                                               _mm512_set1_epi32(x[i].nsum[4 * (16 * sb + k)])));
-                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(_mm512_load_ps(p[j].wd + sb * 32 + 16), dx),
-                                            acc[i][j]);
-            }
+            int32_t xv;
+            std::memcpy(&xv, x[i].qs + k0 + 4 * t, 4);
+            const __m512i xb = _mm512_set1_epi32(xv);
+            for (int j = 0; j < NP; ++j) I[i][j] = _mm512_dpbusd_epi32(I[i][j], wq[j], xb);
         }
     }
 }
@@ -218,49 +253,52 @@ void rows_block(const MatmulArgs& a, const unsigned char* act, size_t act_stride
     __m512 acc[MR][NP];
     for (int i = 0; i < MR; ++i)
         for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_setzero_ps();
-    constexpr int kQuads = D::kG / 4, kSub = D::kG / 16;
-    const int64_t ng = a.K / D::kG;
-    __m512i S[MR][NP];  // kSbInt: the super-block's integer sum S
-    for (int64_t g = 0; g < ng; ++g) {
-        const int64_t k0 = g * D::kG, i16 = k0 / 16;
-        if constexpr (sbint_of<D>())
-            if (g % 16 == 0)
-                for (int i = 0; i < MR; ++i)
-                    for (int j = 0; j < NP; ++j) S[i][j] = _mm512_setzero_si512();
-        __m512i I[MR][NP];
-        for (int i = 0; i < MR; ++i) {
-            int32_t ns = x[i].nsum[4 * i16];
-            if constexpr (kSub == 2) ns += x[i].nsum[4 * i16 + 4];
-            const __m512i init =
-                D::kShift >= 0 ? _mm512_set1_epi32(ns * (1 << (D::kShift >= 0 ? D::kShift : 0))) : _mm512_setzero_si512();
-            for (int j = 0; j < NP; ++j) I[i][j] = init;
-        }
-        for (int t = 0; t < kQuads; ++t) {
-            __m512i wq[NP];
-            for (int j = 0; j < NP; ++j) wq[j] = _mm512_load_si512(p[j].q + (k0 / 4 + t));
-            for (int i = 0; i < MR; ++i) {
-                int32_t xv;
-                std::memcpy(&xv, x[i].qs + k0 + 4 * t, 4);
-                const __m512i xb = _mm512_set1_epi32(xv);
-                for (int j = 0; j < NP; ++j) I[i][j] = _mm512_dpbusd_epi32(I[i][j], wq[j], xb);
-            }
-        }
-        if constexpr (sbint_of<D>()) {
-            for (int j = 0; j < NP; ++j) {
-                const __m512i sc = _mm512_load_si512(p[j].ws + g * 16);
-                for (int i = 0; i < MR; ++i) S[i][j] = _mm512_add_epi32(S[i][j], _mm512_mullo_epi32(I[i][j], sc));
-            }
-            if (g % 16 == 15) sb_flush<D, MR, NP>(x, g / 16, S, p, acc);
-            continue;
-        }
-        for (int j = 0; j < NP; ++j) {
-            const __m512 ws = _mm512_load_ps(p[j].ws + g * 16);
+    if constexpr (sbint_of<D>()) {
+        // the super-block integer chain: S = sum_g sc_g I_g per super-block, then acc = fma(float(S),
+        // d * dx, acc) and, for the types with mins, acc = fma(float(M), dmin * dx, acc) (qmatmul.h)
+        constexpr int kGran = D::kSbElems / D::kG;
+        const int64_t nsb = a.K / D::kSbElems;
+        for (int64_t sb = 0; sb < nsb; ++sb) {
+            __m512i S[MR][NP];
             for (int i = 0; i < MR; ++i)
-                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[i][j]), _mm512_mul_ps(ws, _mm512_set1_ps(x[i].dxv[4 * i16])),
-                                            acc[i][j]);
-            if constexpr (D::kMin) {  // kG == 32: one group per granule
-                const __m512 wm = _mm512_load_ps(p[j].wm + g * 16);
-                for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_fnmadd_ps(wm, _mm512_set1_ps(x[i].dxs[g]), acc[i][j]);
+                for (int j = 0; j < NP; ++j) S[i][j] = _mm512_setzero_si512();
+            for (int k = 0; k < kGran; ++k) {
+                const int64_t g = sb * kGran + k;
+                __m512i I[MR][NP];
+                granule_isums<D, MR, NP>(x, p, g, I);
+                for (int j = 0; j < NP; ++j) {
+                    const __m512i sc = _mm512_load_si512(p[j].ws + g * 16);
+                    for (int i = 0; i < MR; ++i) S[i][j] = _mm512_add_epi32(S[i][j], _mm512_mullo_epi32(I[i][j], sc));
+                }
+            }
+            for (int j = 0; j < NP; ++j) {
+                const __m512 d = _mm512_load_ps(p[j].wd + sb * 32);
+                for (int i = 0; i < MR; ++i) {
+                    const __m512 dx = _mm512_set1_ps(x[i].dxv[64 * sb]);
+                    acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[i][j]), _mm512_mul_ps(d, dx), acc[i][j]);
+                    if constexpr (min16_of<D>() || D::kMin) {
+                        const __m512i M = sb_mins<D>(p[j].wm + sb * wm_per_sb<D>() * 16, x[i], sb);
+                        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(_mm512_load_ps(p[j].wd + sb * 32 + 16), dx),
+                                                    acc[i][j]);
+                    }
+                }
+            }
+        }
+    } else {
+        const int64_t ng = a.K / D::kG;
+        for (int64_t g = 0; g < ng; ++g) {
+            const int64_t i16 = g * D::kG / 16;
+            __m512i I[MR][NP];
+            granule_isums<D, MR, NP>(x, p, g, I);
+            for (int j = 0; j < NP; ++j) {
+                const __m512 ws = _mm512_load_ps(p[j].ws + g * 16);
+                for (int i = 0; i < MR; ++i)
+                    acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[i][j]), _mm512_mul_ps(ws, _mm512_set1_ps(x[i].dxv[4 * i16])),
+                                                acc[i][j]);
+                if constexpr (D::kMin) {  // kG == 32: one group per granule
+                    const __m512 wm = _mm512_load_ps(p[j].wm + g * 16);
+                    for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_fnmadd_ps(wm, _mm512_set1_ps(x[i].dxs[g]), acc[i][j]);
+                }
             }
         }
     }
@@ -402,8 +440,8 @@ void gemv16_q3k_nogfni(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, i
 template <class D>
 void direct_row(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc, int64_t nblocks,
                 int64_t nsb) {
-    const uint8_t* w[16];
-    for (int c = 0; c < nc; ++c) w[c] = static_cast<const uint8_t*>(a.w) + (n + c) * static_cast<int64_t>(a.w_row_stride);
+    const uint8_t* w[16];  // rows past nc re-read row n (pack_scales may read 16 rows)
+    for (int c = 0; c < 16; ++c) w[c] = static_cast<const uint8_t*>(a.w) + (n + (c < nc ? c : 0)) * static_cast<int64_t>(a.w_row_stride);
     constexpr int kGran = D::kSbElems / D::kG, kSub = D::kG / 16;
     alignas(64) float ws[kGran * 16], wm[16 * 16], wd[32];
     __m512i S = _mm512_setzero_si512();  // kSbInt: the super-block's integer sum
@@ -466,12 +504,8 @@ void direct_row(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
             const __m512 dx = _mm512_set1_ps(x.dxv[64 * sb]);
             acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(_mm512_load_ps(wd), dx), acc);
             S = _mm512_setzero_si512();
-            if constexpr (min16_of<D>()) {
-                __m512i M = _mm512_setzero_si512();
-                for (int k = 0; k < 16; ++k)
-                    M = _mm512_add_epi32(M, _mm512_mullo_epi32(_mm512_load_si512(wm + 16 * k), _mm512_set1_epi32(x.nsum[4 * (16 * sb + k)])));
-                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(_mm512_load_ps(wd + 16), dx), acc);
-            }
+            if constexpr (min16_of<D>() || D::kMin)
+                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sb_mins<D>(wm, x, sb)), _mm512_mul_ps(_mm512_load_ps(wd + 16), dx), acc);
         }
     }
     store_row16(a, r, n, nc, acc);

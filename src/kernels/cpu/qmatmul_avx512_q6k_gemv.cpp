@@ -15,9 +15,8 @@
 // 128-bit lane, gives per lane [a, a, b, b] partial sums with no shuffle. Two shuffles and an add
 // per four rows finish the lane sums (level 2) and the 4 x 4 lane transposition of granule_sums
 // (level 3) gives one vector per granule, lane c = row c. The -32 offset is added per granule as
-// 32 * nsum (exact), the int8 scales are extracted without shifts ((T & m) ^ s) - s = sc * 2^8j and
-// converted, times d * 2^-8j (both exact: the product equals sc * d in f32), and the f32 chain is
-// the one of qmatmul.h in K order, so the bits equal the panel path and the scalar chain
+// 32 * nsum (exact), and the super-block integer chain of qmatmul.h follows (S += sc_j I_j in int32,
+// one f32 FMA per super-block), so the bits equal the panel path and the scalar chain
 // (tests/kernels/test_matmul_quant.cpp DecodeGemvEqualsBatchedAndScalar).
 #include <immintrin.h>
 
@@ -110,8 +109,7 @@ void gemv16_q6k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
         dwords16(w, off + 192, 0xFFFF, T);  // T[k] lane c: scales 4k..4k+3 of row c
         // d: bytes 208-209, read as the high half of the dword at 206 (stays inside the block)
         const __m512 d = f16_lo(_mm512_srli_epi32(_mm512_i32gather_epi32(rows, w[0] + off + 206, 1), 16));
-        __m512 dj[4];  // d * 2^-8j, exact
-        for (int j = 0; j < 4; ++j) dj[j] = _mm512_mul_ps(d, _mm512_set1_ps(1.0f / static_cast<float>(1u << (8 * j))));
+        __m512i S = _mm512_setzero_si512();
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
             const int8_t* xq = x.qs + 256 * sb + 128 * h;
@@ -139,16 +137,14 @@ void gemv16_q6k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
                     const int jj = 8 * h + 4 * unit + i;  // granule within the super-block
                     const int64_t g = sb * 16 + jj;       // granule within the row
                     const int k = jj / 4, j = jj % 4;
-                    const __m512i m = _mm512_set1_epi32(static_cast<int>(0xFFu << (8 * j)));
-                    const __m512i s = _mm512_set1_epi32(static_cast<int>(0x80u << (8 * j)));
-                    // (T & m) ^ s, minus s: the signed scale byte j times 2^8j
-                    const __m512i sc = _mm512_sub_epi32(_mm512_ternarylogic_epi32(T[k], m, s, 0x6A), s);
-                    const __m512 ws = _mm512_mul_ps(_mm512_cvtepi32_ps(sc), dj[j]);
+                    // the signed scale byte j: moved to the top byte, then shifted down arithmetically
+                    const __m512i sc = _mm512_srai_epi32(j == 3 ? T[k] : _mm512_slli_epi32(T[k], 24 - 8 * j), 24);
                     const __m512i I = _mm512_add_epi32(R[i], _mm512_set1_epi32(x.nsum[4 * g] * 32));
-                    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(ws, _mm512_set1_ps(x.dxv[4 * g])), acc);
+                    S = _mm512_add_epi32(S, _mm512_mullo_epi32(I, sc));
                 }
             }
         }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, _mm512_set1_ps(x.dxv[64 * sb])), acc);
     }
     store_row16(a, r, n, nc, acc);
 }

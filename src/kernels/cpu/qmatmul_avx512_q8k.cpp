@@ -81,10 +81,59 @@ struct DQ4_0 {
     }
 };
 
+inline __m512i byte_i(__m512i v, int j) { return _mm512_and_si512(_mm512_srli_epi32(v, 8 * j), _mm512_set1_epi32(0xFF)); }
+
+// The super-block integer chain of a 16-row decode GEMV (qmatmul.h), lane c = row c: S += sc_k I_k
+// per granule, then per super-block acc = fma(float(S), d * dx, acc) and, for Q4_K / Q5_K,
+// acc = fma(float(M), dmin * dx, acc) with M = sum_k m_k nsum_k from the word pairs mp of mins (as
+// pack_scales / sb_mins: one vpdpwssd per two 32-value granules).
+struct SbIntScales {
+    __m512i sc[16], mp[4];
+    __m512 d, dmin;
+};
+inline __m512i k_mins(const __m512i mp[4], const ref::ActQ8Row& x, int64_t sb) {
+    __m512i M = _mm512_setzero_si512();
+    for (int k = 0; k < 4; ++k) {
+        const int64_t g = 8 * sb + 2 * k;
+        const int32_t n0 = x.nsum[8 * g] + x.nsum[8 * g + 4], n1 = x.nsum[8 * g + 8] + x.nsum[8 * g + 12];
+        const uint32_t pair = (static_cast<uint32_t>(n0) & 0xFFFFu) | (static_cast<uint32_t>(n1) << 16);
+        M = _mm512_dpwssd_epi32(M, mp[k], _mm512_set1_epi32(static_cast<int32_t>(pair)));
+    }
+    return M;
+}
+
+// The 16-byte headers of 16 rows' Q4_K / Q5_K blocks at byte off (one 4 x 4 dword transposition,
+// dwords16): sc[0..7], the mins as word pairs mp[0..3] (m_2k | m_2k+1 << 16), d and dmin, lane c =
+// row c. The 6-bit fields as in get_scale_min_k4: bytes 0-3 / 4-7 of the scales hold sc/m 0..3 in
+// their low 6 bits and the top 2 bits of sc/m 4..7; bytes 8-11 the low 4 bits of sc 4..7 (low
+// nibble) and m 4..7.
+inline void k45_scales16(const uint8_t* const* w, int64_t off, SbIntScales& s) {
+    __m512i T[4];
+    dwords16(w, off, 0xFFFF, T);
+    s.d = f16_lo(T[0]);
+    s.dmin = f16_lo(_mm512_srli_epi32(T[0], 16));
+    const __m512i c3f = _mm512_set1_epi32(0x3f3f3f3f), c0f = _mm512_set1_epi32(0x0f0f0f0f),
+                  c30 = _mm512_set1_epi32(0x30303030);
+    const __m512i sc_lo = _mm512_and_si512(T[1], c3f), m_lo = _mm512_and_si512(T[2], c3f);
+    const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(T[3], c0f), _mm512_and_si512(_mm512_srli_epi32(T[1], 2), c30));
+    const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(T[3], 4), c0f),
+                                         _mm512_and_si512(_mm512_srli_epi32(T[2], 2), c30));
+    for (int j = 0; j < 4; ++j) {
+        s.sc[j] = byte_i(sc_lo, j);
+        s.sc[4 + j] = byte_i(sc_hi, j);
+    }
+    const __m512i lo = _mm512_set1_epi32(0xFF), hi = _mm512_set1_epi32(0xFF0000);
+    for (int k = 0; k < 2; ++k) {  // bytes (2k, 2k+1) of m_lo / m_hi -> words (lo, hi)
+        const int sh = 16 * k;
+        s.mp[k] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi32(m_lo, sh), lo), _mm512_slli_epi32(_mm512_srli_epi32(m_lo, sh), 8), hi, 0xF8);
+        s.mp[2 + k] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi32(m_hi, sh), lo), _mm512_slli_epi32(_mm512_srli_epi32(m_hi, sh), 8), hi, 0xF8);
+    }
+}
+
 template <bool Five>
 struct DQ45_K {
     static constexpr int kShift = -1, kUnits = 4, kSbElems = 256, kG = 32, kSbBytes = Five ? 176 : 144;
-    static constexpr bool kMin = true, kVecScales = true;
+    static constexpr bool kMin = true, kVecScales = true, kSbInt = true;
     static constexpr int kBytes = Five ? 176 : 144;
     static constexpr int kQs = Five ? 48 : 16;  // offset of qs in the block
     struct State {
@@ -106,10 +155,10 @@ struct DQ45_K {
         }
         return cat256(lo, hi);
     }
-    // Lanes 0..7: d * sc_j, lanes 8..15: dmin * m_j (the 6-bit fields of get_scale_min_k4, unpacked
-    // four at a time from 32-bit words: bytes 0-3 / 4-7 hold sc/m 0..3 in their low 6 bits and the
-    // top 2 bits of sc/m 4..7; bytes 8-11 hold the low 4 bits of sc 4..7 (low nibble) and m 4..7).
-    static __m512 scale_vec(const State&, const uint8_t* row, int64_t sb, int64_t) {
+    // Lanes 0..7: sc_j, lanes 8..15: m_j (the 6-bit fields of get_scale_min_k4, unpacked four at a
+    // time from 32-bit words: bytes 0-3 / 4-7 hold sc/m 0..3 in their low 6 bits and the top 2 bits
+    // of sc/m 4..7; bytes 8-11 hold the low 4 bits of sc 4..7 (low nibble) and m 4..7).
+    static __m512i int_scales(const uint8_t* row, int64_t sb) {
         const uint8_t* b = row + sb * kBytes;
         uint32_t w0, w1, w2;
         std::memcpy(&w0, b + 4, 4);
@@ -120,14 +169,25 @@ struct DQ45_K {
         const uint32_t m_hi = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u);
         const __m128i v = _mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi), static_cast<int>(m_lo),
                                          static_cast<int>(m_hi));
-        const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v));
-        return _mm512_mul_ps(f, _mm512_insertf32x8(_mm512_set1_ps(h2f(b)), _mm256_set1_ps(h2f(b + 2)), 1));
+        return _mm512_cvtepu8_epi32(v);
+    }
+    static float sb_d(const uint8_t* row, int64_t sb) { return h2f(row + sb * kBytes); }
+    static float sb_dmin(const uint8_t* row, int64_t sb) { return h2f(row + sb * kBytes + 2); }
+    // pack_scales' [granule][column] vectors of 16 rows straight from their headers (no per-row
+    // int_scales + transpose16: that made the Q5_K panel repack 1.3x slower, docs/PERFORMANCE.md).
+    static void scales16(const uint8_t* const* w, int64_t sb, float* ws, float* wm, float* wd) {
+        SbIntScales s;
+        k45_scales16(w, sb * kBytes, s);
+        for (int k = 0; k < 8; ++k) _mm512_store_si512(ws + 16 * k, s.sc[k]);
+        for (int k = 0; k < 4; ++k) _mm512_store_si512(wm + 16 * k, s.mp[k]);
+        _mm512_store_ps(wd, s.d);
+        _mm512_store_ps(wd + 16, s.dmin);
     }
 };
 
 struct DQ6_K {
     static constexpr int kShift = 5, kUnits = 4, kSbElems = 256, kG = 16, kSbBytes = 210;
-    static constexpr bool kMin = false, kVecScales = true;
+    static constexpr bool kMin = false, kVecScales = true, kSbInt = true;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
     static __m512i levels(const State&, const uint8_t* row, int64_t sb, int c, int64_t) {
@@ -149,11 +209,10 @@ struct DQ6_K {
         }
         return _mm512_ternarylogic_epi32(lv, hb, m30, 0xF8);  // lv | (hb & 0x30)
     }
-    static __m512 scale_vec(const State&, const uint8_t* row, int64_t sb, int64_t) {
-        const uint8_t* b = row + sb * 210;
-        const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192))));
-        return _mm512_mul_ps(f, _mm512_set1_ps(h2f(b + 208)));
+    static __m512i int_scales(const uint8_t* row, int64_t sb) {
+        return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + sb * 210 + 192)));
     }
+    static float sb_d(const uint8_t* row, int64_t sb) { return h2f(row + sb * 210 + 208); }
 };
 
 // ---------------------------------------------------------------- decode GEMV, 16 rows x 128 values
@@ -193,34 +252,13 @@ inline void tree4(const __m512i u[8], __m512i G[4]) {
     G[3] = _mm512_shuffle_i64x2(Y01, Y23, 0xEE);
 }
 
-inline __m512 byte_f(__m512i v, int j) {
-    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 8 * j), _mm512_set1_epi32(0xFF)));
-}
-
 template <bool Five>
 struct G45_K {
     static constexpr int kSbElems = 256, kSteps = 2, kBytes = Five ? 176 : 144, kQs = Five ? 48 : 16;
     static constexpr bool kMin = true;
     static constexpr int kShift = -1;
     static constexpr int kGranOf[4] = {0, 1, 2, 3};  // granule (within the step) of each label
-    // ws[8], wm[8]: d*sc_j and dmin*m_j of the super-block, lane c = row c.
-    static void scales(const uint8_t* const* w, int64_t sb, __m512* ws, __m512* wm) {
-        __m512i T[4];
-        dwords16(w, sb * kBytes, 0xFFFF, T);  // the 16-byte headers
-        const __m512 d = f16_lo(T[0]), dmin = f16_lo(_mm512_srli_epi32(T[0], 16));
-        const __m512i c3f = _mm512_set1_epi32(0x3f3f3f3f), c0f = _mm512_set1_epi32(0x0f0f0f0f),
-                      c30 = _mm512_set1_epi32(0x30303030);
-        const __m512i sc_lo = _mm512_and_si512(T[1], c3f), m_lo = _mm512_and_si512(T[2], c3f);
-        const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(T[3], c0f), _mm512_and_si512(_mm512_srli_epi32(T[1], 2), c30));
-        const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(T[3], 4), c0f),
-                                             _mm512_and_si512(_mm512_srli_epi32(T[2], 2), c30));
-        for (int j = 0; j < 4; ++j) {
-            ws[j] = _mm512_mul_ps(byte_f(sc_lo, j), d);
-            ws[4 + j] = _mm512_mul_ps(byte_f(sc_hi, j), d);
-            wm[j] = _mm512_mul_ps(byte_f(m_lo, j), dmin);
-            wm[4 + j] = _mm512_mul_ps(byte_f(m_hi, j), dmin);
-        }
-    }
+    static void scales(const uint8_t* const* w, int64_t sb, SbIntScales& s) { k45_scales16(w, sb * kBytes, s); }
     // Activation bytes for step s: L = values [128s, +32) ++ [128s+64, +32), H = the other two.
     static void act(const int8_t* xq, int64_t sb, int s, __m512i& xL, __m512i& xH) {
         const int8_t* x = xq + 256 * sb + 128 * s;
@@ -254,15 +292,13 @@ template <class G>
 void gemv16(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
     const Rows16 rw(a, n, nc);
     const uint8_t* const* w = rw.w;
-    const __m512i rows = rw.offsets();
     const int64_t nsb = a.K / G::kSbElems;
-    constexpr int kGran = G::kSbElems / 32;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const PanelShare ps = panel_share(a, n, sb, nsb);
-        __m512 ws[kGran], wm[kGran];
-        if constexpr (G::kMin) G::scales(w, sb, ws, wm);
-        else G::scales(w, sb, ws, wm, rows, w[0]);
+        SbIntScales sc;
+        G::scales(w, sb, sc);
+        __m512i S = _mm512_setzero_si512();
         for (int s = 0; s < G::kSteps; ++s) {
             __m512i xL, xH, u[8], Gs[4];
             G::act(x.qs, sb, s, xL, xH);
@@ -280,15 +316,12 @@ void gemv16(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, i
                 int label = 0;
                 for (int l = 0; l < 4; ++l)
                     if (G::kGranOf[l] == gi) label = l;
-                const int k = 4 * s + gi;                       // granule within the super-block
-                const int64_t g = sb * kGran + k;               // granule within the row
-                __m512i I = Gs[label];
-                if constexpr (G::kShift >= 0)
-                    I = _mm512_add_epi32(I, _mm512_set1_epi32((x.nsum[8 * g] + x.nsum[8 * g + 4]) * (1 << G::kShift)));
-                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(ws[k], _mm512_set1_ps(x.dxv[8 * g])), acc);
-                if constexpr (G::kMin) acc = _mm512_fnmadd_ps(wm[k], _mm512_set1_ps(x.dxs[g]), acc);
+                S = _mm512_add_epi32(S, _mm512_mullo_epi32(Gs[label], sc.sc[4 * s + gi]));
             }
         }
+        const __m512 dx = _mm512_set1_ps(x.dxv[64 * sb]);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(sc.d, dx), acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(k_mins(sc.mp, x, sb)), _mm512_mul_ps(sc.dmin, dx), acc);
     }
     store_row16(a, r, n, nc, acc);
 }
@@ -327,8 +360,9 @@ void gemv16_q4k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const PanelShare ps = panel_share(a, n, sb, nsb);
-        __m512 ws[8], wm[8];
-        G45_K<false>::scales(w, sb, ws, wm);
+        SbIntScales sc;
+        G45_K<false>::scales(w, sb, sc);
+        __m512i S = _mm512_setzero_si512();
         for (int s = 0; s < G::kSteps; ++s) {
             __m512i xA, xB, dp[16], R[4];
             G::act(x.qs, sb, s, xA, xB);
@@ -339,13 +373,11 @@ void gemv16_q4k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
             granule_sums(dp, R);
             // R[0] = g 4s, R[1] = g 4s+2, R[2] = g 4s+1 (x16), R[3] = g 4s+3 (x16)
             const __m512i I4[4] = {R[0], _mm512_srai_epi32(R[2], 4), R[1], _mm512_srai_epi32(R[3], 4)};
-            for (int gi = 0; gi < 4; ++gi) {
-                const int k = 4 * s + gi;
-                const int64_t g = sb * 8 + k;
-                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I4[gi]), _mm512_mul_ps(ws[k], _mm512_set1_ps(x.dxv[8 * g])), acc);
-                acc = _mm512_fnmadd_ps(wm[k], _mm512_set1_ps(x.dxs[g]), acc);
-            }
+            for (int gi = 0; gi < 4; ++gi) S = _mm512_add_epi32(S, _mm512_mullo_epi32(I4[gi], sc.sc[4 * s + gi]));
         }
+        const __m512 dx = _mm512_set1_ps(x.dxv[64 * sb]);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(sc.d, dx), acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(k_mins(sc.mp, x, sb)), _mm512_mul_ps(sc.dmin, dx), acc);
     }
     store_row16(a, r, n, nc, acc);
 }

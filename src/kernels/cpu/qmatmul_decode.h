@@ -19,16 +19,16 @@ struct Traits {
     int shift;   // integer offset 2^shift subtracted from q (-1: none)
     bool min;    // has a per-32 min term
     bool min16;  // has a per-16 min term (Q2_K)
-    bool sbint = false;  // super-block integer chain (Q2_K, Q3_K: qmatmul.h)
+    bool sbint = false;  // super-block integer chain (the K-quants Q2_K..Q6_K: qmatmul.h)
 };
 
 constexpr Traits traits(DType t) {
     switch (t) {
         case DType::Q8_0: return {7, false, false};
         case DType::Q4_0: return {3, false, false};
-        case DType::Q6_K: return {5, false, false};
+        case DType::Q6_K: return {5, false, false, true};
         case DType::Q4_K:
-        case DType::Q5_K:
+        case DType::Q5_K: return {-1, true, false, true};
         case DType::Q4_1:
         case DType::Q5_1: return {-1, true, false};
         case DType::Q2_K: return {-1, false, true, true};

@@ -14,8 +14,10 @@
 // Block layouts: kernels/ref/quant_formats.h; the same field readings as the reference dequantizers
 // (tests compare every kernel path against them).
 #include <cstdint>
+#include <cstddef>
 #include <cstring>
 
+#include "core/error.h"
 #include "core/fp16.h"
 #include "kernels/ref/iq_tables.h"
 #include "kernels/ref/quant_formats.h"
@@ -83,9 +85,10 @@ inline void decode_q3_k(const uint8_t* row, int64_t K, uint8_t* q, float* ws, fl
     }
 }
 
-// The integer scales of super-block b of a Q2_K / Q3_K row, for the super-block integer chain
-// (qmatmul.h): sc[j] (Q2_K 0..15, Q3_K -32..31) and m[j] (Q2_K 0..15, Q3_K 0) of the 16 granules,
-// d and dmin (Q3_K 0) as f32.
+// The integer scales of super-block b of a K-quant row, for the super-block integer chain
+// (qmatmul.h): sc[j] and m[j] of its granules (Q2_K 16 x (0..15, 0..15); Q3_K 16 x -32..31, m 0;
+// Q4_K / Q5_K 8 x (0..63, 0..63), per 32 values; Q6_K 16 x -128..127, m 0), d and dmin (0 where
+// the type has none) as f32.
 struct SbScales {
     int32_t sc[16], m[16];
     float d, dmin;
@@ -100,9 +103,27 @@ inline SbScales sb_scales(DType t, const uint8_t* row, int64_t b) {
         }
         s.d = fp16_to_fp32(blk.d);
         s.dmin = fp16_to_fp32(blk.dmin);
-    } else {
+    } else if (t == DType::Q3_K) {
         const auto blk = load_block<ref::BlockQ3_K>(row, b);
         for (int j = 0; j < 16; ++j) s.sc[j] = ref::q3_k_scale(blk.scales, j);
+        s.d = fp16_to_fp32(blk.d);
+    } else if (t == DType::Q4_K || t == DType::Q5_K) {
+        // Q4_K and Q5_K share the header (d, dmin, scales[12]) at the block start
+        const size_t bytes = t == DType::Q4_K ? sizeof(ref::BlockQ4_K) : sizeof(ref::BlockQ5_K);
+        ref::BlockQ4_K h;
+        std::memcpy(&h, row + static_cast<size_t>(b) * bytes, offsetof(ref::BlockQ4_K, qs));
+        for (int j = 0; j < 8; ++j) {
+            uint8_t sc, m;
+            ref::get_scale_min_k4(j, h.scales, &sc, &m);
+            s.sc[j] = sc;
+            s.m[j] = m;
+        }
+        s.d = fp16_to_fp32(h.d);
+        s.dmin = fp16_to_fp32(h.dmin);
+    } else {
+        MOE_ASSERT(t == DType::Q6_K, "sb_scales of a type without the super-block chain");
+        const auto blk = load_block<ref::BlockQ6_K>(row, b);
+        for (int j = 0; j < 16; ++j) s.sc[j] = blk.scales[j];
         s.d = fp16_to_fp32(blk.d);
     }
     return s;

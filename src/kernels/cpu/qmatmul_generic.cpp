@@ -72,8 +72,8 @@ inline const void* wrow(const MatmulArgs& a, int64_t n) {
 
 using qdec::granule;
 
-// Q2_K / Q3_K: the integer scales of every super-block of one weight row, read once per row (not
-// per activation row); nullptr for the other types.
+// The K-quants (Traits::sbint): the integer scales of every super-block of one weight row, read
+// once per row (not per activation row); nullptr for the other types.
 template <DType T>
 const qdec::SbScales* row_sb_scales(const void* row, int64_t K) {
     if constexpr (!qdec::traits(T).sbint) {
@@ -87,46 +87,49 @@ const qdec::SbScales* row_sb_scales(const void* row, int64_t K) {
 }
 
 // The canonical per-output chain shared by every path (qmatmul.h): for granule g in K order,
-// acc = fma(float(I_g), ws_g * dx_g, acc), then for Q4_K/Q5_K/Q4_1/Q5_1 acc = fma(-wm_g, dxs_g, acc),
-// for Q2_K (min per 16) acc = fma(float(nsum_g), wm_g * dx_g, acc) (nsum_g = -sum of the 16 xq).
+// acc = fma(float(I_g), ws_g * dx_g, acc), then for Q4_1/Q5_1 acc = fma(-wm_g, dxs_g, acc).
 // I_g (exact integer) comes from `isum`, which the paths compute differently.
-// Q2_K / Q3_K (Traits::sbint): the super-block integer chain of qmatmul.h instead, per 256 values
-// S = sum_j sc_j I_j, M = sum_j m_j nsum_j exactly in int32, then acc = fma(float(S), d * dx, acc)
-// and (Q2_K) acc = fma(float(M), dmin * dx, acc); sbs: the row's super-block scales (sb_scales).
+// The K-quants Q2_K..Q6_K (Traits::sbint): the super-block integer chain of qmatmul.h instead, per
+// 256 values S = sum_j sc_j I_j, M = sum_j m_j nsum_j exactly in int32 (j over the 16 or 8
+// granules), then acc = fma(float(S), d * dx, acc) and, for the types with mins (Q2_K per 16
+// values, Q4_K / Q5_K per 32), acc = fma(float(M), dmin * dx, acc); sbs: the row's super-block
+// scales (sb_scales).
 template <DType T, typename ISum>
 inline float chain(const DecodedRow& w, const ref::ActQ8Row& x, int64_t K, const qdec::SbScales* sbs, ISum&& isum) {
     constexpr int G = granule(T);
     constexpr qdec::Traits tr = qdec::traits(T);
+    const int32_t off = tr.shift >= 0 ? (1 << tr.shift) : 0;
     if constexpr (tr.sbint) {
-        static_assert(G == 16 && tr.shift <= 2, "super-block chain: 16-value granules, levels < 8");
+        static_assert(G == 16 || (G == 32 && !tr.min16), "super-block chain: 16 granules of 16 or 8 of 32");
         float acc = 0.0f;
         for (int64_t b = 0; b < K / 256; ++b) {
             const qdec::SbScales& s = sbs[b];
             int32_t S = 0, M = 0;
-            for (int j = 0; j < 16; ++j) {
-                const int64_t i16 = 16 * b + j;
-                const int32_t ns = x.nsum[4 * i16];
-                S += s.sc[j] * (isum(16 * i16) + (tr.shift >= 0 ? (1 << tr.shift) : 0) * ns);
+            for (int j = 0; j < 256 / G; ++j) {
+                const int64_t k0 = 256 * b + G * j, i16 = k0 / 16;
+                int32_t ns = x.nsum[4 * i16];
+                if (G == 32) ns += x.nsum[4 * i16 + 4];
+                S += s.sc[j] * (isum(k0) + off * ns);
                 M += s.m[j] * ns;
             }
             const float dx = x.dxv[64 * b];
             acc = std::fma(static_cast<float>(S), s.d * dx, acc);
-            if constexpr (tr.min16) acc = std::fma(static_cast<float>(M), s.dmin * dx, acc);
+            if constexpr (tr.min16 || tr.min) acc = std::fma(static_cast<float>(M), s.dmin * dx, acc);
+        }
+        return acc;
+    } else {
+        static_assert(!tr.min16, "per-16 min only in the super-block chain");
+        float acc = 0.0f;
+        for (int64_t g = 0; g < K / G; ++g) {  // every other type: the per-granule chain
+            const int64_t k0 = g * G, i16 = k0 / 16;
+            int32_t ns = x.nsum[4 * i16];
+            if (G == 32) ns += x.nsum[4 * i16 + 4];
+            const int32_t I = isum(k0) + off * ns;
+            acc = std::fma(static_cast<float>(I), w.ws[i16] * x.dxv[4 * i16], acc);
+            if constexpr (tr.min) acc = std::fma(-w.wm[g], x.dxs[g], acc);
         }
         return acc;
     }
-    static_assert(!tr.min16 || G == 16, "per-16 min needs 16-value granules");
-    const int32_t off = tr.shift >= 0 ? (1 << tr.shift) : 0;
-    float acc = 0.0f;
-    for (int64_t g = 0; g < K / G; ++g) {  // every other type: the per-granule chain
-        const int64_t k0 = g * G, i16 = k0 / 16;
-        int32_t ns = x.nsum[4 * i16];
-        if (G == 32) ns += x.nsum[4 * i16 + 4];
-        const int32_t I = isum(k0) + off * ns;
-        acc = std::fma(static_cast<float>(I), w.ws[i16] * x.dxv[4 * i16], acc);
-        if constexpr (tr.min) acc = std::fma(-w.wm[g], x.dxs[g], acc);
-    }
-    return acc;
 }
 
 // ---------------------------------------------------------------- scalar
