@@ -1,11 +1,12 @@
-// Kernel benchmark of the Q3_K panel-layout experiment (kernels/cpu/qmatmul_panel_layout.h): the
-// engine's Q3_K decode GEMV (CpuKernels(Avx512).matmul, m = 1: gemv16_q3k over the original
-// blocks) against the panel GEMV over the repacked matrices, same activation row (Q8_K, prepared
-// once). Usage: panel_gemv_bench [matrices=16] [N=1024] [K=2048] [alternations=3]
+// Kernel benchmark of the panel-layout experiment (kernels/cpu/qmatmul_panel_layout.h): the
+// engine's Q3_K / Q2_K decode GEMV (CpuKernels(Avx512).matmul, m = 1: gemv16_q3k / gemv16_q2k over
+// the original blocks) against the panel GEMV over the repacked matrices, same activation row
+// (Q8_K, prepared once). Usage: panel_gemv_bench [Q3_K|Q2_K] [matrices=16] [N=1024] [K=2048]
+// [alternations=3]
 // One thread: thread CPU time of a pass over all matrices, best of 5 (each timing 8 passes).
 // Two threads: each thread the same pass over its row half of every matrix; the pass time is the
 // slower thread's CPU time, best of 5. GB/s are bytes of the ORIGINAL Q3_K weights per second
-// (the panel reads 3.6 % more). Also times the scalar repack (one thread).
+// (the Q3_K panel reads 3.6 % more, the Q2_K panel as much). Also times the scalar repack (one thread).
 #include <time.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -35,6 +37,7 @@ double thread_seconds() {
 }
 
 struct Setup {
+    DType type;
     int nmat;
     int64_t N, K;
     size_t stride, mat_bytes, panel_bytes;
@@ -66,8 +69,8 @@ void pass_engine(Setup& s, const kernels::MatmulKernel& k, int64_t r0, int64_t r
 void pass_panel(Setup& s, int64_t r0, int64_t r1) {
     const ref::ActQ8Row x = ref::act_q8_row(s.xq.data(), s.K);
     for (int i = 0; i < s.nmat; ++i) {
-        const panel::Q3kPanelMatrix pm{s.P.data() + i * s.panel_bytes, s.N, s.K};
-        panel::q3k_panel_gemv_avx512(pm, x, r0, r1, s.y.data() + i * s.N + r0);
+        const panel::PanelMatrix pm{s.type, s.P.data() + i * s.panel_bytes, s.N, s.K};
+        panel::panel_gemv_avx512(pm, x, r0, r1, s.y.data() + i * s.N + r0);
     }
 }
 
@@ -102,25 +105,32 @@ double time_it(const Setup& s, int threads, const std::function<void(int64_t, in
 
 int main(int argc, char** argv) {
     Setup s;
-    s.nmat = argc > 1 ? std::atoi(argv[1]) : 16;
-    s.N = argc > 2 ? std::atoll(argv[2]) : 1024;
-    s.K = argc > 3 ? std::atoll(argv[3]) : 2048;
-    const int alts = argc > 4 ? std::atoi(argv[4]) : 3;
+    const std::string tn = argc > 1 ? argv[1] : "Q3_K";
+    if (tn != "Q3_K" && tn != "Q2_K") {
+        std::fprintf(stderr, "panel_gemv_bench: type %s has no panel layout (Q3_K or Q2_K)\n", tn.c_str());
+        return 2;
+    }
+    s.type = tn == "Q3_K" ? DType::Q3_K : DType::Q2_K;
+    s.nmat = argc > 2 ? std::atoi(argv[2]) : 16;
+    s.N = argc > 3 ? std::atoll(argv[3]) : 1024;
+    s.K = argc > 4 ? std::atoll(argv[4]) : 2048;
+    const int alts = argc > 5 ? std::atoi(argv[5]) : 3;
     if (s.nmat < 1 || s.N < 16 || s.K % 256 != 0 || s.K <= 0) {
         std::fprintf(stderr, "panel_gemv_bench: need matrices >= 1, N >= 16, K a positive multiple of 256\n");
         return 2;
     }
-    if (!panel::q3k_panel_gemv_usable()) {
+    if (!panel::panel_gemv_usable()) {
         std::fprintf(stderr, "panel_gemv_bench: this CPU lacks AVX-512 VNNI + GFNI (the panel GEMV)\n");
         return 2;
     }
-    s.stride = static_cast<size_t>(s.K / 256) * panel::kQ3kBlockBytes;
+    const int blk = s.type == DType::Q3_K ? panel::kQ3kBlockBytes : panel::kQ2kBlockBytes;
+    s.stride = static_cast<size_t>(s.K / 256) * blk;
     s.mat_bytes = s.stride * static_cast<size_t>(s.N);
-    s.panel_bytes = panel::q3k_panel_matrix_bytes(s.N, s.K);
+    s.panel_bytes = panel::panel_matrix_bytes(s.type, s.N, s.K);
     s.w.resize(s.mat_bytes * s.nmat);
     s.P.resize(s.panel_bytes * s.nmat);
     Rng rng(0xbe7c4);
-    ref::fill_random_blocks(DType::Q3_K, rng, s.w.data(), static_cast<int64_t>(s.w.size() / panel::kQ3kBlockBytes), 1.0f);
+    ref::fill_random_blocks(s.type, rng, s.w.data(), static_cast<int64_t>(s.w.size() / blk), 1.0f);
     s.x.resize(s.K);
     for (auto& v : s.x) v = rng.normal();
     s.xq.resize(ref::act_q8_row_bytes(s.K));
@@ -132,18 +142,18 @@ int main(int argc, char** argv) {
     for (int t = 0; t < 3; ++t) {
         const double t0 = thread_seconds();
         for (int i = 0; i < s.nmat; ++i)
-            panel::repack_q3k_matrix(s.w.data() + i * s.mat_bytes, s.stride, s.N, s.K, s.P.data() + i * s.panel_bytes);
+            panel::repack_matrix(s.type, s.w.data() + i * s.mat_bytes, s.stride, s.N, s.K, s.P.data() + i * s.panel_bytes);
         rep = std::min(rep, thread_seconds() - t0);
     }
     const double mb = static_cast<double>(s.w.size()) / 1e6;
-    std::printf("Q3_K %d matrices of %lld x %lld: %.2f MB original, %.2f MB panels (+%.2f %%)\n", s.nmat, static_cast<long long>(s.N),
+    std::printf("%s %d matrices of %lld x %lld: %.2f MB original, %.2f MB panels (+%.2f %%)\n", tn.c_str(), s.nmat, static_cast<long long>(s.N),
                 static_cast<long long>(s.K), mb, static_cast<double>(s.P.size()) / 1e6,
                 100.0 * (static_cast<double>(s.P.size()) / static_cast<double>(s.w.size()) - 1.0));
-    std::printf("repack (scalar, 1 thread): %.1f ms per MB of Q3_K (%.1f MB/s)\n", 1e3 * rep / mb, mb / rep);
+    std::printf("repack (scalar, 1 thread): %.1f ms per MB of %s (%.1f MB/s)\n", 1e3 * rep / mb, tn.c_str(), mb / rep);
 
     // same bits (a bench sanity check; the test is tests/kernels/test_panel_gemv.cpp)
     const kernels::CpuKernels kc(kernels::Isa::Avx512);
-    const kernels::MatmulKernel& k = kc.matmul(DType::Q3_K, "bench");
+    const kernels::MatmulKernel& k = kc.matmul(s.type, "bench");
     pass_engine(s, k, 0, s.N);
     const std::vector<float> ye = s.y;
     pass_panel(s, 0, s.N);
@@ -156,7 +166,7 @@ int main(int argc, char** argv) {
         for (int threads : {1, 2}) {
             const double te = time_it(s, threads, [&](int64_t r0, int64_t r1) { pass_engine(s, k, r0, r1); });
             const double tp = time_it(s, threads, [&](int64_t r0, int64_t r1) { pass_panel(s, r0, r1); });
-            std::printf("alt %d, %d thread%s: gemv16_q3k %.2f GB/s (%.3f ms/pass), panel %.2f GB/s (%.3f ms/pass), panel / engine %.3fx\n", alt,
+            std::printf("alt %d, %d thread%s: engine %.2f GB/s (%.3f ms/pass), panel %.2f GB/s (%.3f ms/pass), panel / engine %.3fx\n", alt,
                         threads, threads > 1 ? "s" : " ", gb / te, 1e3 * te, gb / tp, 1e3 * tp, te / tp);
         }
     }

@@ -1,12 +1,15 @@
-// AVX-512 VNNI + GFNI decode GEMV over the Q3_K panel layout (qmatmul_panel_layout.h; experiment,
-// not wired into the engine). Per 16 rows and octet (32 values, granules 2 o and 2 o + 1): three
+// AVX-512 VNNI + GFNI decode GEMVs over the Q3_K / Q2_K panel layouts (qmatmul_panel_layout.h;
+// experiment, not wired into the engine). Per 16 rows and octet (32 values, granules 2 o and 2 o + 1): three
 // 64-byte loads (A, B, C), per quad one vgf2p8affineqb (quads 2 and 5: two and an OR) gives the
 // quad's level vector (lane c = column c's 4 levels), one vpdpbusd with the 4 activation bytes
 // broadcast adds them to the granule's sums of all 16 columns -- the accumulators are the
 // [granule][column] sums, no reduction. The two granule sums (|I| <= 16 x 4 x 128, int16) are
 // packed as words and one vpdpwssd against the stored scale pairs adds sc_2o I_2o + sc_2o+1 I_2o+1
 // to S; per super-block acc = fma(float(S), d * dx, acc): the super-block integer chain of
-// qmatmul.h, so the bits equal gemv16_q3k's and the scalar path's.
+// qmatmul.h, so the bits equal gemv16_q3k's and the scalar path's. Q2_K: two loads per octet, one
+// vgf2p8affineqb per quad, no offset; the scale bytes sc | m << 4 as word pairs give S as above
+// and M = sum m_g nsum_g (one vpdpwssd per octet against the broadcast nsum pair), then the two
+// FMAs of gemv16_q2k.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -62,7 +65,7 @@ inline void prefetch_next(const NextPanel& np, int o) {
 
 // 16 columns of one panel (nsb super-blocks) against x: lane c of the result = row c's output.
 // Prefetches the bytes [P + pb, stop) of the next panel during its steps.
-__m512 panel16(const uint8_t* P, int64_t nsb, const ref::ActQ8Row& x, const uint8_t* stop) {
+__m512 panel16_q3k(const uint8_t* P, int64_t nsb, const ref::ActQ8Row& x, const uint8_t* stop) {
     const int64_t pb = nsb * kQ3kSbPanelBytes, share = pb / nsb;
     const uint8_t* sc = P + nsb * kQ3kSbLevelBytes;
     const uint8_t* dd = sc + nsb * kQ3kSbScaleBytes;
@@ -101,15 +104,61 @@ __m512 panel16(const uint8_t* P, int64_t nsb, const ref::ActQ8Row& x, const uint
     return acc;
 }
 
+constexpr int kB01[2] = {0, 1}, kB23[2] = {2, 3}, kB45[2] = {4, 5};
+constexpr long long kQ2M[4] = {gf_matrix(2, kB01, kB012), gf_matrix(2, kB23, kB012), gf_matrix(2, kB45, kB012), gf_matrix(2, kB67, kB012)};
+
+__m512 panel16_q2k(const uint8_t* P, int64_t nsb, const ref::ActQ8Row& x, const uint8_t* stop) {
+    const int64_t pb = nsb * kQ2kSbPanelBytes, share = pb / nsb;
+    const uint8_t* sc = P + nsb * kQ2kSbLevelBytes;
+    const uint8_t* dd = sc + nsb * kQ2kSbScaleBytes;
+    const __m512i m4 = _mm512_set1_epi16(0x0F);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const uint8_t* L = P + sb * kQ2kSbLevelBytes;
+        const int8_t* xq = x.qs + 256 * sb;
+        const int32_t* ns = x.nsum + 64 * sb;
+        __m512i S = _mm512_setzero_si512(), M = _mm512_setzero_si512();
+        const char* nx = reinterpret_cast<const char*>(P + pb + sb * share);
+        const NextPanel np{nx, std::min<int64_t>(share, reinterpret_cast<const char*>(stop) - nx)};
+#pragma GCC unroll 8
+        for (int o = 0; o < 8; ++o) {
+            prefetch_next(np, o);
+            const __m512i A = _mm512_loadu_si512(L + 128 * o), B = _mm512_loadu_si512(L + 128 * o + 64);
+            const int8_t* xo = xq + 32 * o;
+            __m512i I0 = _mm512_setzero_si512(), I1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; ++q) {
+                I0 = _mm512_dpbusd_epi32(I0, gf(A, kQ2M[q]), bcast(xo + 4 * q));
+                I1 = _mm512_dpbusd_epi32(I1, gf(B, kQ2M[q]), bcast(xo + 16 + 4 * q));
+            }
+            const __m512i pair = _mm512_mask_blend_epi16(0xAAAAAAAAu, I0, _mm512_slli_epi32(I1, 16));
+            const __m512i sm = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + sb * kQ2kSbScaleBytes + 32 * o)));
+            S = _mm512_dpwssd_epi32(S, pair, _mm512_and_si512(sm, m4));
+            // mins against the granules' nsum (|nsum| <= 16 x 128: int16) as one word pair
+            const uint32_t npair = (static_cast<uint32_t>(ns[8 * o]) & 0xFFFFu) | (static_cast<uint32_t>(ns[8 * o + 4]) << 16);
+            M = _mm512_dpwssd_epi32(M, _mm512_srli_epi16(sm, 4), _mm512_set1_epi32(static_cast<int32_t>(npair)));
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd + sb * kQ2kSbDBytes)));
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd + sb * kQ2kSbDBytes + 32)));
+        const __m512 dx = _mm512_set1_ps(x.dxv[64 * sb]);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, dx), acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dmin, dx), acc);
+    }
+    return acc;
+}
+
 }  // namespace
 
-void q3k_panel_gemv_avx512(const Q3kPanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y) {
-    const size_t pb = q3k_panel_bytes(w.K);
+void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y) {
+    const size_t pb = panel_bytes(w.type, w.K);
     check_range(w, n0, n1);
     const int64_t nsb = w.K / 256;
+    const uint8_t* stop = w.panels + ((n1 + 15) / 16) * pb;
+    const bool q3 = w.type == DType::Q3_K;
     for (int64_t n = n0; n < n1; n += 16) {
         const int nc = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
-        const __m512 acc = panel16(w.panels + (n / 16) * pb, nsb, x, w.panels + ((n1 + 15) / 16) * pb);
+        const uint8_t* P = w.panels + (n / 16) * pb;
+        const __m512 acc = q3 ? panel16_q3k(P, nsb, x, stop) : panel16_q2k(P, nsb, x, stop);
         _mm512_mask_storeu_ps(y + (n - n0), static_cast<__mmask16>((1u << nc) - 1u), acc);
     }
 }
