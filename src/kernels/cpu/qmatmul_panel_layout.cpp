@@ -155,7 +155,8 @@ void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* 
                 int v = 0;
                 for (int bit = 0; bit < g.bits; ++bit) {
                     PanelBit pb;
-                    v |= ((L[lev_byte(t, g, k, bit, c, &pb)] >> pb.bit) & 1) << bit;
+                    const size_t at = lev_byte(t, g, k, bit, c, &pb);
+                    v |= ((L[at] >> pb.bit) & 1) << bit;
                 }
                 lev[k] = static_cast<uint8_t>(v);
             }
@@ -212,7 +213,8 @@ void panel_gemv_ref(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, in
                     int v = 0;
                     for (int bit = 0; bit < g.bits; ++bit) {
                         PanelBit b;
-                        v |= ((P[r.lev + lev_byte(t, g, k, bit, c, &b)] >> b.bit) & 1) << bit;
+                        const size_t at = r.lev + lev_byte(t, g, k, bit, c, &b);
+                        v |= ((P[at] >> b.bit) & 1) << bit;
                     }
                     I += (v - off) * x.qs[256 * sb + k];
                 }
