@@ -1,0 +1,174 @@
+// Kernel benchmark of the panel-layout experiment (kernels/cpu/qmatmul_panel_layout.h): the
+// engine's Q3_K / Q2_K decode GEMV (CpuKernels(Avx512).matmul, m = 1: gemv16_q3k / gemv16_q2k over
+// the original blocks) against the panel GEMV over the repacked matrices, same activation row
+// (Q8_K, prepared once). Usage: panel_gemv_bench [Q3_K|Q2_K] [matrices=16] [N=1024] [K=2048]
+// [alternations=3]
+// One thread: thread CPU time of a pass over all matrices, best of 5 (each timing 8 passes).
+// Two threads: each thread the same pass over its row half of every matrix; the pass time is the
+// slower thread's CPU time, best of 5. GB/s are bytes of the ORIGINAL Q3_K weights per second
+// (the Q3_K panel reads 3.6 % more, the Q2_K panel as much). Also times the scalar repack (one thread).
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/rng.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/qmatmul_panel_layout.h"
+#include "kernels/ref/quant_random.h"
+#include "kernels/ref/quantize_act.h"
+
+using namespace moe;
+namespace panel = moe::kernels::panel;
+
+namespace {
+
+double thread_seconds() {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+struct Setup {
+    DType type;
+    int nmat;
+    int64_t N, K;
+    size_t stride, mat_bytes, panel_bytes;
+    std::vector<uint8_t> w, P;  // [nmat] matrices, original and repacked
+    std::vector<unsigned char> xq;
+    std::vector<float> x;
+    std::vector<float> y;  // [nmat][N]
+};
+
+// One pass over every matrix, rows [r0, r1) (r0 a multiple of 16).
+void pass_engine(Setup& s, const kernels::MatmulKernel& k, int64_t r0, int64_t r1) {
+    for (int i = 0; i < s.nmat; ++i) {
+        kernels::MatmulArgs a;
+        a.w = s.w.data() + i * s.mat_bytes;
+        a.w_row_stride = s.stride;
+        a.x = s.x.data();
+        a.ldx = s.K;
+        a.y = s.y.data() + i * s.N + r0;
+        a.ldy = s.N;
+        a.m = 1;
+        a.K = s.K;
+        a.n0 = r0;
+        a.n1 = r1;
+        a.xq = s.xq.data();
+        a.xq_stride = s.xq.size();
+        k(a);
+    }
+}
+void pass_panel(Setup& s, int64_t r0, int64_t r1) {
+    const ref::ActQ8Row x = ref::act_q8_row(s.xq.data(), s.K);
+    for (int i = 0; i < s.nmat; ++i) {
+        const panel::PanelMatrix pm{s.type, s.P.data() + i * s.panel_bytes, s.N, s.K};
+        panel::panel_gemv_avx512(pm, x, r0, r1, s.y.data() + i * s.N + r0);
+    }
+}
+
+constexpr int kPasses = 8, kBest = 5;
+
+// Best per-pass seconds of fn(r0, r1) over kBest timings, on `threads` threads splitting the rows.
+double time_it(const Setup& s, int threads, const std::function<void(int64_t, int64_t)>& fn) {
+    double best = 1e30;
+    for (int t = 0; t < kBest; ++t) {
+        std::vector<double> sec(threads);
+        const auto work = [&](int th) {
+            const int64_t half = (s.N / 16 + threads - 1) / threads * 16;
+            const int64_t r0 = th * half, r1 = std::min<int64_t>(s.N, r0 + half);
+            fn(r0, r1);  // warm
+            const double t0 = thread_seconds();
+            for (int p = 0; p < kPasses; ++p) fn(r0, r1);
+            sec[th] = (thread_seconds() - t0) / kPasses;
+        };
+        if (threads == 1) {
+            work(0);
+        } else {
+            std::vector<std::thread> ts;
+            for (int th = 0; th < threads; ++th) ts.emplace_back(work, th);
+            for (auto& th : ts) th.join();
+        }
+        best = std::min(best, *std::max_element(sec.begin(), sec.end()));
+    }
+    return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Setup s;
+    const std::string tn = argc > 1 ? argv[1] : "Q3_K";
+    if (tn != "Q3_K" && tn != "Q2_K") {
+        std::fprintf(stderr, "panel_gemv_bench: type %s has no panel layout (Q3_K or Q2_K)\n", tn.c_str());
+        return 2;
+    }
+    s.type = tn == "Q3_K" ? DType::Q3_K : DType::Q2_K;
+    s.nmat = argc > 2 ? std::atoi(argv[2]) : 16;
+    s.N = argc > 3 ? std::atoll(argv[3]) : 1024;
+    s.K = argc > 4 ? std::atoll(argv[4]) : 2048;
+    const int alts = argc > 5 ? std::atoi(argv[5]) : 3;
+    if (s.nmat < 1 || s.N < 16 || s.K % 256 != 0 || s.K <= 0) {
+        std::fprintf(stderr, "panel_gemv_bench: need matrices >= 1, N >= 16, K a positive multiple of 256\n");
+        return 2;
+    }
+    if (!panel::panel_gemv_usable()) {
+        std::fprintf(stderr, "panel_gemv_bench: this CPU lacks AVX-512 VNNI + GFNI (the panel GEMV)\n");
+        return 2;
+    }
+    const int blk = s.type == DType::Q3_K ? panel::kQ3kBlockBytes : panel::kQ2kBlockBytes;
+    s.stride = static_cast<size_t>(s.K / 256) * blk;
+    s.mat_bytes = s.stride * static_cast<size_t>(s.N);
+    s.panel_bytes = panel::panel_matrix_bytes(s.type, s.N, s.K);
+    s.w.resize(s.mat_bytes * s.nmat);
+    s.P.resize(s.panel_bytes * s.nmat);
+    Rng rng(0xbe7c4);
+    ref::fill_random_blocks(s.type, rng, s.w.data(), static_cast<int64_t>(s.w.size() / blk), 1.0f);
+    s.x.resize(s.K);
+    for (auto& v : s.x) v = rng.normal();
+    s.xq.resize(ref::act_q8_row_bytes(s.K));
+    ref::quantize_act_q8(s.x.data(), s.K, s.xq.data(), ref::kActQ8_K);
+    s.y.resize(static_cast<size_t>(s.nmat * s.N));
+
+    // repack cost: one thread, all matrices, best of 3
+    double rep = 1e30;
+    for (int t = 0; t < 3; ++t) {
+        const double t0 = thread_seconds();
+        for (int i = 0; i < s.nmat; ++i)
+            panel::repack_matrix(s.type, s.w.data() + i * s.mat_bytes, s.stride, s.N, s.K, s.P.data() + i * s.panel_bytes);
+        rep = std::min(rep, thread_seconds() - t0);
+    }
+    const double mb = static_cast<double>(s.w.size()) / 1e6;
+    std::printf("%s %d matrices of %lld x %lld: %.2f MB original, %.2f MB panels (+%.2f %%)\n", tn.c_str(), s.nmat, static_cast<long long>(s.N),
+                static_cast<long long>(s.K), mb, static_cast<double>(s.P.size()) / 1e6,
+                100.0 * (static_cast<double>(s.P.size()) / static_cast<double>(s.w.size()) - 1.0));
+    std::printf("repack (scalar, 1 thread): %.1f ms per MB of %s (%.1f MB/s)\n", 1e3 * rep / mb, tn.c_str(), mb / rep);
+
+    // same bits (a bench sanity check; the test is tests/kernels/test_panel_gemv.cpp)
+    const kernels::CpuKernels kc(kernels::Isa::Avx512);
+    const kernels::MatmulKernel& k = kc.matmul(s.type, "bench");
+    pass_engine(s, k, 0, s.N);
+    const std::vector<float> ye = s.y;
+    pass_panel(s, 0, s.N);
+    if (std::memcmp(ye.data(), s.y.data(), ye.size() * sizeof(float)) != 0) {
+        std::fprintf(stderr, "panel_gemv_bench: panel GEMV output differs from the engine's\n");
+        return 1;
+    }
+    const double gb = static_cast<double>(s.w.size()) / 1e9;
+    for (int alt = 0; alt < alts; ++alt) {
+        for (int threads : {1, 2}) {
+            const double te = time_it(s, threads, [&](int64_t r0, int64_t r1) { pass_engine(s, k, r0, r1); });
+            const double tp = time_it(s, threads, [&](int64_t r0, int64_t r1) { pass_panel(s, r0, r1); });
+            std::printf("alt %d, %d thread%s: engine %.2f GB/s (%.3f ms/pass), panel %.2f GB/s (%.3f ms/pass), panel / engine %.3fx\n", alt,
+                        threads, threads > 1 ? "s" : " ", gb / te, 1e3 * te, gb / tp, 1e3 * tp, te / tp);
+        }
+    }
+    return 0;
+}

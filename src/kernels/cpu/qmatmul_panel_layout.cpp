@@ -1,0 +1,254 @@
+// The Q3_K / Q2_K panel layouts (qmatmul_panel_layout.h): scalar repack / unpack and the scalar
+// reference GEMV over them.
+#include "kernels/cpu/qmatmul_panel_layout.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/checked.h"
+#include "core/error.h"
+#include "core/fp16.h"
+
+namespace moe::kernels::panel {
+
+namespace {
+
+// Per-type geometry of a super-block: block bytes, level bits, bytes of one octet's level vectors
+// and of the three regions.
+struct Geo {
+    int block, bits, octet, lev, sc, d;
+};
+Geo geo(DType t) {
+    if (t == DType::Q3_K) return {kQ3kBlockBytes, 3, 192, kQ3kSbLevelBytes, kQ3kSbScaleBytes, kQ3kSbDBytes};
+    if (t == DType::Q2_K) return {kQ2kBlockBytes, 2, 128, kQ2kSbLevelBytes, kQ2kSbScaleBytes, kQ2kSbDBytes};
+    throw_error("kernels", "panel layout: weight type ", dtype_name(t), " has none (only Q2_K and Q3_K)");
+}
+
+void check_k(int64_t K) {
+    if (K <= 0 || K % 256 != 0)
+        throw_error("kernels", "panel layout: K = ", K, " is not a positive multiple of 256 (the K-quant super-block); only whole super-blocks can be repacked");
+}
+void check_rows(int nrows) {
+    if (nrows < 1 || nrows > 16) throw_error("kernels", "panel layout: ", nrows, " rows; a panel holds 1 to 16 rows");
+}
+
+// Level bit b of quad qi of an octet: vector and bit (qmatmul_panel_layout.h).
+PanelBit bit_of(DType t, int qi, int b) {
+    if (t == DType::Q3_K) return kQ3kPanelBits[qi][b];
+    return {static_cast<uint8_t>(qi / 4), static_cast<uint8_t>(2 * (qi % 4) + b)};
+}
+
+// Value k = 128 h + 32 j + l (l < 32) of a Q3_K / Q2_K block: 2-bit field j of qs byte 32 h + l
+// (qs at byte 32 for Q3_K, 16 for Q2_K); Q3_K adds 4 x bit 4 h + j of hmask[l] (offset 4 later).
+void block_levels(DType t, const uint8_t* b, uint8_t lev[256]) {
+    const uint8_t* qs = b + (t == DType::Q3_K ? 32 : 16);
+    const int hb = t == DType::Q3_K ? 1 : 0;  // Q2_K: no hmask (hm reads qs, masked off by hb = 0)
+    for (int h = 0; h < 2; ++h)
+        for (int j = 0; j < 4; ++j)
+            for (int l = 0; l < 32; ++l)
+                lev[128 * h + 32 * j + l] = static_cast<uint8_t>(((qs[32 * h + l] >> (2 * j)) & 3) | ((((b[l] >> (4 * h + j)) & 1) * hb) << 2));
+}
+void levels_block(DType t, const uint8_t lev[256], uint8_t* b) {
+    const int qs = t == DType::Q3_K ? 32 : 16;
+    std::memset(b + qs, 0, 64);
+    if (t == DType::Q3_K) std::memset(b, 0, 32);
+    for (int k = 0; k < 256; ++k) {
+        const int h = k / 128, j = (k % 128) / 32, l = k % 32;
+        b[qs + 32 * h + l] = static_cast<uint8_t>(b[qs + 32 * h + l] | ((lev[k] & 3) << (2 * j)));
+        if (t == DType::Q3_K) b[l] = static_cast<uint8_t>(b[l] | ((lev[k] >> 2) << (4 * h + j)));
+    }
+}
+// The 16 raw 6-bit Q3_K scales (ref::q3_k_scale + 32) of a block's scales[12], and back.
+int raw_scale(const uint8_t* s, int j) {
+    const int lo = j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4);
+    return lo | (((s[8 + (j % 4)] >> (2 * (j / 4))) & 3) << 4);
+}
+void pack_raw_scales(const int u[16], uint8_t* s) {
+    std::memset(s, 0, 12);
+    for (int j = 0; j < 16; ++j) {
+        s[j % 8] = static_cast<uint8_t>(s[j % 8] | ((u[j] & 0xF) << (j < 8 ? 0 : 4)));
+        s[8 + j % 4] = static_cast<uint8_t>(s[8 + j % 4] | ((u[j] >> 4) << (2 * (j / 4))));
+    }
+}
+
+// Byte offsets of super-block sb's three regions in a panel of nsb super-blocks.
+struct SbRegions {
+    size_t lev, sc, d;
+};
+SbRegions regions(const Geo& g, int64_t nsb, int64_t sb) {
+    const size_t n = static_cast<size_t>(nsb), s = static_cast<size_t>(sb);
+    return {s * g.lev, n * g.lev + s * g.sc, n * (g.lev + g.sc) + s * g.d};
+}
+
+// Byte of the level vectors of value k (of a super-block), column c, holding level bit b; its bit.
+inline size_t lev_byte(DType t, const Geo& g, int k, int b, int c, PanelBit* pb) {
+    const int o = k / 32, qi = (k % 32) / 4, i = k % 4;
+    *pb = bit_of(t, qi, b);
+    return static_cast<size_t>(g.octet * o + 64 * pb->vec + 4 * c + i);
+}
+// Scale byte of granule gi, column c: pairs (2 o, 2 o + 1) per column.
+inline size_t sc_byte(int gi, int c) { return static_cast<size_t>(32 * (gi / 2) + 2 * c + gi % 2); }
+
+}  // namespace
+
+bool panel_supported(DType t) { return t == DType::Q2_K || t == DType::Q3_K; }
+
+int panel_sb_bytes(DType t) {
+    const Geo g = geo(t);
+    return g.lev + g.sc + g.d;
+}
+
+size_t panel_bytes(DType t, int64_t K) {
+    const int sbb = panel_sb_bytes(t);
+    check_k(K);
+    return static_cast<size_t>(checked_mul(static_cast<uint64_t>(K / 256), static_cast<uint64_t>(sbb), "kernels", "panel size"));
+}
+
+size_t panel_matrix_bytes(DType t, int64_t N, int64_t K) {
+    if (N < 0) throw_error("kernels", "panel layout: negative row count ", N);
+    return static_cast<size_t>(checked_mul(static_cast<uint64_t>((N + 15) / 16), panel_bytes(t, K), "kernels", "panel matrix size"));
+}
+
+void repack_panel(DType t, const uint8_t* rows, size_t row_stride, int64_t K, int nrows, uint8_t* out) {
+    check_rows(nrows);
+    const Geo g = geo(t);
+    std::memset(out, 0, panel_bytes(t, K));
+    const int64_t nsb = K / 256;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const SbRegions r = regions(g, nsb, sb);
+        uint8_t* L = out + r.lev;
+        // the 16 rows' levels (missing rows 0), then the level vectors byte by byte: byte p = 4 c + i
+        // of octet o packs the levels of value 32 o + 4 qi + i of column c, qi = 0..7, as
+        // kQ3kPanelBits says (Q2_K: 2 bits each, quads 0-3 in A, 4-7 in B). 12 -> 1.2 ms per MB of Q3_K
+        // against setting the bits one by one (unpack_panel does that: the test compares both).
+        uint8_t lev[16][256] = {};
+        for (int c = 0; c < nrows; ++c) block_levels(t, rows + c * row_stride + sb * g.block, lev[c]);
+        for (int o = 0; o < 8; ++o)
+            for (int p = 0; p < 64; ++p) {
+                const uint8_t* lv = lev[p / 4] + 32 * o + p % 4;
+                int q[8];
+                for (int qi = 0; qi < 8; ++qi) q[qi] = lv[4 * qi];
+                uint8_t* V = L + g.octet * o + p;
+                if (t == DType::Q3_K) {
+                    V[0] = static_cast<uint8_t>(q[0] | q[1] << 3 | (q[2] & 3) << 6);
+                    V[64] = static_cast<uint8_t>(q[3] | q[4] << 3 | (q[5] & 3) << 6);
+                    V[128] = static_cast<uint8_t>(q[6] | q[7] << 3 | (q[2] >> 2) << 6 | (q[5] >> 2) << 7);
+                } else {
+                    V[0] = static_cast<uint8_t>(q[0] | q[1] << 2 | q[2] << 4 | q[3] << 6);
+                    V[64] = static_cast<uint8_t>(q[4] | q[5] << 2 | q[6] << 4 | q[7] << 6);
+                }
+            }
+        for (int c = 0; c < nrows; ++c) {
+            const uint8_t* b = rows + c * row_stride + sb * g.block;
+            for (int gi = 0; gi < 16; ++gi)
+                out[r.sc + sc_byte(gi, c)] = t == DType::Q3_K ? static_cast<uint8_t>(raw_scale(b + 96, gi) - 32) : b[gi];
+            if (t == DType::Q3_K) {
+                std::memcpy(out + r.d + 2 * c, b + 108, 2);
+            } else {
+                std::memcpy(out + r.d + 2 * c, b + 80, 2);
+                std::memcpy(out + r.d + 32 + 2 * c, b + 82, 2);
+            }
+        }
+    }
+}
+
+void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* rows, size_t row_stride) {
+    check_rows(nrows);
+    const Geo g = geo(t);
+    check_k(K);
+    const int64_t nsb = K / 256;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const SbRegions r = regions(g, nsb, sb);
+        const uint8_t* L = panel + r.lev;
+        for (int c = 0; c < nrows; ++c) {
+            uint8_t* b = rows + c * row_stride + sb * g.block;
+            uint8_t lev[256];
+            for (int k = 0; k < 256; ++k) {
+                int v = 0;
+                for (int bit = 0; bit < g.bits; ++bit) {
+                    PanelBit pb;
+                    const size_t at = lev_byte(t, g, k, bit, c, &pb);
+                    v |= ((L[at] >> pb.bit) & 1) << bit;
+                }
+                lev[k] = static_cast<uint8_t>(v);
+            }
+            levels_block(t, lev, b);
+            if (t == DType::Q3_K) {
+                int u[16];
+                for (int gi = 0; gi < 16; ++gi) u[gi] = static_cast<int8_t>(panel[r.sc + sc_byte(gi, c)]) + 32;
+                pack_raw_scales(u, b + 96);
+                std::memcpy(b + 108, panel + r.d + 2 * c, 2);
+            } else {
+                for (int gi = 0; gi < 16; ++gi) b[gi] = panel[r.sc + sc_byte(gi, c)];
+                std::memcpy(b + 80, panel + r.d + 2 * c, 2);
+                std::memcpy(b + 82, panel + r.d + 32 + 2 * c, 2);
+            }
+        }
+    }
+}
+
+void repack_matrix(DType t, const uint8_t* w, size_t row_stride, int64_t N, int64_t K, uint8_t* out) {
+    const size_t pb = panel_bytes(t, K);
+    for (int64_t n = 0; n < N; n += 16)
+        repack_panel(t, w + n * row_stride, row_stride, K, static_cast<int>(N - n < 16 ? N - n : 16), out + (n / 16) * pb);
+}
+
+bool panel_gemv_usable() {
+    // portable code (this file has no AVX-512 target): safe to call on any CPU
+    static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("gfni");
+    return ok;
+}
+
+void check_range(const PanelMatrix& w, int64_t n0, int64_t n1) {
+    if (n0 < 0 || n1 > w.N || n0 > n1 || n0 % 16 != 0)
+        throw_error("kernels", "panel GEMV: rows [", n0, ", ", n1, ") of ", w.N, "; the range must lie in the matrix and start at a multiple of 16 (a panel)");
+}
+
+void panel_gemv_ref(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y) {
+    const DType t = w.type;
+    const Geo g = geo(t);
+    const size_t pb = panel_bytes(t, w.K);
+    check_range(w, n0, n1);
+    const int64_t nsb = w.K / 256;
+    const int off = t == DType::Q3_K ? 4 : 0;  // value = level - off
+    for (int64_t n = n0; n < n1; ++n) {
+        const uint8_t* P = w.panels + (n / 16) * pb;
+        const int c = static_cast<int>(n % 16);
+        float acc = 0.0f;
+        for (int64_t sb = 0; sb < nsb; ++sb) {
+            const SbRegions r = regions(g, nsb, sb);
+            int32_t S = 0, M = 0;
+            for (int gi = 0; gi < 16; ++gi) {
+                int32_t I = 0;
+                for (int k = 16 * gi; k < 16 * gi + 16; ++k) {
+                    int v = 0;
+                    for (int bit = 0; bit < g.bits; ++bit) {
+                        PanelBit b;
+                        const size_t at = r.lev + lev_byte(t, g, k, bit, c, &b);
+                        v |= ((P[at] >> b.bit) & 1) << bit;
+                    }
+                    I += (v - off) * x.qs[256 * sb + k];
+                }
+                const uint8_t s = P[r.sc + sc_byte(gi, c)];
+                if (t == DType::Q3_K) {
+                    S += static_cast<int8_t>(s) * I;
+                } else {
+                    S += (s & 0xF) * I;
+                    M += (s >> 4) * x.nsum[64 * sb + 4 * gi];
+                }
+            }
+            uint16_t h;
+            std::memcpy(&h, P + r.d + 2 * c, 2);
+            const float dx = x.dxv[64 * sb];
+            acc = std::fma(static_cast<float>(S), fp16_to_fp32(h) * dx, acc);
+            if (t == DType::Q2_K) {
+                std::memcpy(&h, P + r.d + 32 + 2 * c, 2);
+                acc = std::fma(static_cast<float>(M), fp16_to_fp32(h) * dx, acc);
+            }
+        }
+        y[n - n0] = acc;
+    }
+}
+
+}  // namespace moe::kernels::panel

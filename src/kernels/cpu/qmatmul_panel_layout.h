@@ -1,0 +1,92 @@
+#pragma once
+// Experiment (session 9, not wired into the engine): a load-time "panel" layout of Q3_K and Q2_K
+// weights for the decode GEMV. The AVX-512 decode GEMV over the original blocks (gemv16_q3k,
+// qmatmul_avx512_kq_gemv.cpp) gets one zmm per row and 64 values and must reduce the 16 rows'
+// lanes to [granule][row] sums (granule_sums: ~44 shuffles/adds per 16 rows x 64 values). Here the
+// 16 rows' bits are stored column-interleaved like the prefill panel (repack in qmatmul_avx512.h),
+// still at 3 bits per value, so the GEMV's vpdpbusd accumulators are already [row] lanes per
+// granule: no reduction.
+//
+// Layout of one panel (16 weight rows, K values, nsb = K / 256 super-blocks), three regions:
+//   levels  [nsb][8 octets][3 vectors A, B, C][64 bytes]     1536 bytes per super-block
+//   scales  [nsb][8 pairs][16 columns][2]  int8 sc - 32      256 bytes per super-block
+//   d       [nsb][16 columns]  f16                           32 bytes per super-block
+// Octet o of a super-block holds its values 32 o .. 32 o + 31 (granules 2 o, 2 o + 1) as 8 quads
+// qi (values 32 o + 4 qi .. + 3); a quad's "level vector" has byte p = 4 c + i = the 3-bit level
+// (field + 4 x hmask bit, 0..7; value = level - 4) of column c at the quad's value i, so one
+// vpdpbusd with the 4 activation bytes broadcast adds to all 16 columns' granule sums. The 8
+// quads' levels of byte position p are packed into bytes p of A, B, C (kQ3kPanelBits):
+//   A: bits 0-2 quad 0, 3-5 quad 1, 6-7 quad 2 (level bits 0, 1)
+//   B: bits 0-2 quad 3, 3-5 quad 4, 6-7 quad 5 (level bits 0, 1)
+//   C: bits 0-2 quad 6, 3-5 quad 7, bit 6 quad 2 (level bit 2), bit 7 quad 5 (level bit 2)
+// so each quad's level vector is one vgf2p8affineqb of A, B or C (6 of 8 quads) or two and an OR
+// (quads 2, 5). Scales pair (sc_2o, sc_2o+1) per column as adjacent bytes: one vpmovsxbw gives the
+// word pairs of one vpdpwssd against the two granule sums packed as words.
+// Size: 1824 bytes per 16 rows x 256 values against 16 x 110 = 1760 for the blocks (+64, 3.6 %: the
+// 6-bit scales stored as bytes). Every bit of the blocks is kept (unpack_panel gives the block
+// bytes back). A panel of nrows < 16 rows has zero levels, scales and d in its missing columns.
+//
+// Q2_K (84-byte blocks: scales[16] = sc | m << 4, qs[64], d, dmin) the same way at 2 bits:
+//   levels  [nsb][8 octets][2 vectors A, B][64 bytes]     1024 bytes per super-block
+//           (A: bits 2 qi .. 2 qi + 1 = quad qi, qi < 4; B: quads 4..7 likewise)
+//   scales  [nsb][8 pairs][16 columns][2]  the block's scale bytes sc | m << 4    256 bytes
+//   d       [nsb][2][16 columns]  f16 d, then dmin                                64 bytes
+// 1344 bytes per 16 rows x 256 values = 16 x 84: the same size as the blocks.
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/ref/quantize_act.h"
+
+namespace moe::kernels::panel {
+
+inline constexpr int kQ3kBlockBytes = 110, kQ2kBlockBytes = 84;
+inline constexpr int kQ3kSbLevelBytes = 1536, kQ3kSbScaleBytes = 256, kQ3kSbDBytes = 32;
+inline constexpr int kQ3kSbPanelBytes = kQ3kSbLevelBytes + kQ3kSbScaleBytes + kQ3kSbDBytes;  // 1824
+inline constexpr int kQ2kSbLevelBytes = 1024, kQ2kSbScaleBytes = 256, kQ2kSbDBytes = 64;
+inline constexpr int kQ2kSbPanelBytes = kQ2kSbLevelBytes + kQ2kSbScaleBytes + kQ2kSbDBytes;  // 1344
+
+// Where level bit b of quad qi (of an octet) lives: vector (0 A, 1 B, 2 C) and bit of its byte.
+struct PanelBit {
+    uint8_t vec, bit;
+};
+inline constexpr PanelBit kQ3kPanelBits[8][3] = {
+    {{0, 0}, {0, 1}, {0, 2}}, {{0, 3}, {0, 4}, {0, 5}}, {{0, 6}, {0, 7}, {2, 6}}, {{1, 0}, {1, 1}, {1, 2}},
+    {{1, 3}, {1, 4}, {1, 5}}, {{1, 6}, {1, 7}, {2, 7}}, {{2, 0}, {2, 1}, {2, 2}}, {{2, 3}, {2, 4}, {2, 5}},
+};
+
+// True for the weight types with a panel layout (Q2_K, Q3_K).
+bool panel_supported(DType t);
+// Bytes of one super-block of one panel (16 rows x 256 values) of type t.
+int panel_sb_bytes(DType t);
+// Bytes of one panel (16 rows) of K values; throws moe::Error ([kernels]) unless t has a panel
+// layout and K is a positive multiple of 256 (the K-quant super-block).
+size_t panel_bytes(DType t, int64_t K);
+
+// Rows (nrows <= 16 rows of type t, K values each, row_stride bytes apart) -> one panel at out
+// (panel_bytes(t, K) bytes). Scalar, load-time work.
+void repack_panel(DType t, const uint8_t* rows, size_t row_stride, int64_t K, int nrows, uint8_t* out);
+// The inverse: the nrows rows' original block bytes back from a panel.
+void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* rows, size_t row_stride);
+// A whole matrix of N rows: ceil(N / 16) panels back to back (the last one padded).
+size_t panel_matrix_bytes(DType t, int64_t N, int64_t K);
+void repack_matrix(DType t, const uint8_t* w, size_t row_stride, int64_t N, int64_t K, uint8_t* out);
+
+// y[n - n0] = row n . x for n in [n0, n1) of a repacked matrix (n0 a multiple of 16), with the
+// Q8_K activation row x: the super-block integer chain of qmatmul.h (S = sum_g sc_g I_g exact in
+// int32, acc = fma(float(S), d * dx, acc) per super-block; Q2_K then M = sum_g m_g nsum_g, acc =
+// fma(float(M), dmin * dx, acc)), so the bits equal those of every kernel path of the type.
+struct PanelMatrix {
+    DType type = DType::Q3_K;
+    const uint8_t* panels = nullptr;  // repack_matrix's output
+    int64_t N = 0, K = 0;
+};
+// Throws moe::Error ([kernels]) unless [n0, n1) lies in [0, N) and n0 % 16 == 0.
+void check_range(const PanelMatrix& w, int64_t n0, int64_t n1);
+// Scalar reference.
+void panel_gemv_ref(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y);
+// AVX-512 VNNI + GFNI; call only where panel_gemv_usable().
+void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y);
+bool panel_gemv_usable();
+
+}  // namespace moe::kernels::panel

@@ -1,0 +1,151 @@
+// The Q3_K / Q2_K panel layout experiment (kernels/cpu/qmatmul_panel_layout.h): the repack is a
+// bijection on the block bytes, and the decode GEMV over the panels (scalar reference and AVX-512)
+// gives exactly the bits of the engine's kernel of the type (m = 1: the AVX-512 decode GEMVs
+// gemv16_q3k / gemv16_q2k, and the scalar path) on random valid blocks, random and saturated
+// activations.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/qmatmul.h"
+#include "kernels/cpu/qmatmul_panel_layout.h"
+#include "kernels/ref/quant_random.h"
+#include "kernels/ref/quantize_act.h"
+
+namespace moe {
+namespace {
+
+using kernels::Isa;
+namespace panel = kernels::panel;
+
+constexpr DType kTypes[] = {DType::Q3_K, DType::Q2_K};
+size_t blk(DType t) { return t == DType::Q3_K ? panel::kQ3kBlockBytes : panel::kQ2kBlockBytes; }
+
+std::vector<uint8_t> random_rows(Rng& rng, DType t, int64_t N, int64_t K) {
+    std::vector<uint8_t> w(static_cast<size_t>(N * (K / 256)) * blk(t));
+    EXPECT_TRUE(ref::fill_random_blocks(t, rng, w.data(), N * (K / 256), 1.0f));
+    return w;
+}
+
+bool has_avx512() {
+    for (Isa isa : kernels::supported_isas())
+        if (isa == Isa::Avx512) return true;
+    return false;
+}
+
+TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
+    Rng rng(0x9a7e1);
+    for (DType t : kTypes)
+    for (int64_t K : {256, 768, 4096}) {
+        for (int64_t N : {16, 37, 64}) {
+            // every byte random (hmask, qs, scales and d are all plain bit fields to the repack)
+            std::vector<uint8_t> w(static_cast<size_t>(N * (K / 256)) * blk(t));
+            for (auto& b : w) b = static_cast<uint8_t>(rng.next());
+            const size_t stride = static_cast<size_t>(K / 256) * blk(t);
+            std::vector<uint8_t> P(panel::panel_matrix_bytes(t, N, K), 0xCD);
+            panel::repack_matrix(t, w.data(), stride, N, K, P.data());
+            const int sbb = t == DType::Q3_K ? panel::kQ3kSbPanelBytes : panel::kQ2kSbPanelBytes;
+            ASSERT_EQ(P.size(), static_cast<size_t>((N + 15) / 16 * (K / 256) * sbb));
+            std::vector<uint8_t> back(w.size(), 0x5A);
+            const size_t pb = panel::panel_bytes(t, K);
+            for (int64_t n = 0; n < N; n += 16)
+                panel::unpack_panel(t, P.data() + (n / 16) * pb, K, static_cast<int>(std::min<int64_t>(16, N - n)), back.data() + n * stride, stride);
+            ASSERT_EQ(0, std::memcmp(w.data(), back.data(), w.size())) << dtype_name(t) << " K=" << K << " N=" << N;
+        }
+    }
+}
+
+// y of the engine's Q3_K kernel (isa) for one activation row, prepared once as Q8_K.
+std::vector<float> engine_gemv(Isa isa, DType t, const std::vector<uint8_t>& w, int64_t N, int64_t K, const std::vector<float>& x,
+                               const std::vector<unsigned char>& xq) {
+    const kernels::CpuKernels kc(isa);
+    const kernels::MatmulKernel& k = kc.matmul(t, "t");
+    std::vector<float> y(N, -1.0f);
+    kernels::MatmulArgs a;
+    a.w = w.data();
+    a.w_row_stride = static_cast<size_t>(K / 256) * blk(t);
+    a.x = x.data();
+    a.ldx = K;
+    a.y = y.data();
+    a.ldy = N;
+    a.m = 1;
+    a.K = K;
+    a.n0 = 0;
+    a.n1 = N;
+    a.xq = xq.data();
+    a.xq_stride = xq.size();
+    k(a);
+    return y;
+}
+
+TEST(PanelGemv, EqualsTheEngineKernelBitForBit) {
+    Rng rng(0x9a7e2);
+    const bool simd = has_avx512() && panel::panel_gemv_usable();
+    if (!simd) std::printf("note: no AVX-512 VNNI + GFNI here: only the scalar panel GEMV is checked (against the scalar path)\n");
+    for (DType t : kTypes)
+    for (int64_t K : {256, 768, 4096}) {
+        for (int64_t N : {16, 37, 64}) {
+            const std::vector<uint8_t> w = random_rows(rng, t, N, K);
+            std::vector<uint8_t> P(panel::panel_matrix_bytes(t, N, K));
+            panel::repack_matrix(t, w.data(), static_cast<size_t>(K / 256) * blk(t), N, K, P.data());
+            const panel::PanelMatrix pm{t, P.data(), N, K};
+            for (int xcase = 0; xcase < 3; ++xcase) {
+                SCOPED_TRACE(std::string(dtype_name(t)) + " K=" + std::to_string(K) + " N=" + std::to_string(N) + " x case " + std::to_string(xcase));
+                std::vector<float> x(K);
+                // random normal; then every activation at +-max (the Q8_K values +-127: the granule
+                // sums at their int16 bound side)
+                for (auto& v : x) v = xcase == 0 ? rng.normal() : xcase == 1 ? 1.0f : (rng.next() % 2 ? 1.0f : -1.0f);
+                std::vector<unsigned char> xq(ref::act_q8_row_bytes(K));
+                ref::quantize_act_q8(x.data(), K, xq.data(), ref::kActQ8_K);
+                const ref::ActQ8Row xr = ref::act_q8_row(xq.data(), K);
+                const std::vector<float> ys = engine_gemv(Isa::Scalar, t, w, N, K, x, xq);
+                std::vector<float> yr(N, -2.0f);
+                panel::panel_gemv_ref(pm, xr, 0, N, yr.data());
+                ASSERT_EQ(0, std::memcmp(ys.data(), yr.data(), N * sizeof(float))) << "scalar panel GEMV vs scalar path";
+                if (!simd) continue;
+                const std::vector<float> ye = engine_gemv(Isa::Avx512, t, w, N, K, x, xq);
+                ASSERT_EQ(0, std::memcmp(ys.data(), ye.data(), N * sizeof(float))) << "engine AVX-512 vs scalar path";
+                std::vector<float> yp(N, -3.0f);
+                panel::panel_gemv_avx512(pm, xr, 0, N, yp.data());
+                for (int64_t n = 0; n < N; ++n) ASSERT_EQ(0, std::memcmp(&ye[n], &yp[n], sizeof(float))) << "n=" << n << " " << ye[n] << " vs " << yp[n];
+                // a sub-range starting at a later panel, ending inside the matrix
+                if (N > 16) {
+                    std::vector<float> ysub(N - 17, -4.0f);
+                    panel::panel_gemv_avx512(pm, xr, 16, N - 1, ysub.data());
+                    ASSERT_EQ(0, std::memcmp(ye.data() + 16, ysub.data(), ysub.size() * sizeof(float))) << "rows [16, N-1)";
+                }
+            }
+        }
+    }
+}
+
+TEST(PanelGemv, BadShapesAreOneClearError) {
+    const DType t = DType::Q3_K;
+    const size_t kBlk = blk(t);
+    EXPECT_THROW(panel::panel_bytes(t, 300), Error);
+    EXPECT_THROW(panel::panel_bytes(t, 0), Error);
+    EXPECT_THROW(panel::panel_bytes(DType::Q4_K, 256), Error);
+    std::vector<uint8_t> w(kBlk * 17), P(panel::panel_matrix_bytes(t, 17, 256));
+    EXPECT_THROW(panel::repack_panel(t, w.data(), kBlk, 256, 17, P.data()), Error);
+    panel::repack_matrix(t, w.data(), kBlk, 17, 256, P.data());
+    const panel::PanelMatrix pm{t, P.data(), 17, 256};
+    std::vector<unsigned char> xq(ref::act_q8_row_bytes(256), 0);
+    std::vector<float> y(32);
+    EXPECT_THROW(panel::panel_gemv_ref(pm, ref::act_q8_row(xq.data(), 256), 1, 17, y.data()), Error);
+    EXPECT_THROW(panel::panel_gemv_ref(pm, ref::act_q8_row(xq.data(), 256), 0, 18, y.data()), Error);
+    try {
+        panel::panel_bytes(t, 300);
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("[kernels]"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("multiple of 256"), std::string::npos);
+    }
+}
+
+}  // namespace
+}  // namespace moe
