@@ -86,6 +86,12 @@ std::unique_ptr<Model> Model::load(gguf::File file, const ModelOptions& opts) {
         b->use_shared_scratch(&m->moe_scratch_);
         m->moe_[static_cast<size_t>(il)] = std::move(b);
     }
+    if (o.cache.repack_experts) {
+        if (o.cache.mem_budget > 0)
+            throw_error("model", "--repack-experts needs every expert resident: it cannot be combined with --mem");
+        for (const auto& b : m->moe_)
+            if (b) m->panel_bytes_ += b->repack_experts();
+    }
     if (o.cache.mem_budget > 0) m->attach_expert_cache();
     return m;
 }

@@ -43,6 +43,7 @@ struct ExpertCacheOptions {
     int64_t kv_seqs = 1;           // sequences of n_ctx the KV cache will hold (moe serve: --parallel)
     DType kv_type = DType::F32;    // the KV cache's type (runtime::SessionOptions::kv_type)
     bool swa_full = false;         // sliding-window layers keep every position (SessionOptions::swa_full)
+    bool repack_experts = false;   // --repack-experts: Q2_K / Q3_K routed experts also as decode panels
 };
 
 // What the budget is spent on (filled when the cache is on).
@@ -93,6 +94,8 @@ public:
     // The expert cache (--mem), or nullptr when experts are read in place.
     ExpertCache* expert_cache() const { return cache_.get(); }
     const MemoryBudget& memory_budget() const { return budget_; }
+    // Bytes of decode panels made by --repack-experts (0: none; ExpertCacheOptions::repack_experts).
+    size_t panel_bytes() const { return panel_bytes_; }
 
 private:
     Model();
@@ -109,6 +112,7 @@ private:
     Arena moe_scratch_;  // one scratch arena for every MoE block (layers run one after another)
     std::unique_ptr<ExpertCache> cache_;
     MemoryBudget budget_;
+    size_t panel_bytes_ = 0;
     void attach_expert_cache();
 };
 

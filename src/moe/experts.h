@@ -11,6 +11,8 @@
 // the thread count and of the other rows.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -26,6 +28,13 @@ struct ExpertMatrix {
     const kernels::MatmulKernel* kernel = nullptr;
     // Per-expert base pointers (expert cache slots, expert_store.h) instead of data + e * stride.
     const char* const* slots = nullptr;
+    // Decode layout (repack_expert_panels, --repack-experts): every expert's N x K matrix also
+    // repacked into 16-row panels (kernels/cpu/qmatmul_panel_layout.h), panel_bytes apart; calls of
+    // m <= 2 rows read those instead of the blocks. Null: not repacked.
+    const uint8_t* panels = nullptr;
+    size_t panel_bytes = 0;
+    DType type = DType::F32;
+    int64_t N = 0, K = 0;
     const char* expert(int e) const {
         return slots ? slots[e] : data + static_cast<size_t>(e) * expert_stride;
     }
@@ -51,6 +60,20 @@ ExpertFfn make_expert_ffn(const MoeSpec& spec, const TensorView& gate, const Ten
                           const TensorView& down, int64_t n_ff, const kernels::CpuKernels& k);
 // The routed expert stack of `w` with its biases (spec.has_expert_bias).
 ExpertFfn make_routed_ffn(const MoeSpec& spec, const MoeWeights& w, const kernels::CpuKernels& k);
+
+// Load-time repack of f's stacks (n_expert experts each) whose type has a panel layout (Q2_K,
+// Q3_K) into the decode GEMV's panels, where this CPU runs the panel GEMV (AVX-512 VNNI + GFNI)
+// and the stack's kernel is the AVX-512 one: decode calls then need no row reduction (the same
+// bits: the super-block integer chain). A second copy of those stacks: the buffers are appended
+// to `store` (owned by the caller), their bytes returned. Prefill keeps reading the blocks.
+struct PanelBuffer {
+    struct Free {
+        void operator()(uint8_t* p) const;
+    };
+    std::unique_ptr<uint8_t[], Free> bytes;
+    size_t size = 0;
+};
+size_t repack_expert_panels(ExpertFfn& f, int64_t n_expert, std::vector<PanelBuffer>& store);
 
 class GroupedFfn {
 public:

@@ -99,7 +99,15 @@ void MoeBlock::set_active_k(int k) {
     active_k_ = k;
 }
 
+size_t MoeBlock::repack_experts() {
+    if (store_) throw_error("moe", "layer ", weights_.layer, ": --repack-experts needs every expert resident (drop --mem)");
+    if (!panels_.empty()) return 0;
+    return repack_expert_panels(ffn_, spec_.n_expert, panels_);
+}
+
 void MoeBlock::set_expert_store(ExpertStore* store) {
+    if (store && !panels_.empty())
+        throw_error("moe", "layer ", weights_.layer, ": --repack-experts needs every expert resident (drop --mem)");
     store_ = store;
     const size_t E = static_cast<size_t>(spec_.n_expert);
     active_.assign(store ? E : 0, 0);

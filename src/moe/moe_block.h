@@ -71,6 +71,11 @@ public:
     // Routed experts from `store` (not owned; must outlive the block) instead of in place in the
     // weights' mapping; nullptr goes back to in place. Same results bitwise (expert_store.h).
     void set_expert_store(ExpertStore* store);
+    // Repack the routed Q2_K / Q3_K expert stacks into the decode GEMV's panels (experts.h,
+    // repack_expert_panels; moe run/bench/... --repack-experts); bytes allocated. Not with an
+    // expert store (the cache's slots hold the blocks).
+    size_t repack_experts();
+    const ExpertFfn& routed_ffn() const { return ffn_; }
     ExpertStore* expert_store() const { return store_; }
     // Router lookahead: with a store, after acquiring its own experts this block applies `next`'s
     // router to its input x and hints the store to start loading the predicted experts of
@@ -114,6 +119,7 @@ private:
     Router router_;
     ExpertFfn ffn_;
     ExpertFfn shared_ffn_;
+    std::vector<PanelBuffer> panels_;  // repack_experts' buffers (ffn_'s panels point into them)
     const kernels::MatmulKernel* dot_ = nullptr;  // f32 kernel for the shared-expert gate
     Arena arena_;                 // owned scratch (empty while a shared one is used)
     Arena* shared_ = nullptr;     // shared scratch, or null

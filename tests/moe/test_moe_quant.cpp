@@ -8,11 +8,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/thread_pool.h"
 #include "core/rng.h"
+#include "kernels/cpu/qmatmul.h"
+#include "kernels/cpu/qmatmul_panel_layout.h"
 #include "kernels/ref/quant_formats.h"
 #include "kernels/ref/quant_random.h"
 #include "moe_test_util.h"
@@ -142,4 +145,68 @@ INSTANTIATE_TEST_SUITE_P(Types, MoeQuant, testing::ValuesIn(cases()), [](const t
     return std::string(dtype_name(i.param.t)) + "_" + variant_name(i.param.v) + "_T" + std::to_string(i.param.T);
 });
 
+}  // namespace
+
+namespace {
+// --repack-experts: the routed Q2_K / Q3_K stacks also held as the panel GEMV's layout
+// (MoeBlock::repack_experts). Decode calls (m <= 2 rows per expert) then read the panels; the
+// output must keep the bits of the block path, batched and token by token.
+TEST(MoeQuantPanels, RepackedExpertsGiveTheSameBits) {
+    if (!kernels::qmm_has_avx512(DType::Q3_K))
+        GTEST_SKIP() << "no AVX-512 VNNI path on this CPU: the panels are used only beside it";
+    for (DType t : {DType::Q2_K, DType::Q3_K}) {
+        SCOPED_TRACE(dtype_name(t));
+        const int64_t D = 512, F = 256, T = 9;
+        const int E = 8, k = 2;
+        MoeSpec spec = make_spec(Variant::Qwen2Shared, E, k, D, F);
+        spec.n_ff_shared = 2 * F;
+        TestModel m = make_model(spec, 0x3a11 + static_cast<uint64_t>(t));
+        const auto gate = quantize_inplace(t, m.gate, D);
+        const auto up = quantize_inplace(t, m.up, D);
+        const auto down = quantize_inplace(t, m.down, F);
+        MoeWeights w = m.views(2);
+        auto v = [&](const TensorView& like, std::initializer_list<int64_t> shape, const std::vector<uint8_t>& b) {
+            return make_view(like.name, t, shape, const_cast<uint8_t*>(b.data()));
+        };
+        w.gate_exps = v(w.gate_exps, {D, F, E}, gate);
+        w.up_exps = v(w.up_exps, {D, F, E}, up);
+        w.down_exps = v(w.down_exps, {F, D, E}, down);
+        const std::vector<float> x = random_x(T, D, 0x77 + static_cast<uint64_t>(t));
+        ThreadPool pool(2);
+        const kernels::CpuKernels kern(kernels::Isa::Avx512);
+        MoeBlock plain(spec, w, kern, T, pool.size()), panel(spec, w, kern, T, pool.size());
+        const size_t bytes = panel.repack_experts();
+        if (!kernels::panel::panel_gemv_usable()) {
+            EXPECT_EQ(bytes, 0u) << "panels made on a CPU without the panel GEMV";
+            GTEST_SKIP() << "this CPU lacks GFNI: the panel GEMV is not used (repack_experts made none)";
+        }
+        // every routed stack repacked: E experts x ceil(N / 16) panels of the type's bytes
+        EXPECT_EQ(bytes, (kernels::panel::panel_matrix_bytes(t, F, D) * 2 + kernels::panel::panel_matrix_bytes(t, D, F)) * E);
+        std::vector<float> y0(static_cast<size_t>(T * D)), y1(static_cast<size_t>(T * D)), yt(static_cast<size_t>(D));
+        plain.forward(pool, x.data(), T, y0.data());
+        panel.forward(pool, x.data(), T, y1.data());
+        ASSERT_EQ(0, std::memcmp(y0.data(), y1.data(), y0.size() * sizeof(float))) << "batch of " << T;
+        // the decode calls really read the panels: flipping the first 64 level bytes of every
+        // panel of gate (all 16 columns) changes the one-token output
+        const ExpertMatrix& g = panel.routed_ffn().gate;
+        ASSERT_NE(g.panels, nullptr);
+        auto* p = const_cast<uint8_t*>(g.panels);
+        const size_t one_panel = kernels::panel::panel_bytes(t, D);
+        const auto flip = [&] {
+            for (int e = 0; e < E; ++e)
+                for (int64_t pi = 0; pi < F / 16; ++pi)
+                    for (size_t b = 0; b < 64; ++b) p[e * g.panel_bytes + static_cast<size_t>(pi) * one_panel + b] ^= 0xFF;
+        };
+        flip();
+        panel.forward(pool, x.data(), 1, y1.data());  // one token: m = 1 for both its experts
+        EXPECT_NE(0, std::memcmp(y0.data(), y1.data(), D * sizeof(float))) << "corrupted panels went unused";
+        flip();
+        MoeBlock one(spec, w, kern, 1, pool.size());
+        one.repack_experts();
+        for (int64_t i = 0; i < T; ++i) {
+            one.forward(pool, x.data() + i * D, 1, yt.data());
+            ASSERT_EQ(0, std::memcmp(yt.data(), y0.data() + i * D, D * sizeof(float))) << "token " << i;
+        }
+    }
+}
 }  // namespace

@@ -129,6 +129,8 @@ bool parse_cache_option(int argc, char** argv, int& i, const char* cmd, model::E
         o.direct = false;
     } else if (a == "--no-prefetch") {
         o.prefetch = false;
+    } else if (a == "--repack-experts") {
+        o.repack_experts = true;
     } else {
         return false;
     }

@@ -25,7 +25,7 @@ std::string read_file(const std::string& path, const char* cmd);
 // or auto (core/mem_limit.h; prints the limit it used to stderr). Result > 0.
 uint64_t parse_mem(const std::string& s, const char* cmd);
 // The expert-cache options of run/eval/perplexity/bench (--mem, --cache-policy, --cache-profile,
-// --expert-io, --no-direct, --no-prefetch); true when argv[i] was one of them (value consumed).
+// --expert-io, --no-direct, --no-prefetch, --repack-experts); true when argv[i] was one of them (value consumed).
 bool parse_cache_option(int argc, char** argv, int& i, const char* cmd, model::ExpertCacheOptions& o);
 inline constexpr const char* kCacheUsage =
     "  --mem SIZE|auto  memory budget (K/M/G = powers of 1024): routed experts stream from the file\n"
@@ -35,7 +35,10 @@ inline constexpr const char* kCacheUsage =
     "  --cache-profile F routing profile for pinned (moe run --routing-trace TSV or counts JSON)\n"
     "  --expert-io M    expert reads: uring (default, io_uring) or pread\n"
     "  --no-direct      buffered expert reads instead of O_DIRECT\n"
-    "  --no-prefetch    no router-lookahead prefetch of the next layer's experts\n";
+    "  --no-prefetch    no router-lookahead prefetch of the next layer's experts\n"
+    "  --repack-experts also hold the Q2_K / Q3_K routed experts as decode panels (a second copy of\n"
+    "                   those stacks; decode without the GEMV's row reduction, same output; not with\n"
+    "                   --mem; docs/PERFORMANCE.md)\n";
 
 // The built-in default model: the Shakespeare MoE trained by `moe train` and committed as
 // models/shakespeare-moe.gguf (docs/TRAINING.md; its path is compiled in as MOE_DEFAULT_MODEL).

@@ -1,6 +1,6 @@
 #pragma once
-// Experiment (session 9, not wired into the engine): a load-time "panel" layout of Q3_K and Q2_K
-// weights for the decode GEMV. The AVX-512 decode GEMV over the original blocks (gemv16_q3k,
+// A load-time "panel" layout of Q3_K and Q2_K weights for the decode GEMV (used for the routed
+// experts with --repack-experts: moe/experts.h repack_expert_panels). The AVX-512 decode GEMV over the original blocks (gemv16_q3k,
 // qmatmul_avx512_kq_gemv.cpp) gets one zmm per row and 64 values and must reduce the 16 rows'
 // lanes to [granule][row] sums (granule_sums: ~44 shuffles/adds per 16 rows x 64 values). Here the
 // 16 rows' bits are stored column-interleaved like the prefill panel (repack in qmatmul_avx512.h),
