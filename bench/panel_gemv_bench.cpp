@@ -1,4 +1,4 @@
-// Kernel benchmark of the panel-layout experiment (kernels/cpu/qmatmul_panel_layout.h): the
+// Kernel benchmark of the decode panel layout (--repack-experts) (kernels/cpu/qmatmul_panel_layout.h): the
 // engine's Q3_K / Q2_K decode GEMV (CpuKernels(Avx512).matmul, m = 1: gemv16_q3k / gemv16_q2k over
 // the original blocks) against the panel GEMV over the repacked matrices, same activation row
 // (Q8_K, prepared once). Usage: panel_gemv_bench [Q3_K|Q2_K] [matrices=16] [N=1024] [K=2048]
