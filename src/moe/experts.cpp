@@ -131,7 +131,6 @@ size_t repack_expert_panels(ExpertFfn& f, int64_t n_expert, std::vector<PanelBuf
         PanelBuffer b;
         b.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
         if (!b.bytes) throw_error("moe", "out of memory repacking ", bytes, " bytes of expert panels");
-        b.size = bytes;
         // experts split over the cores (scalar repack, ~0.9 GB/s per core: the load-time cost)
         const int64_t nt = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::min<int64_t>(n_expert, 16));
         std::vector<std::exception_ptr> err(static_cast<size_t>(nt));

@@ -71,7 +71,6 @@ struct PanelBuffer {
         void operator()(uint8_t* p) const;
     };
     std::unique_ptr<uint8_t[], Free> bytes;
-    size_t size = 0;
 };
 size_t repack_expert_panels(ExpertFfn& f, int64_t n_expert, std::vector<PanelBuffer>& store);
 

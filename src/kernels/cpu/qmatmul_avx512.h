@@ -64,13 +64,13 @@ inline __m512 f16_lo(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v
 
 
 // The super-block integer chain of qmatmul.h (D::kSbInt, absent = false; the K-quants Q2_K..Q6_K):
-// D::int_scales gives a row's integer granule scales (16 granules of 16 values; Q4_K / Q5_K: 8 of
-// 32 in lanes 0..7 and their 8 mins in lanes 8..15), D::sb_d its d; with D::kMin16 (Q2_K) also
-// D::int_mins (16 integer mins per 16 values); with D::kMin16 or D::kMin also D::sb_dmin.
-// pack_scales stores the scales as int32 [granule][column] in ws, the mins in wm (Q2_K: int32
-// [granule][column]; Q4_K / Q5_K: [pair k][column] dwords m_2k | m_2k+1 << 16, the word pairs of
-// one vpdpwssd against the activations' granule sums) and d, dmin as [2][column] floats in wd; the
-// chain runs once per super-block.
+// pack_scales stores the integer granule scales as int32 [granule][column] in ws, the mins in wm
+// (Q2_K: int32 [granule][column]; Q4_K / Q5_K: [pair k][column] dwords m_2k | m_2k+1 << 16, the
+// word pairs of one vpdpwssd against the activations' granule sums) and d, dmin as [2][column]
+// floats in wd; the chain runs once per super-block. Q4_K / Q5_K give those vectors straight from
+// their 16 rows' headers (D::scales16); Q2_K, Q3_K and Q6_K give a row's 16 integer granule scales
+// (D::int_scales), its d (D::sb_d) and, with D::kMin16 (Q2_K), its 16 mins per 16 values
+// (D::int_mins) and dmin (D::sb_dmin), transposed here.
 template <class D>
 constexpr bool sbint_of() {
     if constexpr (requires { D::kSbInt; }) return D::kSbInt;
@@ -137,20 +137,17 @@ void pack_scales(const uint8_t* const* w, int nc, int64_t sb, int64_t nblocks, t
         for (int c = 0; c < nc; ++c) D::begin(st[c], w[c], sb, nblocks);
         D::scales16(w, sb, ws_out, wm_out, wd_out);
     } else if constexpr (sbint_of<D>()) {
-        static_assert(kGran == 16 || (kGran == 8 && D::kMin), "super-block chain: 16 granules of 16 or 8 of 32");
+        static_assert(kGran == 16, "super-block chain without scales16: 16 granules of 16");
         __m512i sv[16], tv[16];
         alignas(64) float dv[32] = {};
         for (int c = 0; c < nc; ++c) {
             D::begin(st[c], w[c], sb, nblocks);
             dv[c] = D::sb_d(w[c], sb);
-            if constexpr (min16_of<D>() || D::kMin) dv[16 + c] = D::sb_dmin(w[c], sb);
+            if constexpr (min16_of<D>()) dv[16 + c] = D::sb_dmin(w[c], sb);
         }
         for (int c = 0; c < 16; ++c) sv[c] = c < nc ? D::int_scales(w[c], sb) : _mm512_setzero_si512();
         transpose16(sv, tv);
-        for (int k = 0; k < kGran; ++k) _mm512_store_si512(ws_out + k * 16, tv[k]);
-        if constexpr (kGran == 8)  // the mins as word pairs (m_2k, m_2k+1), 0..63 each
-            for (int k = 0; k < 4; ++k)
-                _mm512_store_si512(wm_out + k * 16, _mm512_or_si512(tv[8 + 2 * k], _mm512_slli_epi32(tv[9 + 2 * k], 16)));
+        for (int k = 0; k < 16; ++k) _mm512_store_si512(ws_out + k * 16, tv[k]);
         if constexpr (min16_of<D>()) {
             for (int c = 0; c < 16; ++c) sv[c] = c < nc ? D::int_mins(w[c], sb) : _mm512_setzero_si512();
             transpose16(sv, tv);
@@ -200,24 +197,34 @@ void repack(const MatmulArgs& a, int64_t n, int nc, int64_t nblocks, int64_t nsb
     }
 }
 
-// M = sum_j m_j nsum_j (int32, exact) of super-block sb from its packed mins (pack_scales' wm for
-// the super-block): Q2_K 16 granules of 16 (int32 mins times nsum), Q4_K / Q5_K 8 of 32 (one
-// vpdpwssd per pair of granules: the mins 0..63 and the granule sums |nsum| <= 32 * 128 fit int16).
-template <class D>
-inline __m512i sb_mins(const float* wm_sb, const ref::ActQ8Row& x, int64_t sb) {
+// Q4_K / Q5_K: M = sum_g m_g nsum_g (int32, exact) of super-block sb, lane c = column c, from the
+// 8 mins per 32 values as word pairs mp[k] = m_2k | m_2k+1 << 16: one vpdpwssd per pair of
+// granules (the mins 0..63 and the granule sums |nsum| <= 32 * 128 fit int16).
+inline __m512i mins32(const __m512i mp[4], const ref::ActQ8Row& x, int64_t sb) {
+    const auto ns32 = [&](int64_t g) { return x.nsum[8 * g] + x.nsum[8 * g + 4]; };  // granule g of 32
     __m512i M = _mm512_setzero_si512();
-    if constexpr (min16_of<D>()) {
-        for (int k = 0; k < 16; ++k)
-            M = _mm512_add_epi32(M, _mm512_mullo_epi32(_mm512_load_si512(wm_sb + k * 16), _mm512_set1_epi32(x.nsum[4 * (16 * sb + k)])));
-    } else {
-        const auto ns32 = [&](int64_t g) { return x.nsum[8 * g] + x.nsum[8 * g + 4]; };  // granule g of 32
-        for (int k = 0; k < 4; ++k) {
-            const int64_t g = 8 * sb + 2 * k;
-            const uint32_t pair = (static_cast<uint32_t>(ns32(g)) & 0xFFFFu) | (static_cast<uint32_t>(ns32(g + 1)) << 16);
-            M = _mm512_dpwssd_epi32(M, _mm512_load_si512(wm_sb + k * 16), _mm512_set1_epi32(static_cast<int32_t>(pair)));
-        }
+    for (int k = 0; k < 4; ++k) {
+        const int64_t g = 8 * sb + 2 * k;
+        const uint32_t pair = (static_cast<uint32_t>(ns32(g)) & 0xFFFFu) | (static_cast<uint32_t>(ns32(g + 1)) << 16);
+        M = _mm512_dpwssd_epi32(M, mp[k], _mm512_set1_epi32(static_cast<int32_t>(pair)));
     }
     return M;
+}
+
+// M of super-block sb from its packed mins (pack_scales' wm for the super-block): Q2_K 16 granules
+// of 16 (int32 mins times nsum), Q4_K / Q5_K mins32.
+template <class D>
+inline __m512i sb_mins(const float* wm_sb, const ref::ActQ8Row& x, int64_t sb) {
+    if constexpr (min16_of<D>()) {
+        __m512i M = _mm512_setzero_si512();
+        for (int k = 0; k < 16; ++k)
+            M = _mm512_add_epi32(M, _mm512_mullo_epi32(_mm512_load_si512(wm_sb + k * 16), _mm512_set1_epi32(x.nsum[4 * (16 * sb + k)])));
+        return M;
+    } else {
+        __m512i mp[4];
+        for (int k = 0; k < 4; ++k) mp[k] = _mm512_load_si512(wm_sb + k * 16);
+        return mins32(mp, x, sb);
+    }
 }
 
 // The exact integer sums I[i][j] (activation row i, panel j: lane c = column c) of granule g,

@@ -85,22 +85,11 @@ inline __m512i byte_i(__m512i v, int j) { return _mm512_and_si512(_mm512_srli_ep
 
 // The super-block integer chain of a 16-row decode GEMV (qmatmul.h), lane c = row c: S += sc_k I_k
 // per granule, then per super-block acc = fma(float(S), d * dx, acc) and, for Q4_K / Q5_K,
-// acc = fma(float(M), dmin * dx, acc) with M = sum_k m_k nsum_k from the word pairs mp of mins (as
-// pack_scales / sb_mins: one vpdpwssd per two 32-value granules).
+// acc = fma(float(M), dmin * dx, acc) with M = mins32(mp) (the word pairs of mins, as pack_scales).
 struct SbIntScales {
     __m512i sc[16], mp[4];
     __m512 d, dmin;
 };
-inline __m512i k_mins(const __m512i mp[4], const ref::ActQ8Row& x, int64_t sb) {
-    __m512i M = _mm512_setzero_si512();
-    for (int k = 0; k < 4; ++k) {
-        const int64_t g = 8 * sb + 2 * k;
-        const int32_t n0 = x.nsum[8 * g] + x.nsum[8 * g + 4], n1 = x.nsum[8 * g + 8] + x.nsum[8 * g + 12];
-        const uint32_t pair = (static_cast<uint32_t>(n0) & 0xFFFFu) | (static_cast<uint32_t>(n1) << 16);
-        M = _mm512_dpwssd_epi32(M, mp[k], _mm512_set1_epi32(static_cast<int32_t>(pair)));
-    }
-    return M;
-}
 
 // The 16-byte headers of 16 rows' Q4_K / Q5_K blocks at byte off (one 4 x 4 dword transposition,
 // dwords16): sc[0..7], the mins as word pairs mp[0..3] (m_2k | m_2k+1 << 16), d and dmin, lane c =
@@ -133,7 +122,7 @@ inline void k45_scales16(const uint8_t* const* w, int64_t off, SbIntScales& s) {
 template <bool Five>
 struct DQ45_K {
     static constexpr int kShift = -1, kUnits = 4, kSbElems = 256, kG = 32, kSbBytes = Five ? 176 : 144;
-    static constexpr bool kMin = true, kVecScales = true, kSbInt = true;
+    static constexpr bool kMin = true, kVecScales = true, kSbInt = true;  // scales: scales16
     static constexpr int kBytes = Five ? 176 : 144;
     static constexpr int kQs = Five ? 48 : 16;  // offset of qs in the block
     struct State {
@@ -155,26 +144,8 @@ struct DQ45_K {
         }
         return cat256(lo, hi);
     }
-    // Lanes 0..7: sc_j, lanes 8..15: m_j (the 6-bit fields of get_scale_min_k4, unpacked four at a
-    // time from 32-bit words: bytes 0-3 / 4-7 hold sc/m 0..3 in their low 6 bits and the top 2 bits
-    // of sc/m 4..7; bytes 8-11 hold the low 4 bits of sc 4..7 (low nibble) and m 4..7).
-    static __m512i int_scales(const uint8_t* row, int64_t sb) {
-        const uint8_t* b = row + sb * kBytes;
-        uint32_t w0, w1, w2;
-        std::memcpy(&w0, b + 4, 4);
-        std::memcpy(&w1, b + 8, 4);
-        std::memcpy(&w2, b + 12, 4);
-        const uint32_t sc_lo = w0 & 0x3f3f3f3fu, m_lo = w1 & 0x3f3f3f3fu;
-        const uint32_t sc_hi = (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u);
-        const uint32_t m_hi = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u);
-        const __m128i v = _mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi), static_cast<int>(m_lo),
-                                         static_cast<int>(m_hi));
-        return _mm512_cvtepu8_epi32(v);
-    }
-    static float sb_d(const uint8_t* row, int64_t sb) { return h2f(row + sb * kBytes); }
-    static float sb_dmin(const uint8_t* row, int64_t sb) { return h2f(row + sb * kBytes + 2); }
-    // pack_scales' [granule][column] vectors of 16 rows straight from their headers (no per-row
-    // int_scales + transpose16: that made the Q5_K panel repack 1.3x slower, docs/PERFORMANCE.md).
+    // pack_scales' [granule][column] vectors of 16 rows straight from their headers (a per-row
+    // decode + transpose16 made the Q5_K panel repack 1.3x slower, docs/PERFORMANCE.md).
     static void scales16(const uint8_t* const* w, int64_t sb, float* ws, float* wm, float* wd) {
         SbIntScales s;
         k45_scales16(w, sb * kBytes, s);
@@ -255,8 +226,6 @@ inline void tree4(const __m512i u[8], __m512i G[4]) {
 template <bool Five>
 struct G45_K {
     static constexpr int kSbElems = 256, kSteps = 2, kBytes = Five ? 176 : 144, kQs = Five ? 48 : 16;
-    static constexpr bool kMin = true;
-    static constexpr int kShift = -1;
     static constexpr int kGranOf[4] = {0, 1, 2, 3};  // granule (within the step) of each label
     static void scales(const uint8_t* const* w, int64_t sb, SbIntScales& s) { k45_scales16(w, sb * kBytes, s); }
     // Activation bytes for step s: L = values [128s, +32) ++ [128s+64, +32), H = the other two.
@@ -321,7 +290,7 @@ void gemv16(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, i
         }
         const __m512 dx = _mm512_set1_ps(x.dxv[64 * sb]);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(sc.d, dx), acc);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(k_mins(sc.mp, x, sb)), _mm512_mul_ps(sc.dmin, dx), acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins32(sc.mp, x, sb)), _mm512_mul_ps(sc.dmin, dx), acc);
     }
     store_row16(a, r, n, nc, acc);
 }
@@ -377,7 +346,7 @@ void gemv16_q4k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
         }
         const __m512 dx = _mm512_set1_ps(x.dxv[64 * sb]);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(sc.d, dx), acc);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(k_mins(sc.mp, x, sb)), _mm512_mul_ps(sc.dmin, dx), acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins32(sc.mp, x, sb)), _mm512_mul_ps(sc.dmin, dx), acc);
     }
     store_row16(a, r, n, nc, acc);
 }
