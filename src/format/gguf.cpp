@@ -440,6 +440,18 @@ File File::parse(const void* data, size_t size, std::string name) {
     return File(std::move(impl));
 }
 
+size_t File::release_pages(const void* p, size_t n) const {
+    if (!impl_->map || !p || n == 0) return 0;
+    const auto lo = reinterpret_cast<uintptr_t>(impl_->map), hi = lo + impl_->map_len;
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    if (a < lo || a > hi || n > hi - a) return 0;
+    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t first = (a + page - 1) / page * page, last = (a + n) / page * page;
+    if (last <= first) return 0;
+    if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0) return 0;  // advice only: keep the pages
+    return last - first;
+}
+
 File::File(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 File::File(File&&) noexcept = default;
 File& File::operator=(File&&) noexcept = default;

@@ -90,6 +90,11 @@ public:
     const TensorInfo* find_tensor(std::string_view name) const;
     // Zero-copy view into the mapping (read-only data; the pointer is non-const for TensorView).
     TensorView view(const TensorInfo& t) const;
+    // Hands the whole pages of the mapping inside [p, p + n) back to the kernel (madvise
+    // MADV_DONTNEED: they leave the process's resident set; read again, they fault back in from
+    // the file, so the bytes seen never change). For weights a load-time repack has replaced.
+    // Returns the bytes released: 0 if the File is not a mapping (parse) or the range lies outside it.
+    size_t release_pages(const void* p, size_t n) const;
 
 private:
     struct Impl;

@@ -89,11 +89,30 @@ std::unique_ptr<Model> Model::load(gguf::File file, const ModelOptions& opts) {
     if (o.cache.repack_experts) {
         if (o.cache.mem_budget > 0)
             throw_error("model", "--repack-experts needs every expert resident: it cannot be combined with --mem");
-        for (const auto& b : m->moe_)
-            if (b) m->panel_bytes_ += b->repack_experts();
+        for (const auto& b : m->moe_) {
+            if (!b) continue;
+            m->panel_bytes_ += b->repack_experts();
+            // stacks whose every call reads the panels (ExpertMatrix::panels_serve_all): their blocks
+            // leave the resident set, so the repack does not double those bytes
+            const moe::ExpertFfn& f = b->routed_ffn();
+            for (const moe::ExpertMatrix* x : {&f.gate, &f.up, &f.down})
+                if (x->panels_serve_all && !x->slots) {
+                    const size_t n = static_cast<size_t>(m->cfg_.n_expert) * x->expert_stride;
+                    const size_t r = m->file_->release_pages(x->data, n);
+                    if (r > 0) m->released_.emplace_back(x->data, n);
+                    m->released_bytes_ += r;
+                }
+        }
     }
     if (o.cache.mem_budget > 0) m->attach_expert_cache();
     return m;
+}
+
+bool Model::released(const void* p) const {
+    const char* c = static_cast<const char*>(p);
+    for (const auto& [b, n] : released_)
+        if (c >= b && c < b + n) return true;
+    return false;
 }
 
 namespace {

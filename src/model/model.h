@@ -96,6 +96,11 @@ public:
     const MemoryBudget& memory_budget() const { return budget_; }
     // Bytes of decode panels made by --repack-experts (0: none; ExpertCacheOptions::repack_experts).
     size_t panel_bytes() const { return panel_bytes_; }
+    // Bytes of the file's mapping released because panels serve every call of those stacks
+    // (gguf::File::release_pages; 0 without --repack-experts or for types with no panel GEMM).
+    size_t released_bytes() const { return released_bytes_; }
+    // True if p lies in a tensor whose pages were released that way (touching it would fault them back).
+    bool released(const void* p) const;
 
 private:
     Model();
@@ -113,6 +118,8 @@ private:
     std::unique_ptr<ExpertCache> cache_;
     MemoryBudget budget_;
     size_t panel_bytes_ = 0;
+    size_t released_bytes_ = 0;
+    std::vector<std::pair<const char*, size_t>> released_;  // [begin, bytes) of released stacks
     void attach_expert_cache();
 };
 

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "kernels/cpu/glu.h"
 #include "kernels/cpu/qmatmul.h"
+#include "kernels/cpu/qmatmul_panel_gemm.h"
 #include "kernels/cpu/qmatmul_panel_layout.h"
 #include "kernels/ref/quantize_act.h"
 
@@ -103,16 +104,23 @@ ExpertMatrix make_matrix(const TensorView& t, const kernels::CpuKernels& k) {
     return m;
 }
 
-// One matrix call of expert e: the panel GEMV where the stack was repacked and the call is
-// decode-sized with prepared (Q8_K) activations and 16-aligned columns, else the kernel.
+// One matrix call of expert e where the stack was repacked (16-aligned columns): the panel GEMV
+// for decode-sized calls with prepared (Q8_K) activations, the panel GEMM for the others where the
+// type has one (then the blocks are never read: Model drops their pages); else the block kernel.
 void run_matrix(const ExpertMatrix& m, int e, const kernels::MatmulArgs& a) {
-    if (m.panels && a.m <= 2 && a.xq && a.n0 % 16 == 0) {
+    if (m.panels && a.n0 % 16 == 0) {
         const kernels::panel::PanelMatrix pm{m.type, m.panels + static_cast<size_t>(e) * m.panel_bytes, m.N, m.K};
-        for (int64_t r = 0; r < a.m; ++r) {
-            const auto* row = static_cast<const unsigned char*>(a.xq) + static_cast<size_t>(r) * a.xq_stride;
-            kernels::panel::panel_gemv_avx512(pm, ref::act_q8_row(const_cast<unsigned char*>(row), a.K), a.n0, a.n1, a.y + r * a.ldy);
+        if (a.m <= 2 && a.xq) {
+            for (int64_t r = 0; r < a.m; ++r) {
+                const auto* row = static_cast<const unsigned char*>(a.xq) + static_cast<size_t>(r) * a.xq_stride;
+                kernels::panel::panel_gemv_avx512(pm, ref::act_q8_row(const_cast<unsigned char*>(row), a.K), a.n0, a.n1, a.y + r * a.ldy);
+            }
+            return;
         }
-        return;
+        if (m.panels_serve_all) {
+            kernels::panel::panel_gemm_avx512(pm, a);
+            return;
+        }
     }
     (*m.kernel)(a);
 }
@@ -150,6 +158,7 @@ size_t repack_expert_panels(ExpertFfn& f, int64_t n_expert, std::vector<PanelBuf
             if (x) std::rethrow_exception(x);
         m->panels = b.bytes.get();
         m->panel_bytes = per;
+        m->panels_serve_all = kernels::panel::panel_gemm_supported(m->type);
         total += bytes;
         store.push_back(std::move(b));
     }

@@ -28,11 +28,13 @@ struct ExpertMatrix {
     const kernels::MatmulKernel* kernel = nullptr;
     // Per-expert base pointers (expert cache slots, expert_store.h) instead of data + e * stride.
     const char* const* slots = nullptr;
-    // Decode layout (repack_expert_panels, --repack-experts): every expert's N x K matrix also
+    // Panel layout (repack_expert_panels, --repack-experts): every expert's N x K matrix also
     // repacked into 16-row panels (kernels/cpu/qmatmul_panel_layout.h), panel_bytes apart; calls of
-    // m <= 2 rows read those instead of the blocks. Null: not repacked.
+    // m <= 2 rows read those instead of the blocks, and with panels_serve_all (the type has a panel
+    // GEMM: qmatmul_panel_gemm.h) so do all others: the blocks are then never read. Null: not repacked.
     const uint8_t* panels = nullptr;
     size_t panel_bytes = 0;
+    bool panels_serve_all = false;
     DType type = DType::F32;
     int64_t N = 0, K = 0;
     const char* expert(int e) const {

@@ -1,0 +1,208 @@
+// AVX-512 VNNI prefill GEMM (calls with m > 2 activation rows) over the Q4_K, Q3_K and Q2_K panel
+// layouts (qmatmul_panel_layout.h), so a repacked expert stack serves prefill as well as decode and its
+// original blocks need not stay resident (moe/experts.cpp drops their pages).
+//
+// The block GEMM (qmm512 in qmatmul_avx512.h) decodes each 16-row panel per call: per super-block
+// the 16 rows' scales, 4 units of 16 per-row level decodes and a 16 x 16 dword transposition each,
+// into a column-interleaved int8 buffer that rows_block then reads. The stored panel is already
+// column-interleaved, so filling that buffer is a bit-field split per 64 bytes (and, shift) and
+// extensions of the stored scale bytes: the same buffer contents, hence the same
+// rows_block, the same integer sums and f32 chain, and the same bits as every other path of the type.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/qmatmul.h"
+#include "kernels/cpu/qmatmul_panel_gemm.h"
+#include "kernels/cpu/qmatmul_panel_layout.h"
+#include "kernels/ref/quantize_act.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2,bmi2")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "kernels/cpu/qmatmul_avx512.h"
+
+namespace moe::kernels::panel {
+
+namespace {
+using namespace avx512;
+constexpr int kQ4kSbLevelBytes = 2048, kQ4kSbScaleBytes = 256, kQ4kSbDBytes = 64;  // TMPQ4
+
+// rows_block's view of Q4_K (as DQ45_K<false> in qmatmul_avx512_q8k.cpp): 256-value super-blocks,
+// 32-value granules with integer scales and mins, no level offset.
+struct PanelQ4K {
+    static constexpr int kShift = -1, kSbElems = 256, kG = 32;
+    static constexpr bool kMin = true, kSbInt = true;
+};
+
+// Stored panel P (nsb super-blocks) -> rows_block's buffer p: levels as int8 quads (quad t of the
+// row = values 4t..4t+3, lane c = column c), ws int32 [granule][column], wm the mins' word pairs
+// [pair][column] (wm_per_sb = 8 vectors per super-block, the first 4 used), wd [2][column] f32 d, dmin.
+void fill_q4k(const uint8_t* P, int64_t nsb, const Panel& p) {
+    const uint8_t* S0 = P + static_cast<size_t>(nsb) * kQ4kSbLevelBytes;  // TMPQ4
+    const uint8_t* D0 = S0 + static_cast<size_t>(nsb) * kQ4kSbScaleBytes;
+    const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const uint8_t* L = P + sb * kQ4kSbLevelBytes;
+        __m512i* q = p.q + sb * 64;
+        for (int v = 0; v < 32; ++v) {  // granule v / 4, vector v % 4: quads 2 v (low nibbles), 2 v + 1
+            const __m512i b = _mm512_loadu_si512(L + 64 * v);
+            _mm512_store_si512(q + 2 * v, _mm512_and_si512(b, lo4));
+            _mm512_store_si512(q + 2 * v + 1, _mm512_and_si512(_mm512_srli_epi16(b, 4), lo4));
+        }
+        const uint8_t* S = S0 + sb * kQ4kSbScaleBytes;
+        for (int g = 0; g < 8; ++g)
+            _mm512_store_si512(p.ws + (sb * 8 + g) * 16, _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(S + 16 * g))));
+        for (int k = 0; k < 4; ++k)
+            _mm512_store_si512(p.wm + (sb * 8 + k) * 16,
+                               _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(S + 128 + 32 * k))));
+        const uint8_t* D = D0 + sb * kQ4kSbDBytes;
+        _mm512_store_ps(p.wd + sb * 32, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D))));
+        _mm512_store_ps(p.wd + sb * 32 + 16, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D + 32))));
+    }
+}
+
+// Q3_K / Q2_K (views as DQ3_K / DQ2_K in qmatmul_avx512_legacy_k.cpp): 16-value granules, Q3_K
+// levels 0..7 with offset 4 (kShift 2), Q2_K levels 0..3 with a min per granule (kMin16).
+struct PanelQ3K {
+    static constexpr int kShift = 2, kSbElems = 256, kG = 16;
+    static constexpr bool kMin = false, kSbInt = true;
+};
+struct PanelQ2K {
+    static constexpr int kShift = -1, kSbElems = 256, kG = 16;
+    static constexpr bool kMin = false, kMin16 = true, kSbInt = true;
+};
+
+// The level bytes of quad qi (of 8) of one octet's vectors V[0..2], as kQ3kPanelBits / the Q2_K
+// layout pack them (16-bit shifts: the masks drop the bits that cross from the next byte).
+inline __m512i q3_quad(const __m512i V[3], int qi) {
+    const __m512i m7 = _mm512_set1_epi8(7), m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi8(4);
+    const auto sh = [](__m512i v, int n) { return n ? _mm512_srli_epi16(v, n) : v; };
+    switch (qi) {
+        case 0: return _mm512_and_si512(V[0], m7);
+        case 1: return _mm512_and_si512(sh(V[0], 3), m7);
+        case 2: return _mm512_or_si512(_mm512_and_si512(sh(V[0], 6), m3), _mm512_and_si512(sh(V[2], 4), m4));
+        case 3: return _mm512_and_si512(V[1], m7);
+        case 4: return _mm512_and_si512(sh(V[1], 3), m7);
+        case 5: return _mm512_or_si512(_mm512_and_si512(sh(V[1], 6), m3), _mm512_and_si512(sh(V[2], 5), m4));
+        case 6: return _mm512_and_si512(V[2], m7);
+        default: return _mm512_and_si512(sh(V[2], 3), m7);
+    }
+}
+
+// Stored Q3_K / Q2_K panel P -> rows_block's buffer: int8 level quads, ws int32 [granule][column]
+// (Q3_K the signed scales, Q2_K sc), Q2_K wm int32 [granule][column] (m), wd d (and dmin).
+template <DType T>
+void fill_k23(const uint8_t* P, int64_t nsb, const Panel& p) {
+    constexpr bool kQ3 = T == DType::Q3_K;
+    constexpr int kLev = kQ3 ? kQ3kSbLevelBytes : kQ2kSbLevelBytes, kSc = kQ3 ? kQ3kSbScaleBytes : kQ2kSbScaleBytes,
+                  kD = kQ3 ? kQ3kSbDBytes : kQ2kSbDBytes, kOctet = kLev / 8;
+    const uint8_t* S0 = P + static_cast<size_t>(nsb) * kLev;
+    const uint8_t* D0 = S0 + static_cast<size_t>(nsb) * kSc;
+    const __m512i m3 = _mm512_set1_epi8(3), f = _mm512_set1_epi32(0xF);
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        for (int o = 0; o < 8; ++o) {
+            const uint8_t* L = P + sb * kLev + kOctet * o;
+            __m512i* q = p.q + sb * 64 + 8 * o;
+            if constexpr (kQ3) {
+                const __m512i V[3] = {_mm512_loadu_si512(L), _mm512_loadu_si512(L + 64), _mm512_loadu_si512(L + 128)};
+                for (int qi = 0; qi < 8; ++qi) _mm512_store_si512(q + qi, q3_quad(V, qi));
+            } else {
+                for (int h = 0; h < 2; ++h) {
+                    const __m512i v = _mm512_loadu_si512(L + 64 * h);
+                    for (int j = 0; j < 4; ++j)
+                        _mm512_store_si512(q + 4 * h + j, _mm512_and_si512(j ? _mm512_srli_epi16(v, 2 * j) : v, m3));
+                }
+            }
+            // scale bytes of granules (2 o, 2 o + 1) per column as one dword (words lo, hi)
+            const __m256i sb8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(S0 + sb * kSc + 32 * o));
+            float* ws = p.ws + (sb * 16 + 2 * o) * 16;
+            if constexpr (kQ3) {
+                const __m512i w = _mm512_cvtepi8_epi16(sb8);
+                _mm512_store_si512(ws, _mm512_srai_epi32(_mm512_slli_epi32(w, 16), 16));
+                _mm512_store_si512(ws + 16, _mm512_srai_epi32(w, 16));
+            } else {
+                const __m512i w = _mm512_cvtepu8_epi16(sb8);  // bytes sc | m << 4
+                float* wm = p.wm + (sb * 16 + 2 * o) * 16;
+                _mm512_store_si512(ws, _mm512_and_si512(w, f));
+                _mm512_store_si512(ws + 16, _mm512_and_si512(_mm512_srli_epi32(w, 16), f));
+                _mm512_store_si512(wm, _mm512_and_si512(_mm512_srli_epi32(w, 4), f));
+                _mm512_store_si512(wm + 16, _mm512_and_si512(_mm512_srli_epi32(w, 20), f));
+            }
+        }
+        const uint8_t* D = D0 + sb * kD;
+        _mm512_store_ps(p.wd + sb * 32, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D))));
+        _mm512_store_ps(p.wd + sb * 32 + 16, kQ3 ? _mm512_setzero_ps() : _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D + 32))));
+    }
+}
+
+struct Scratch {
+    std::vector<unsigned char> buf;
+};
+Scratch& tls_scratch() {
+    thread_local Scratch s;
+    return s;
+}
+
+}  // namespace
+
+bool panel_gemm_supported(DType t) { return t == DType::Q4_K || t == DType::Q3_K || t == DType::Q2_K; }
+
+namespace {
+
+template <class D>
+void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const uint8_t*, int64_t, const Panel&)) {
+    size_t act_stride = 0;
+    const unsigned char* act = qmm_activations(a, Isa::Avx512, act_quant(w.type), &act_stride);
+    const int64_t nsb = w.K / 256;
+    const size_t pb_bytes = panel_bytes(w.type, w.K);
+    // rows_block's buffer for two panels, as qmm512 sizes it
+    const size_t qb = static_cast<size_t>(nsb) * 64 * 64, wsb = static_cast<size_t>(nsb) * 16 * 64,
+                 wmb = wsb, wdb = static_cast<size_t>(nsb) * 128, pb = qb + wsb + wmb + wdb;
+    Scratch& s = tls_scratch();
+    if (s.buf.size() < 2 * pb + 64) s.buf.resize(2 * pb + 64);
+    unsigned char* base = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(s.buf.data()) + 63) & ~uintptr_t{63});
+    Panel p[2];
+    for (int j = 0; j < 2; ++j)
+        p[j] = Panel{reinterpret_cast<__m512i*>(base + j * pb), reinterpret_cast<float*>(base + j * pb + qb),
+                     reinterpret_cast<float*>(base + j * pb + qb + wsb), reinterpret_cast<float*>(base + j * pb + qb + wsb + wmb)};
+    for (int64_t n = a.n0; n < a.n1; n += 32) {
+        int nc[2];
+        nc[0] = static_cast<int>(std::min<int64_t>(16, a.n1 - n));
+        nc[1] = static_cast<int>(std::clamp<int64_t>(a.n1 - n - 16, 0, 16));
+        fill(w.panels + static_cast<size_t>(n / 16) * pb_bytes, nsb, p[0]);
+        if (nc[1] > 0) {
+            fill(w.panels + static_cast<size_t>(n / 16 + 1) * pb_bytes, nsb, p[1]);
+            rows_all<D, 2>(a, act, act_stride, n, nc, p);
+        } else {
+            rows_all<D, 1>(a, act, act_stride, n, nc, p);
+        }
+    }
+}
+
+}  // namespace
+
+void panel_gemm_avx512(const PanelMatrix& w, const MatmulArgs& a) {
+    check_range(w, a.n0, a.n1);
+    if (!panel_gemm_supported(w.type))
+        throw_error("kernels", "panel GEMM: weight type ", dtype_name(w.type), " has none (Q2_K, Q3_K, Q4_K); use the block kernel");
+    if (a.K != w.K) throw_error("kernels", "panel GEMM: K = ", a.K, " but the panels hold rows of ", w.K);
+    switch (w.type) {
+        case DType::Q4_K: gemm_over<PanelQ4K>(w, a, fill_q4k); break;
+        case DType::Q3_K: gemm_over<PanelQ3K>(w, a, fill_k23<DType::Q3_K>); break;
+        default: gemm_over<PanelQ2K>(w, a, fill_k23<DType::Q2_K>); break;
+    }
+}
+
+}  // namespace moe::kernels::panel
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options

@@ -1,0 +1,18 @@
+#pragma once
+// The prefill GEMM over a repacked panel matrix (qmatmul_panel_layout.h): calls with any m, the
+// same bits as the type's block kernels (qmatmul_panel_gemm.cpp says why).
+#include "core/dtype.h"
+#include "kernels/cpu/qmatmul_panel_layout.h"
+#include "kernels/ref/matmul_ref.h"
+
+namespace moe::kernels::panel {
+
+// True for the types whose panels the GEMM reads (Q2_K, Q3_K, Q4_K).
+bool panel_gemm_supported(DType t);
+// a.y[r][n - a.n0] = row n of w . activation row r, for r < a.m and n in [a.n0, a.n1) (a.w and
+// a.w_row_stride unused; a.xq, if given, the Q8_K rows). AVX-512 VNNI: call only where
+// panel_gemv_usable(). Throws moe::Error ([kernels]) on a type without a panel GEMM, a K that is not
+// the panels', or a column range panel_gemv's check_range refuses.
+void panel_gemm_avx512(const PanelMatrix& w, const MatmulArgs& a);
+
+}  // namespace moe::kernels::panel

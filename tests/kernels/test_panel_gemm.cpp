@@ -1,0 +1,140 @@
+// The prefill GEMM over the Q4_K / Q3_K / Q2_K panel layouts (kernels/cpu/qmatmul_panel_gemm.h): on random valid
+// blocks and fresh activations (random normal, and all at +-max), for batch sizes around the
+// kernel's 4-row blocks and column ranges starting at later panels, it gives exactly the bits of
+// the scalar path (the reference chain, qmatmul_generic.cpp) and of the engine's AVX-512 block
+// kernel, with or without prepared activations; bad calls are one clear error.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/qmatmul.h"
+#include "kernels/cpu/qmatmul_panel_gemm.h"
+#include "kernels/cpu/qmatmul_panel_layout.h"
+#include "kernels/ref/quant_random.h"
+#include "kernels/ref/quantize_act.h"
+
+namespace moe {
+namespace {
+
+using kernels::Isa;
+namespace panel = kernels::panel;
+
+constexpr DType kTypes[] = {DType::Q3_K, DType::Q2_K};  // TMPQ4
+size_t blk(DType t) { return t == DType::Q4_K ? 144 : t == DType::Q3_K ? 110 : 84; }
+
+bool simd_here() {
+    bool avx512 = false;
+    for (Isa isa : kernels::supported_isas()) avx512 |= isa == Isa::Avx512;
+    return avx512 && panel::panel_gemv_usable();
+}
+
+struct Case {
+    DType t;
+    int64_t N, K, m;
+    std::vector<uint8_t> w, P;
+    std::vector<float> x;
+    std::vector<unsigned char> xq;
+    size_t xq_stride = 0;
+};
+
+Case make_case(Rng& rng, DType t, int64_t N, int64_t K, int64_t m, int xcase) {
+    Case c{t, N, K, m, {}, {}, {}, {}, 0};
+    c.w.resize(static_cast<size_t>(N * (K / 256)) * blk(t));
+    EXPECT_TRUE(ref::fill_random_blocks(t, rng, c.w.data(), N * (K / 256), 1.0f));
+    c.P.resize(panel::panel_matrix_bytes(t, N, K));
+    panel::repack_matrix(t, c.w.data(), static_cast<size_t>(K / 256) * blk(t), N, K, c.P.data());
+    c.x.resize(static_cast<size_t>(m * K));
+    for (auto& v : c.x) v = xcase == 0 ? rng.normal() : (rng.next() % 2 ? 1.0f : -1.0f);
+    c.xq_stride = ref::act_q8_row_bytes(K);
+    c.xq.resize(c.xq_stride * static_cast<size_t>(m));
+    kernels::quantize_act_rows(Isa::Scalar, ref::kActQ8_K, c.x.data(), K, m, K, c.xq.data(), c.xq_stride);
+    return c;
+}
+
+kernels::MatmulArgs args(const Case& c, std::vector<float>& y, int64_t n0, int64_t n1, bool prepared) {
+    y.assign(static_cast<size_t>(c.m * (n1 - n0)), -1.0f);
+    kernels::MatmulArgs a;
+    a.w = c.w.data();
+    a.w_row_stride = static_cast<size_t>(c.K / 256) * blk(c.t);
+    a.x = c.x.data();
+    a.ldx = c.K;
+    a.y = y.data();
+    a.ldy = n1 - n0;
+    a.m = c.m;
+    a.K = c.K;
+    a.n0 = n0;
+    a.n1 = n1;
+    if (prepared) {
+        a.xq = c.xq.data();
+        a.xq_stride = c.xq_stride;
+    }
+    return a;
+}
+
+TEST(PanelGemm, EqualsTheBlockKernelsBitForBit) {
+    if (!simd_here()) {
+        std::printf("note: no AVX-512 VNNI + GFNI here: the panel GEMM is not used on this CPU (repack_expert_panels makes no panels); nothing to compare\n");
+        GTEST_SKIP();
+    }
+    Rng rng(0x9e33a1);
+    const kernels::CpuKernels scalar(Isa::Scalar), fast(Isa::Avx512);
+    for (DType t : kTypes)
+    for (int64_t K : {256, 1024, 2048})
+        for (int64_t N : {16, 48, 70})
+            for (int64_t m : {3, 4, 7, 17, 64})
+                for (int xcase = 0; xcase < 2; ++xcase) {
+                    if (xcase == 1 && m > 4) continue;  // the saturated case needs one shape per K, N
+                    SCOPED_TRACE(std::string(dtype_name(t)) + " K=" + std::to_string(K) + " N=" + std::to_string(N) + " m=" + std::to_string(m) + " x case " + std::to_string(xcase));
+                    const Case c = make_case(rng, t, N, K, m, xcase);
+                    const panel::PanelMatrix pm{t, c.P.data(), N, K};
+                    for (int64_t n0 : {int64_t{0}, int64_t{16}}) {
+                        if (n0 >= N) continue;
+                        const int64_t n1 = n0 == 0 ? N : N - 1;
+                        std::vector<float> ys, yb, yp, yq;
+                        scalar.matmul(t, "w")(args(c, ys, n0, n1, true));
+                        fast.matmul(t, "w")(args(c, yb, n0, n1, true));
+                        ASSERT_EQ(0, std::memcmp(ys.data(), yb.data(), ys.size() * sizeof(float))) << "block kernel vs scalar path";
+                        panel::panel_gemm_avx512(pm, args(c, yp, n0, n1, true));
+                        panel::panel_gemm_avx512(pm, args(c, yq, n0, n1, false));  // quantizes x itself
+                        for (size_t i = 0; i < ys.size(); ++i) {
+                            ASSERT_EQ(0, std::memcmp(&ys[i], &yp[i], sizeof(float))) << "i=" << i << " " << ys[i] << " vs " << yp[i];
+                            ASSERT_EQ(0, std::memcmp(&ys[i], &yq[i], sizeof(float))) << "unprepared, i=" << i;
+                        }
+                    }
+                }
+}
+
+TEST(PanelGemm, BadCallsAreOneClearError) {
+    if (!simd_here()) GTEST_SKIP() << "no AVX-512 VNNI + GFNI here: the panel GEMM is never called";
+    Rng rng(0x9e33a2);
+    const Case c = make_case(rng, DType::Q4_K, 32, 512, 3, 0);
+    const panel::PanelMatrix pm{DType::Q4_K, c.P.data(), 32, 512};
+    const auto expect_error = [&](const kernels::MatmulArgs& a, const panel::PanelMatrix& w, const char* what) {
+        try {
+            panel::panel_gemm_avx512(w, a);
+            ADD_FAILURE() << "no error for " << what;
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("[kernels]"), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+        }
+    };
+    std::vector<float> y;
+    expect_error(args(c, y, 8, 32, true), pm, "multiple of 16");     // a range not at a panel start
+    expect_error(args(c, y, 0, 33, true), pm, "must lie in the matrix");
+    kernels::MatmulArgs a = args(c, y, 0, 32, true);
+    a.K = 256;
+    expect_error(a, pm, "K = 256");
+    panel::PanelMatrix q6 = pm;
+    q6.type = DType::Q6_K;
+    expect_error(args(c, y, 0, 32, true), q6, "q6_K");
+}
+
+}  // namespace
+}  // namespace moe
