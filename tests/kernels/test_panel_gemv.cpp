@@ -1,7 +1,7 @@
-// The Q3_K / Q2_K panel layout experiment (kernels/cpu/qmatmul_panel_layout.h): the repack is a
+// The Q3_K / Q2_K / Q4_K panel layouts (kernels/cpu/qmatmul_panel_layout.h): the repack is a
 // bijection on the block bytes, and the decode GEMV over the panels (scalar reference and AVX-512)
 // gives exactly the bits of the engine's kernel of the type (m = 1: the AVX-512 decode GEMVs
-// gemv16_q3k / gemv16_q2k, and the scalar path) on random valid blocks, random and saturated
+// gemv16_q3k / gemv16_q2k / gemv16_q4k, and the scalar path) on random valid blocks, random and saturated
 // activations.
 #include <gtest/gtest.h>
 
@@ -24,8 +24,8 @@ namespace {
 using kernels::Isa;
 namespace panel = kernels::panel;
 
-constexpr DType kTypes[] = {DType::Q3_K, DType::Q2_K};
-size_t blk(DType t) { return t == DType::Q3_K ? panel::kQ3kBlockBytes : panel::kQ2kBlockBytes; }
+constexpr DType kTypes[] = {DType::Q3_K, DType::Q2_K, DType::Q4_K};
+size_t blk(DType t) { return t == DType::Q3_K ? panel::kQ3kBlockBytes : t == DType::Q2_K ? panel::kQ2kBlockBytes : panel::kQ4kBlockBytes; }
 
 std::vector<uint8_t> random_rows(Rng& rng, DType t, int64_t N, int64_t K) {
     std::vector<uint8_t> w(static_cast<size_t>(N * (K / 256)) * blk(t));
@@ -50,7 +50,7 @@ TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
             const size_t stride = static_cast<size_t>(K / 256) * blk(t);
             std::vector<uint8_t> P(panel::panel_matrix_bytes(t, N, K), 0xCD);
             panel::repack_matrix(t, w.data(), stride, N, K, P.data());
-            const int sbb = t == DType::Q3_K ? panel::kQ3kSbPanelBytes : panel::kQ2kSbPanelBytes;
+            const int sbb = t == DType::Q3_K ? panel::kQ3kSbPanelBytes : t == DType::Q2_K ? panel::kQ2kSbPanelBytes : panel::kQ4kSbPanelBytes;
             ASSERT_EQ(P.size(), static_cast<size_t>((N + 15) / 16 * (K / 256) * sbb));
             std::vector<uint8_t> back(w.size(), 0x5A);
             const size_t pb = panel::panel_bytes(t, K);
@@ -61,7 +61,7 @@ TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
     }
 }
 
-// y of the engine's Q3_K kernel (isa) for one activation row, prepared once as Q8_K.
+// y of the engine's kernel of type t (isa) for one activation row, prepared once as Q8_K.
 std::vector<float> engine_gemv(Isa isa, DType t, const std::vector<uint8_t>& w, int64_t N, int64_t K, const std::vector<float>& x,
                                const std::vector<unsigned char>& xq) {
     const kernels::CpuKernels kc(isa);
@@ -130,7 +130,8 @@ TEST(PanelGemv, BadShapesAreOneClearError) {
     const size_t kBlk = blk(t);
     EXPECT_THROW(panel::panel_bytes(t, 300), Error);
     EXPECT_THROW(panel::panel_bytes(t, 0), Error);
-    EXPECT_THROW(panel::panel_bytes(DType::Q4_K, 256), Error);
+    EXPECT_THROW(panel::panel_bytes(DType::Q5_K, 256), Error);
+    EXPECT_THROW(panel::panel_bytes(DType::Q6_K, 256), Error);
     std::vector<uint8_t> w(kBlk * 17), P(panel::panel_matrix_bytes(t, 17, 256));
     EXPECT_THROW(panel::repack_panel(t, w.data(), kBlk, 256, 17, P.data()), Error);
     panel::repack_matrix(t, w.data(), kBlk, 17, 256, P.data());

@@ -153,6 +153,7 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     const size_t pb = panel_bytes(w.type, w.K);
     check_range(w, n0, n1);
     const int64_t nsb = w.K / 256;
+    if (w.type == DType::Q4_K) return panel_gemv_ref(w, x, n0, n1, y);  // interim: the scalar reference until the AVX-512 Q4_K GEMV lands
     const uint8_t* stop = w.panels + ((n1 + 15) / 16) * pb;
     const bool q3 = w.type == DType::Q3_K;
     for (int64_t n = n0; n < n1; n += 16) {

@@ -1,5 +1,5 @@
-// The Q3_K / Q2_K panel layouts (qmatmul_panel_layout.h): scalar repack / unpack and the scalar
-// reference GEMV over them.
+// The Q3_K / Q2_K / Q4_K panel layouts (qmatmul_panel_layout.h): scalar repack / unpack and the
+// scalar reference GEMV over them.
 #include "kernels/cpu/qmatmul_panel_layout.h"
 
 #include <cmath>
@@ -8,6 +8,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/fp16.h"
+#include "kernels/ref/quant_formats.h"
 
 namespace moe::kernels::panel {
 
@@ -21,7 +22,8 @@ struct Geo {
 Geo geo(DType t) {
     if (t == DType::Q3_K) return {kQ3kBlockBytes, 3, 192, kQ3kSbLevelBytes, kQ3kSbScaleBytes, kQ3kSbDBytes};
     if (t == DType::Q2_K) return {kQ2kBlockBytes, 2, 128, kQ2kSbLevelBytes, kQ2kSbScaleBytes, kQ2kSbDBytes};
-    throw_error("kernels", "panel layout: weight type ", dtype_name(t), " has none (only Q2_K and Q3_K)");
+    if (t == DType::Q4_K) return {kQ4kBlockBytes, 4, 256, kQ4kSbLevelBytes, kQ4kSbScaleBytes, kQ4kSbDBytes};
+    throw_error("kernels", "panel layout: weight type ", dtype_name(t), " has none (only Q2_K, Q3_K and Q4_K)");
 }
 
 void check_k(int64_t K) {
@@ -89,9 +91,87 @@ inline size_t lev_byte(DType t, const Geo& g, int k, int b, int c, PanelBit* pb)
 // Scale byte of granule gi, column c: pairs (2 o, 2 o + 1) per column.
 inline size_t sc_byte(int gi, int c) { return static_cast<size_t>(32 * (gi / 2) + 2 * c + gi % 2); }
 
+// ---- Q4_K (qmatmul_panel_layout.h): nibble levels, 6-bit scales and mins as bytes.
+// Value k = 64 h + l of a block (l < 64): nibble l / 32 of qs[32 h + l % 32] (qs at byte 16).
+inline int q4k_block_level(const uint8_t* b, int k) { return (b[16 + 32 * (k / 64) + k % 32] >> (4 * ((k % 64) / 32))) & 0xF; }
+// Level byte (of a super-block's level region) of value k, column c, and the nibble's shift:
+// granule g = k / 32, vector v = (k % 32) / 8, byte 4 c + i (i = k % 4), nibble (k % 8) / 4.
+inline size_t q4k_lev_byte(int k, int c) { return static_cast<size_t>(256 * (k / 32) + 64 * ((k % 32) / 8) + 4 * c + k % 4); }
+inline int q4k_lev_shift(int k) { return 4 * ((k % 8) / 4); }
+// Scale region bytes: sc_g of column c; m_g of column c.
+inline size_t q4k_sc_byte(int g, int c) { return static_cast<size_t>(16 * g + c); }
+inline size_t q4k_m_byte(int g, int c) { return static_cast<size_t>(128 + 32 * (g / 2) + 2 * c + g % 2); }
+
+void repack_q4k(const uint8_t* rows, size_t row_stride, int64_t nsb, int nrows, uint8_t* out) {
+    const Geo g = geo(DType::Q4_K);
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const SbRegions r = regions(g, nsb, sb);
+        for (int c = 0; c < nrows; ++c) {
+            const uint8_t* b = rows + c * row_stride + sb * kQ4kBlockBytes;
+            for (int k = 0; k < 256; ++k) out[r.lev + q4k_lev_byte(k, c)] |= static_cast<uint8_t>(q4k_block_level(b, k) << q4k_lev_shift(k));
+            for (int gi = 0; gi < 8; ++gi) {
+                uint8_t sc, m;
+                ref::get_scale_min_k4(gi, b + 4, &sc, &m);
+                out[r.sc + q4k_sc_byte(gi, c)] = sc;
+                out[r.sc + q4k_m_byte(gi, c)] = m;
+            }
+            std::memcpy(out + r.d + 2 * c, b, 2);
+            std::memcpy(out + r.d + 32 + 2 * c, b + 2, 2);
+        }
+    }
+}
+
+void unpack_q4k(const uint8_t* panel, int64_t nsb, int nrows, uint8_t* rows, size_t row_stride) {
+    const Geo g = geo(DType::Q4_K);
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const SbRegions r = regions(g, nsb, sb);
+        for (int c = 0; c < nrows; ++c) {
+            uint8_t* b = rows + c * row_stride + sb * kQ4kBlockBytes;
+            std::memcpy(b, panel + r.d + 2 * c, 2);
+            std::memcpy(b + 2, panel + r.d + 32 + 2 * c, 2);
+            uint8_t sc[8], m[8];
+            for (int gi = 0; gi < 8; ++gi) {
+                sc[gi] = panel[r.sc + q4k_sc_byte(gi, c)];
+                m[gi] = panel[r.sc + q4k_m_byte(gi, c)];
+            }
+            ref::pack_scale_min_k4(sc, m, b + 4);
+            std::memset(b + 16, 0, 128);
+            for (int k = 0; k < 256; ++k) {
+                const int lv = (panel[r.lev + q4k_lev_byte(k, c)] >> q4k_lev_shift(k)) & 0xF;
+                b[16 + 32 * (k / 64) + k % 32] = static_cast<uint8_t>(b[16 + 32 * (k / 64) + k % 32] | (lv << (4 * ((k % 64) / 32))));
+            }
+        }
+    }
+}
+
+// Row c of a Q4_K panel against x: per super-block S = sum_g sc_g I_g, M = sum_g m_g nsum_g (nsum
+// of 32 values: two 16-value sums), then the two FMAs of qmatmul.h.
+float dot_q4k(const uint8_t* P, int64_t nsb, int c, const ref::ActQ8Row& x) {
+    const Geo g = geo(DType::Q4_K);
+    float acc = 0.0f;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const SbRegions r = regions(g, nsb, sb);
+        int32_t S = 0, M = 0;
+        for (int gi = 0; gi < 8; ++gi) {
+            int32_t I = 0;
+            for (int k = 32 * gi; k < 32 * gi + 32; ++k)
+                I += ((P[r.lev + q4k_lev_byte(k, c)] >> q4k_lev_shift(k)) & 0xF) * x.qs[256 * sb + k];
+            S += P[r.sc + q4k_sc_byte(gi, c)] * I;
+            M += P[r.sc + q4k_m_byte(gi, c)] * (x.nsum[64 * sb + 8 * gi] + x.nsum[64 * sb + 8 * gi + 4]);
+        }
+        uint16_t hd, hm;
+        std::memcpy(&hd, P + r.d + 2 * c, 2);
+        std::memcpy(&hm, P + r.d + 32 + 2 * c, 2);
+        const float dx = x.dxv[64 * sb];
+        acc = std::fma(static_cast<float>(S), fp16_to_fp32(hd) * dx, acc);
+        acc = std::fma(static_cast<float>(M), fp16_to_fp32(hm) * dx, acc);
+    }
+    return acc;
+}
+
 }  // namespace
 
-bool panel_supported(DType t) { return t == DType::Q2_K || t == DType::Q3_K; }
+bool panel_supported(DType t) { return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K; }
 
 int panel_sb_bytes(DType t) {
     const Geo g = geo(t);
@@ -114,6 +194,7 @@ void repack_panel(DType t, const uint8_t* rows, size_t row_stride, int64_t K, in
     const Geo g = geo(t);
     std::memset(out, 0, panel_bytes(t, K));
     const int64_t nsb = K / 256;
+    if (t == DType::Q4_K) return repack_q4k(rows, row_stride, nsb, nrows, out);
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const SbRegions r = regions(g, nsb, sb);
         uint8_t* L = out + r.lev;
@@ -157,6 +238,7 @@ void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* 
     const Geo g = geo(t);
     check_k(K);
     const int64_t nsb = K / 256;
+    if (t == DType::Q4_K) return unpack_q4k(panel, nsb, nrows, rows, row_stride);
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const SbRegions r = regions(g, nsb, sb);
         const uint8_t* L = panel + r.lev;
@@ -215,6 +297,10 @@ void panel_gemv_ref(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, in
     for (int64_t n = n0; n < n1; ++n) {
         const uint8_t* P = w.panels + (n / 16) * pb;
         const int c = static_cast<int>(n % 16);
+        if (t == DType::Q4_K) {
+            y[n - n0] = dot_q4k(P, nsb, c, x);
+            continue;
+        }
         float acc = 0.0f;
         for (int64_t sb = 0; sb < nsb; ++sb) {
             const SbRegions r = regions(g, nsb, sb);

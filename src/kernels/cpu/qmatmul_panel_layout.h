@@ -1,5 +1,5 @@
 #pragma once
-// A load-time "panel" layout of Q3_K and Q2_K weights for the decode GEMV (used for the routed
+// A load-time "panel" layout of Q3_K, Q2_K and Q4_K weights for the decode GEMV (used for the routed
 // experts with --repack-experts: moe/experts.h repack_expert_panels). The AVX-512 decode GEMV over the original blocks (gemv16_q3k,
 // qmatmul_avx512_kq_gemv.cpp) gets one zmm per row and 64 values and must reduce the 16 rows'
 // lanes to [granule][row] sums (granule_sums: ~44 shuffles/adds per 16 rows x 64 values). Here the
@@ -32,6 +32,21 @@
 //   scales  [nsb][8 pairs][16 columns][2]  the block's scale bytes sc | m << 4    256 bytes
 //   d       [nsb][2][16 columns]  f16 d, then dmin                                64 bytes
 // 1344 bytes per 16 rows x 256 values = 16 x 84: the same size as the blocks.
+//
+// Q4_K (144-byte blocks: f16 d, f16 dmin, scales[12] = 8 six-bit scales sc_g and mins m_g as
+// ref::get_scale_min_k4, qs[128]: value 64 h + l is the low nibble of qs[32 h + l], value
+// 64 h + 32 + l the high nibble, l < 32; granule g = values 32 g .. 32 g + 31, value =
+// d sc_g q - dmin m_g) at 4 bits, granule by granule:
+//   levels  [nsb][8 granules g][4 vectors v][64 bytes]   2048 bytes per super-block; byte p = 4 c + i
+//           of vector v: low nibble = level of value 32 g + 8 v + i of column c, high nibble =
+//           level of value 32 g + 8 v + 4 + i (vec & 0x0F and (vec >> 4) & 0x0F are the
+//           column-interleaved quads of values 32 g + 8 v .. + 3 and 32 g + 8 v + 4 .. + 7)
+//   scales  [nsb][256 bytes]: byte 16 g + c = sc_g of column c (g < 8); byte 128 + 32 k + 2 c + j
+//           = m_2k+j of column c (k < 4, j < 2: one vpmovzxbw of the 32 bytes at 128 + 32 k gives
+//           the dword pairs m_2k | m_2k+1 << 16 of the 16 columns, mins32's operand)
+//   d       [nsb][2][16 columns]  f16 d, then dmin                                64 bytes
+// 2368 bytes per 16 rows x 256 values against 16 x 144 = 2304 (+64, 2.8 %: the 6-bit scales and
+// mins as bytes).
 #include <cstddef>
 #include <cstdint>
 
@@ -45,6 +60,9 @@ inline constexpr int kQ3kSbLevelBytes = 1536, kQ3kSbScaleBytes = 256, kQ3kSbDByt
 inline constexpr int kQ3kSbPanelBytes = kQ3kSbLevelBytes + kQ3kSbScaleBytes + kQ3kSbDBytes;  // 1824
 inline constexpr int kQ2kSbLevelBytes = 1024, kQ2kSbScaleBytes = 256, kQ2kSbDBytes = 64;
 inline constexpr int kQ2kSbPanelBytes = kQ2kSbLevelBytes + kQ2kSbScaleBytes + kQ2kSbDBytes;  // 1344
+inline constexpr int kQ4kBlockBytes = 144;
+inline constexpr int kQ4kSbLevelBytes = 2048, kQ4kSbScaleBytes = 256, kQ4kSbDBytes = 64;
+inline constexpr int kQ4kSbPanelBytes = kQ4kSbLevelBytes + kQ4kSbScaleBytes + kQ4kSbDBytes;  // 2368
 
 // Where level bit b of quad qi (of an octet) lives: vector (0 A, 1 B, 2 C) and bit of its byte.
 struct PanelBit {
@@ -55,7 +73,7 @@ inline constexpr PanelBit kQ3kPanelBits[8][3] = {
     {{1, 3}, {1, 4}, {1, 5}}, {{1, 6}, {1, 7}, {2, 7}}, {{2, 0}, {2, 1}, {2, 2}}, {{2, 3}, {2, 4}, {2, 5}},
 };
 
-// True for the weight types with a panel layout (Q2_K, Q3_K).
+// True for the weight types with a panel layout (Q2_K, Q3_K, Q4_K).
 bool panel_supported(DType t);
 // Bytes of one super-block of one panel (16 rows x 256 values) of type t.
 int panel_sb_bytes(DType t);
@@ -74,8 +92,8 @@ void repack_matrix(DType t, const uint8_t* w, size_t row_stride, int64_t N, int6
 
 // y[n - n0] = row n . x for n in [n0, n1) of a repacked matrix (n0 a multiple of 16), with the
 // Q8_K activation row x: the super-block integer chain of qmatmul.h (S = sum_g sc_g I_g exact in
-// int32, acc = fma(float(S), d * dx, acc) per super-block; Q2_K then M = sum_g m_g nsum_g, acc =
-// fma(float(M), dmin * dx, acc)), so the bits equal those of every kernel path of the type.
+// int32, acc = fma(float(S), d * dx, acc) per super-block; Q2_K / Q4_K then M = sum_g m_g nsum_g,
+// acc = fma(float(M), dmin * dx, acc)), so the bits equal those of every kernel path of the type.
 struct PanelMatrix {
     DType type = DType::Q3_K;
     const uint8_t* panels = nullptr;  // repack_matrix's output
