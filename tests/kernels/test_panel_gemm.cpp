@@ -26,7 +26,7 @@ namespace {
 using kernels::Isa;
 namespace panel = kernels::panel;
 
-constexpr DType kTypes[] = {DType::Q3_K, DType::Q2_K};  // TMPQ4
+constexpr DType kTypes[] = {DType::Q4_K, DType::Q3_K, DType::Q2_K};
 size_t blk(DType t) { return t == DType::Q4_K ? 144 : t == DType::Q3_K ? 110 : 84; }
 
 bool simd_here() {

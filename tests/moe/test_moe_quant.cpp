@@ -210,3 +210,55 @@ TEST(MoeQuantPanels, RepackedExpertsGiveTheSameBits) {
     }
 }
 }  // namespace
+
+namespace {
+// --repack-experts on a type with a panel GEMM (Q2_K, Q3_K, Q4_K): every call, batched (m > 2 rows
+// per expert) or decode-sized, reads the panels, with the bits of the block path; so the blocks are
+// never read again (Model then releases their pages): corrupting them after the repack changes
+// nothing, corrupting the panels changes the batched output.
+TEST(MoeQuantPanels, BatchedCallsReadThePanelsAndNeverTheBlocks) {
+    if (!kernels::qmm_has_avx512(DType::Q4_K) || !kernels::panel::panel_gemv_usable())
+        GTEST_SKIP() << "no AVX-512 VNNI + GFNI on this CPU: repack_experts makes no panels here";
+    for (DType t : {DType::Q4_K, DType::Q3_K, DType::Q2_K}) {
+        SCOPED_TRACE(dtype_name(t));
+        const int64_t D = 512, F = 256, T = 64;  // 64 tokens x top-2 of 8: ~16 rows per expert
+        const int E = 8, k = 2;
+        MoeSpec spec = make_spec(Variant::Qwen2Shared, E, k, D, F);
+        spec.n_ff_shared = 2 * F;
+        TestModel m = make_model(spec, 0x5b21 + static_cast<uint64_t>(t));
+        auto gate = quantize_inplace(t, m.gate, D);
+        auto up = quantize_inplace(t, m.up, D);
+        auto down = quantize_inplace(t, m.down, F);
+        MoeWeights w = m.views(2);
+        auto v = [&](const TensorView& like, std::initializer_list<int64_t> shape, std::vector<uint8_t>& b) {
+            return make_view(like.name, t, shape, b.data());
+        };
+        w.gate_exps = v(w.gate_exps, {D, F, E}, gate);
+        w.up_exps = v(w.up_exps, {D, F, E}, up);
+        w.down_exps = v(w.down_exps, {F, D, E}, down);
+        const std::vector<float> x = random_x(T, D, 0x99 + static_cast<uint64_t>(t));
+        ThreadPool pool(2);
+        const kernels::CpuKernels kern(kernels::Isa::Avx512);
+        MoeBlock plain(spec, w, kern, T, pool.size()), panel(spec, w, kern, T, pool.size());
+        ASSERT_GT(panel.repack_experts(), 0u);
+        for (const ExpertMatrix* x3 : {&panel.routed_ffn().gate, &panel.routed_ffn().up, &panel.routed_ffn().down})
+            EXPECT_TRUE(x3->panels_serve_all);
+        std::vector<float> y0(static_cast<size_t>(T * D)), y1(y0.size());
+        plain.forward(pool, x.data(), T, y0.data());
+        // the blocks corrupted after the repack: the panel block must not notice
+        for (auto* b : {&gate, &up, &down})
+            for (size_t i = 0; i < b->size(); i += 7) (*b)[i] ^= 0x5A;
+        panel.forward(pool, x.data(), T, y1.data());
+        ASSERT_EQ(0, std::memcmp(y0.data(), y1.data(), y0.size() * sizeof(float))) << "batch of " << T;
+        panel.forward(pool, x.data(), 1, y1.data());
+        ASSERT_EQ(0, std::memcmp(y0.data(), y1.data(), D * sizeof(float))) << "one token";
+        // ... while corrupting the down panels' first level bytes changes the batched output
+        const ExpertMatrix& d = panel.routed_ffn().down;
+        auto* p = const_cast<uint8_t*>(d.panels);
+        for (int e = 0; e < E; ++e)
+            for (size_t b = 0; b < 64; ++b) p[e * d.panel_bytes + b] ^= 0xFF;
+        panel.forward(pool, x.data(), T, y1.data());
+        EXPECT_NE(0, std::memcmp(y0.data(), y1.data(), y0.size() * sizeof(float))) << "corrupted panels went unused";
+    }
+}
+}  // namespace

@@ -34,7 +34,6 @@ namespace moe::kernels::panel {
 
 namespace {
 using namespace avx512;
-constexpr int kQ4kSbLevelBytes = 2048, kQ4kSbScaleBytes = 256, kQ4kSbDBytes = 64;  // TMPQ4
 
 // rows_block's view of Q4_K (as DQ45_K<false> in qmatmul_avx512_q8k.cpp): 256-value super-blocks,
 // 32-value granules with integer scales and mins, no level offset.
@@ -47,7 +46,7 @@ struct PanelQ4K {
 // row = values 4t..4t+3, lane c = column c), ws int32 [granule][column], wm the mins' word pairs
 // [pair][column] (wm_per_sb = 8 vectors per super-block, the first 4 used), wd [2][column] f32 d, dmin.
 void fill_q4k(const uint8_t* P, int64_t nsb, const Panel& p) {
-    const uint8_t* S0 = P + static_cast<size_t>(nsb) * kQ4kSbLevelBytes;  // TMPQ4
+    const uint8_t* S0 = P + static_cast<size_t>(nsb) * kQ4kSbLevelBytes;
     const uint8_t* D0 = S0 + static_cast<size_t>(nsb) * kQ4kSbScaleBytes;
     const __m512i lo4 = _mm512_set1_epi8(0x0F);
     for (int64_t sb = 0; sb < nsb; ++sb) {
