@@ -1,12 +1,13 @@
 // Kernel benchmark of the decode panel layout (--repack-experts) (kernels/cpu/qmatmul_panel_layout.h): the
-// engine's Q3_K / Q2_K decode GEMV (CpuKernels(Avx512).matmul, m = 1: gemv16_q3k / gemv16_q2k over
-// the original blocks) against the panel GEMV over the repacked matrices, same activation row
-// (Q8_K, prepared once). Usage: panel_gemv_bench [Q3_K|Q2_K] [matrices=16] [N=1024] [K=2048]
-// [alternations=3]
+// engine's Q3_K / Q2_K / Q4_K decode GEMV (CpuKernels(Avx512).matmul, m = 1: gemv16_q3k / gemv16_q2k /
+// gemv16_q4k over the original blocks) against the panel GEMV over the repacked matrices, same
+// activation row (Q8_K, prepared once). Usage: panel_gemv_bench [Q3_K|Q2_K|Q4_K] [matrices=16]
+// [N=1024] [K=2048] [alternations=3]
 // One thread: thread CPU time of a pass over all matrices, best of 5 (each timing 8 passes).
 // Two threads: each thread the same pass over its row half of every matrix; the pass time is the
-// slower thread's CPU time, best of 5. GB/s are bytes of the ORIGINAL Q3_K weights per second
-// (the Q3_K panel reads 3.6 % more, the Q2_K panel as much). Also times the scalar repack (one thread).
+// slower thread's CPU time, best of 5. GB/s are bytes of the ORIGINAL weights per second (the
+// Q3_K panel reads 3.6 % more, the Q2_K panel as much, the Q4_K panel 2.8 % more); GFLOP/s =
+// 2 N K per matrix and pass. Also times the scalar repack (one thread).
 #include <time.h>
 
 #include <algorithm>
@@ -106,11 +107,11 @@ double time_it(const Setup& s, int threads, const std::function<void(int64_t, in
 int main(int argc, char** argv) {
     Setup s;
     const std::string tn = argc > 1 ? argv[1] : "Q3_K";
-    if (tn != "Q3_K" && tn != "Q2_K") {
-        std::fprintf(stderr, "panel_gemv_bench: type %s has no panel layout (Q3_K or Q2_K)\n", tn.c_str());
+    if (tn != "Q3_K" && tn != "Q2_K" && tn != "Q4_K") {
+        std::fprintf(stderr, "panel_gemv_bench: type %s has no panel layout (Q3_K, Q2_K or Q4_K)\n", tn.c_str());
         return 2;
     }
-    s.type = tn == "Q3_K" ? DType::Q3_K : DType::Q2_K;
+    s.type = tn == "Q3_K" ? DType::Q3_K : tn == "Q2_K" ? DType::Q2_K : DType::Q4_K;
     s.nmat = argc > 2 ? std::atoi(argv[2]) : 16;
     s.N = argc > 3 ? std::atoll(argv[3]) : 1024;
     s.K = argc > 4 ? std::atoll(argv[4]) : 2048;
@@ -123,7 +124,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "panel_gemv_bench: this CPU lacks AVX-512 VNNI + GFNI (the panel GEMV)\n");
         return 2;
     }
-    const int blk = s.type == DType::Q3_K ? panel::kQ3kBlockBytes : panel::kQ2kBlockBytes;
+    const int blk = s.type == DType::Q3_K ? panel::kQ3kBlockBytes : s.type == DType::Q2_K ? panel::kQ2kBlockBytes : panel::kQ4kBlockBytes;
     s.stride = static_cast<size_t>(s.K / 256) * blk;
     s.mat_bytes = s.stride * static_cast<size_t>(s.N);
     s.panel_bytes = panel::panel_matrix_bytes(s.type, s.N, s.K);
@@ -161,13 +162,13 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "panel_gemv_bench: panel GEMV output differs from the engine's\n");
         return 1;
     }
-    const double gb = static_cast<double>(s.w.size()) / 1e9;
+    const double gb = static_cast<double>(s.w.size()) / 1e9, gf = 2.0 * static_cast<double>(s.N) * static_cast<double>(s.K) * s.nmat / 1e9;
     for (int alt = 0; alt < alts; ++alt) {
         for (int threads : {1, 2}) {
             const double te = time_it(s, threads, [&](int64_t r0, int64_t r1) { pass_engine(s, k, r0, r1); });
             const double tp = time_it(s, threads, [&](int64_t r0, int64_t r1) { pass_panel(s, r0, r1); });
-            std::printf("alt %d, %d thread%s: engine %.2f GB/s (%.3f ms/pass), panel %.2f GB/s (%.3f ms/pass), panel / engine %.3fx\n", alt,
-                        threads, threads > 1 ? "s" : " ", gb / te, 1e3 * te, gb / tp, 1e3 * tp, te / tp);
+            std::printf("alt %d, %d thread%s: engine %.2f GB/s %.1f GFLOP/s (%.3f ms/pass), panel %.2f GB/s %.1f GFLOP/s (%.3f ms/pass), panel / engine %.3fx\n",
+                        alt, threads, threads > 1 ? "s" : " ", gb / te, gf / te, 1e3 * te, gb / tp, gf / tp, 1e3 * tp, te / tp);
         }
     }
     return 0;

@@ -140,6 +140,20 @@ TEST(PanelGemv, BadShapesAreOneClearError) {
     std::vector<float> y(32);
     EXPECT_THROW(panel::panel_gemv_ref(pm, ref::act_q8_row(xq.data(), 256), 1, 17, y.data()), Error);
     EXPECT_THROW(panel::panel_gemv_ref(pm, ref::act_q8_row(xq.data(), 256), 0, 18, y.data()), Error);
+    // Q4_K likewise
+    const DType t4 = DType::Q4_K;
+    EXPECT_THROW(panel::panel_bytes(t4, 384), Error);
+    std::vector<uint8_t> w4(panel::kQ4kBlockBytes * 17), P4(panel::panel_matrix_bytes(t4, 17, 256));
+    EXPECT_THROW(panel::repack_panel(t4, w4.data(), panel::kQ4kBlockBytes, 256, 17, P4.data()), Error);
+    EXPECT_THROW(panel::repack_panel(t4, w4.data(), panel::kQ4kBlockBytes, 256, 0, P4.data()), Error);
+    panel::repack_matrix(t4, w4.data(), panel::kQ4kBlockBytes, 17, 256, P4.data());
+    const panel::PanelMatrix pm4{t4, P4.data(), 17, 256};
+    EXPECT_THROW(panel::panel_gemv_ref(pm4, ref::act_q8_row(xq.data(), 256), 8, 17, y.data()), Error);
+    EXPECT_THROW(panel::panel_gemv_ref(pm4, ref::act_q8_row(xq.data(), 256), 16, 18, y.data()), Error);
+    if (panel::panel_gemv_usable()) {
+        EXPECT_THROW(panel::panel_gemv_avx512(pm4, ref::act_q8_row(xq.data(), 256), 8, 17, y.data()), Error);
+        EXPECT_THROW(panel::panel_gemv_avx512(pm4, ref::act_q8_row(xq.data(), 256), 0, 18, y.data()), Error);
+    }
     try {
         panel::panel_bytes(t, 300);
     } catch (const Error& e) {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -148,14 +149,16 @@ INSTANTIATE_TEST_SUITE_P(Types, MoeQuant, testing::ValuesIn(cases()), [](const t
 }  // namespace
 
 namespace {
-// --repack-experts: the routed Q2_K / Q3_K stacks also held as the panel GEMV's layout
+// --repack-experts: the routed Q2_K / Q3_K / Q4_K stacks also held as the panel GEMV's layout
 // (MoeBlock::repack_experts). Decode calls (m <= 2 rows per expert) then read the panels; the
 // output must keep the bits of the block path, batched and token by token.
 TEST(MoeQuantPanels, RepackedExpertsGiveTheSameBits) {
     if (!kernels::qmm_has_avx512(DType::Q3_K))
         GTEST_SKIP() << "no AVX-512 VNNI path on this CPU: the panels are used only beside it";
-    for (DType t : {DType::Q2_K, DType::Q3_K}) {
-        SCOPED_TRACE(dtype_name(t));
+    // Q4_K gate/up with Q6_K down as the Q4_K_M files have them: only gate/up get panels
+    const std::pair<DType, DType> cases[] = {{DType::Q2_K, DType::Q2_K}, {DType::Q3_K, DType::Q3_K}, {DType::Q4_K, DType::Q4_K}, {DType::Q4_K, DType::Q6_K}};
+    for (const auto& [t, td] : cases) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " down " + dtype_name(td));
         const int64_t D = 512, F = 256, T = 9;
         const int E = 8, k = 2;
         MoeSpec spec = make_spec(Variant::Qwen2Shared, E, k, D, F);
@@ -163,14 +166,14 @@ TEST(MoeQuantPanels, RepackedExpertsGiveTheSameBits) {
         TestModel m = make_model(spec, 0x3a11 + static_cast<uint64_t>(t));
         const auto gate = quantize_inplace(t, m.gate, D);
         const auto up = quantize_inplace(t, m.up, D);
-        const auto down = quantize_inplace(t, m.down, F);
+        const auto down = quantize_inplace(td, m.down, F);
         MoeWeights w = m.views(2);
         auto v = [&](const TensorView& like, std::initializer_list<int64_t> shape, const std::vector<uint8_t>& b) {
             return make_view(like.name, t, shape, const_cast<uint8_t*>(b.data()));
         };
         w.gate_exps = v(w.gate_exps, {D, F, E}, gate);
         w.up_exps = v(w.up_exps, {D, F, E}, up);
-        w.down_exps = v(w.down_exps, {F, D, E}, down);
+        w.down_exps = make_view(w.down_exps.name, td, {F, D, E}, const_cast<uint8_t*>(down.data()));
         const std::vector<float> x = random_x(T, D, 0x77 + static_cast<uint64_t>(t));
         ThreadPool pool(2);
         const kernels::CpuKernels kern(kernels::Isa::Avx512);
@@ -181,7 +184,8 @@ TEST(MoeQuantPanels, RepackedExpertsGiveTheSameBits) {
             GTEST_SKIP() << "this CPU lacks GFNI: the panel GEMV is not used (repack_experts made none)";
         }
         // every routed stack repacked: E experts x ceil(N / 16) panels of the type's bytes
-        EXPECT_EQ(bytes, (kernels::panel::panel_matrix_bytes(t, F, D) * 2 + kernels::panel::panel_matrix_bytes(t, D, F)) * E);
+        const size_t down_bytes = kernels::panel::panel_supported(td) ? kernels::panel::panel_matrix_bytes(td, D, F) : 0;
+        EXPECT_EQ(bytes, (kernels::panel::panel_matrix_bytes(t, F, D) * 2 + down_bytes) * E);
         std::vector<float> y0(static_cast<size_t>(T * D)), y1(static_cast<size_t>(T * D)), yt(static_cast<size_t>(D));
         plain.forward(pool, x.data(), T, y0.data());
         panel.forward(pool, x.data(), T, y1.data());

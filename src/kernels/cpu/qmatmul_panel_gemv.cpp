@@ -1,5 +1,6 @@
-// AVX-512 VNNI + GFNI decode GEMVs over the Q3_K / Q2_K panel layouts (qmatmul_panel_layout.h;
-// experiment, not wired into the engine). Per 16 rows and octet (32 values, granules 2 o and 2 o + 1): three
+// AVX-512 VNNI + GFNI decode GEMVs over the Q3_K / Q2_K / Q4_K panel layouts
+// (qmatmul_panel_layout.h; the routed experts' decode calls with --repack-experts,
+// moe/experts.cpp). Q3_K: per 16 rows and octet (32 values, granules 2 o and 2 o + 1): three
 // 64-byte loads (A, B, C), per quad one vgf2p8affineqb (quads 2 and 5: two and an OR) gives the
 // quad's level vector (lane c = column c's 4 levels), one vpdpbusd with the 4 activation bytes
 // broadcast adds them to the granule's sums of all 16 columns -- the accumulators are the
@@ -9,7 +10,7 @@
 // qmatmul.h, so the bits equal gemv16_q3k's and the scalar path's. Q2_K: two loads per octet, one
 // vgf2p8affineqb per quad, no offset; the scale bytes sc | m << 4 as word pairs give S as above
 // and M = sum m_g nsum_g (one vpdpwssd per octet against the broadcast nsum pair), then the two
-// FMAs of gemv16_q2k.
+// FMAs of gemv16_q2k. Q4_K: plain nibbles, no GFNI (panels_q4k below).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -147,20 +148,110 @@ __m512 panel16_q2k(const uint8_t* P, int64_t nsb, const ref::ActQ8Row& x, const 
     return acc;
 }
 
+// Q4_K: per granule (32 values) four 64-byte loads; vector v's low nibbles are the column-
+// interleaved quad of values 32 g + 8 v .. + 3, its high nibbles the quad + 4 .. + 7. The high
+// nibble stays in place (v & 0xF0 = 16 x level: its sums come out x 16, exact, and are shifted back
+// per granule: I_g = Ilo + (Ihi >> 4), |I_g| <= 32 x 15 x 128 < 2^16, int32), S += sc_g I_g with
+// vpmulld. (Measured against the other form, two 16-value halves whose sums fit int16 packed as
+// words and one vpdpwssd against (sc_g, sc_g): 0.9x, the extra shifts; docs/PERFORMANCE.md.) M as
+// mins32 (qmatmul_avx512.h): the stored min pairs (m_2k, m_2k+1) as words against the broadcast
+// nsum pair of granules 2k, 2k+1 (|nsum| <= 32 x 128, int16). Per super-block the two FMAs of
+// gemv16_q4k in its order, so the bits are gemv16_q4k's. The loads limit it in cache (one thread,
+// in L2): each level vector is loaded once (load_once: 1.27x) and up to four panels go at once,
+// sharing the activation broadcasts (1 -> 2 panels 1.09x, 2 -> 4 1.08x).
+// One 64-byte load kept in a register (GCC would fold it into both ANDs: twice the loads, and
+// the loads are what limits this kernel).
+inline __m512i load_once(const uint8_t* p) {
+    __m512i v = _mm512_loadu_si512(p);
+    asm("" : "+v"(v));
+    return v;
+}
+// NP panels (pb bytes apart) at once against x: the activation broadcasts are shared. acc[j] lane
+// c = row c of panel j. Prefetches the bytes [P + NP pb, stop) (the next NP panels) during its steps.
+template <int NP>
+void panels_q4k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& x, const uint8_t* stop, __m512 (&acc)[NP]) {
+    const int64_t share = NP * pb / nsb;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), mf0 = _mm512_set1_epi8(static_cast<char>(0xF0));
+    for (int j = 0; j < NP; ++j) acc[j] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const uint8_t* L[NP];
+        const uint8_t* scs[NP];
+        for (int j = 0; j < NP; ++j) {
+            L[j] = P + j * pb + sb * kQ4kSbLevelBytes;
+            scs[j] = P + j * pb + nsb * kQ4kSbLevelBytes + sb * kQ4kSbScaleBytes;
+        }
+        const int8_t* xq = x.qs + 256 * sb;
+        const int32_t* ns = x.nsum + 64 * sb;
+        __m512i S[NP], M[NP];
+        for (int j = 0; j < NP; ++j) S[j] = M[j] = _mm512_setzero_si512();
+        const char* nx = reinterpret_cast<const char*>(P + NP * pb + sb * share);
+        const NextPanel np{nx, std::min<int64_t>(share, reinterpret_cast<const char*>(stop) - nx)};
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) {
+            prefetch_next(np, g);
+            const int8_t* xg = xq + 32 * g;
+            __m512i Il[NP], Ih[NP];
+            for (int j = 0; j < NP; ++j) Il[j] = Ih[j] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int v = 0; v < 4; ++v) {
+                const __m512i xl = bcast(xg + 8 * v), xh = bcast(xg + 8 * v + 4);
+                for (int j = 0; j < NP; ++j) {
+                    const __m512i V = load_once(L[j] + 256 * g + 64 * v);
+                    Il[j] = _mm512_dpbusd_epi32(Il[j], _mm512_and_si512(V, m4), xl);
+                    Ih[j] = _mm512_dpbusd_epi32(Ih[j], _mm512_and_si512(V, mf0), xh);
+                }
+            }
+            for (int j = 0; j < NP; ++j) {
+                const __m512i scg = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scs[j] + 16 * g)));
+                S[j] = _mm512_add_epi32(S[j], _mm512_mullo_epi32(_mm512_add_epi32(Il[j], _mm512_srai_epi32(Ih[j], 4)), scg));
+            }
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+            const int32_t n0 = ns[16 * k] + ns[16 * k + 4], n1 = ns[16 * k + 8] + ns[16 * k + 12];
+            const __m512i npair = _mm512_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(n0) & 0xFFFFu) | (static_cast<uint32_t>(n1) << 16)));
+            for (int j = 0; j < NP; ++j)
+                M[j] = _mm512_dpwssd_epi32(M[j], _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scs[j] + 128 + 32 * k))), npair);
+        }
+        const __m512 dx = _mm512_set1_ps(x.dxv[64 * sb]);
+        for (int j = 0; j < NP; ++j) {
+            const uint8_t* dd = P + j * pb + nsb * (kQ4kSbLevelBytes + kQ4kSbScaleBytes) + sb * kQ4kSbDBytes;
+            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd)));
+            const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd + 32)));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[j]), _mm512_mul_ps(d, dx), acc[j]);
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M[j]), _mm512_mul_ps(dmin, dx), acc[j]);
+        }
+    }
+}
+
 }  // namespace
 
 void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y) {
     const size_t pb = panel_bytes(w.type, w.K);
     check_range(w, n0, n1);
     const int64_t nsb = w.K / 256;
-    if (w.type == DType::Q4_K) return panel_gemv_ref(w, x, n0, n1, y);  // interim: the scalar reference until the AVX-512 Q4_K GEMV lands
     const uint8_t* stop = w.panels + ((n1 + 15) / 16) * pb;
-    const bool q3 = w.type == DType::Q3_K;
-    for (int64_t n = n0; n < n1; n += 16) {
+    int64_t n = n0;
+    if (w.type == DType::Q4_K) {  // four panels at a time while four whole ones are left, then two
+        for (; n + 64 <= n1; n += 64) {
+            __m512 acc[4];
+            panels_q4k<4>(w.panels + (n / 16) * pb, static_cast<int64_t>(pb), nsb, x, stop, acc);
+            for (int j = 0; j < 4; ++j) _mm512_storeu_ps(y + (n - n0) + 16 * j, acc[j]);
+        }
+        for (; n + 32 <= n1; n += 32) {
+            __m512 acc[2];
+            panels_q4k<2>(w.panels + (n / 16) * pb, static_cast<int64_t>(pb), nsb, x, stop, acc);
+            for (int j = 0; j < 2; ++j) _mm512_storeu_ps(y + (n - n0) + 16 * j, acc[j]);
+        }
+    }
+    for (; n < n1; n += 16) {
         const int nc = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
         const uint8_t* P = w.panels + (n / 16) * pb;
-        const __m512 acc = q3 ? panel16_q3k(P, nsb, x, stop) : panel16_q2k(P, nsb, x, stop);
-        _mm512_mask_storeu_ps(y + (n - n0), static_cast<__mmask16>((1u << nc) - 1u), acc);
+        __m512 acc[1];
+        if (w.type == DType::Q3_K) acc[0] = panel16_q3k(P, nsb, x, stop);
+        else if (w.type == DType::Q2_K) acc[0] = panel16_q2k(P, nsb, x, stop);
+        else panels_q4k<1>(P, static_cast<int64_t>(pb), nsb, x, stop, acc);
+        _mm512_mask_storeu_ps(y + (n - n0), static_cast<__mmask16>((1u << nc) - 1u), acc[0]);
     }
 }
 
