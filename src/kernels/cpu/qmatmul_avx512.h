@@ -124,7 +124,16 @@ struct Panel {
     float* ws;    // [K/kG][16] (kSbInt: int32 scales)
     float* wm;    // [K/32][16] (Q2_K: [K/16][16] int32 mins)
     float* wd;    // kSbInt: [K/256][2][16] d, dmin
+    // D::kNibbles (the stored Q4_K panel, qmatmul_panel_gemm.cpp): the levels are read from there
+    // (64-byte vector v of granule g at lev + 256 g + 64 v: quads 2 v, 2 v + 1 as its low and high
+    // nibbles) instead of q
+    const uint8_t* lev = nullptr;
 };
+template <class D>
+constexpr bool nibbles_of() {
+    if constexpr (requires { D::kNibbles; }) return D::kNibbles;
+    else return false;
+}
 
 // Scales of super-block sb of up to 16 weight rows as [granule][column] (ws) and [group][column]
 // (wm) f32 vectors; also runs D::begin for each row (st).
@@ -239,6 +248,29 @@ template <class D, int MR, int NP>
         const __m512i init =
             D::kShift >= 0 ? _mm512_set1_epi32(ns * (1 << (D::kShift >= 0 ? D::kShift : 0))) : _mm512_setzero_si512();
         for (int j = 0; j < NP; ++j) I[i][j] = init;
+    }
+    if constexpr (nibbles_of<D>()) {
+        static_assert(D::kG == 32, "nibble panels: 32-value granules");
+        const __m512i lo4 = _mm512_set1_epi8(0x0F);
+        for (int v = 0; v < 4; ++v) {
+            __m512i wl[NP], wh[NP];
+            for (int j = 0; j < NP; ++j) {
+                const __m512i b = _mm512_loadu_si512(p[j].lev + 256 * g + 64 * v);
+                wl[j] = _mm512_and_si512(b, lo4);
+                wh[j] = _mm512_and_si512(_mm512_srli_epi16(b, 4), lo4);
+            }
+            for (int i = 0; i < MR; ++i) {
+                int32_t xl, xh;
+                std::memcpy(&xl, x[i].qs + k0 + 8 * v, 4);
+                std::memcpy(&xh, x[i].qs + k0 + 8 * v + 4, 4);
+                const __m512i bl = _mm512_set1_epi32(xl), bh = _mm512_set1_epi32(xh);
+                for (int j = 0; j < NP; ++j) {
+                    I[i][j] = _mm512_dpbusd_epi32(I[i][j], wl[j], bl);
+                    I[i][j] = _mm512_dpbusd_epi32(I[i][j], wh[j], bh);
+                }
+            }
+        }
+        return;
     }
     for (int t = 0; t < kQuads; ++t) {
         __m512i wq[NP];

@@ -6,7 +6,7 @@
 // the 16 rows' scales, 4 units of 16 per-row level decodes and a 16 x 16 dword transposition each,
 // into a column-interleaved int8 buffer that rows_block then reads. The stored panel is already
 // column-interleaved, so filling that buffer is a bit-field split per 64 bytes (and, shift) and
-// extensions of the stored scale bytes: the same buffer contents, hence the same
+// extensions of the stored scale bytes (Q4_K: only the scales; its nibbles are read in place): the same buffer contents, hence the same
 // rows_block, the same integer sums and f32 chain, and the same bits as every other path of the type.
 #include <immintrin.h>
 
@@ -36,27 +36,22 @@ namespace {
 using namespace avx512;
 
 // rows_block's view of Q4_K (as DQ45_K<false> in qmatmul_avx512_q8k.cpp): 256-value super-blocks,
-// 32-value granules with integer scales and mins, no level offset.
+// 32-value granules with integer scales and mins, no level offset; the levels are read straight
+// from the stored nibbles (granule_isums splits each 64-byte vector into its two quads), which
+// measured 1.06x the pp512 of copying them into the int8 buffer first (the copy waited on the
+// panel's first reads from DRAM; docs/PERFORMANCE.md).
 struct PanelQ4K {
     static constexpr int kShift = -1, kSbElems = 256, kG = 32;
-    static constexpr bool kMin = true, kSbInt = true;
+    static constexpr bool kMin = true, kSbInt = true, kNibbles = true;
 };
 
-// Stored panel P (nsb super-blocks) -> rows_block's buffer p: levels as int8 quads (quad t of the
-// row = values 4t..4t+3, lane c = column c), ws int32 [granule][column], wm the mins' word pairs
+// Stored Q4_K panel P (nsb super-blocks) -> rows_block's scale buffers (its levels are read in
+// place: PanelQ4K::kNibbles, Panel::lev): ws int32 [granule][column], wm the mins' word pairs
 // [pair][column] (wm_per_sb = 8 vectors per super-block, the first 4 used), wd [2][column] f32 d, dmin.
 void fill_q4k(const uint8_t* P, int64_t nsb, const Panel& p) {
     const uint8_t* S0 = P + static_cast<size_t>(nsb) * kQ4kSbLevelBytes;
     const uint8_t* D0 = S0 + static_cast<size_t>(nsb) * kQ4kSbScaleBytes;
-    const __m512i lo4 = _mm512_set1_epi8(0x0F);
     for (int64_t sb = 0; sb < nsb; ++sb) {
-        const uint8_t* L = P + sb * kQ4kSbLevelBytes;
-        __m512i* q = p.q + sb * 64;
-        for (int v = 0; v < 32; ++v) {  // granule v / 4, vector v % 4: quads 2 v (low nibbles), 2 v + 1
-            const __m512i b = _mm512_loadu_si512(L + 64 * v);
-            _mm512_store_si512(q + 2 * v, _mm512_and_si512(b, lo4));
-            _mm512_store_si512(q + 2 * v + 1, _mm512_and_si512(_mm512_srli_epi16(b, 4), lo4));
-        }
         const uint8_t* S = S0 + sb * kQ4kSbScaleBytes;
         for (int g = 0; g < 8; ++g)
             _mm512_store_si512(p.ws + (sb * 8 + g) * 16, _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(S + 16 * g))));
@@ -177,7 +172,16 @@ void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const uin
         int nc[2];
         nc[0] = static_cast<int>(std::min<int64_t>(16, a.n1 - n));
         nc[1] = static_cast<int>(std::clamp<int64_t>(a.n1 - n - 16, 0, 16));
+        if constexpr (nibbles_of<D>())
+            for (int j = 0; j < 2; ++j) p[j].lev = w.panels + static_cast<size_t>(n / 16 + j) * pb_bytes;
         fill(w.panels + static_cast<size_t>(n / 16) * pb_bytes, nsb, p[0]);
+        {
+            // the next pair's panels (contiguous) requested now, to arrive while this pair computes
+            const int64_t nn = std::min<int64_t>(a.n1, n + 64) - (n + 32);
+            const char* np = reinterpret_cast<const char*>(w.panels) + static_cast<size_t>(n / 16 + 2) * pb_bytes;
+            if (nn > 0)
+                for (size_t o = 0; o < static_cast<size_t>((nn + 15) / 16) * pb_bytes; o += 64) asm volatile("prefetcht2 %0" : : "m"(np[o]));
+        }
         if (nc[1] > 0) {
             fill(w.panels + static_cast<size_t>(n / 16 + 1) * pb_bytes, nsb, p[1]);
             rows_all<D, 2>(a, act, act_stride, n, nc, p);
