@@ -1,8 +1,12 @@
 // Writer round trips: every value type, nested/empty arrays, several tensor types streamed in odd
 // chunks with a non-default alignment, read back bit-exactly; and a rewrite of a llama.cpp file.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
+#include <iterator>
+#include <vector>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -278,3 +282,53 @@ TEST(GgufWriter, RewriteTinyLlama) {
 }
 
 }  // namespace
+
+namespace {
+// This process's resident file-backed memory in bytes (RssFile of /proc/self/status), or -1.
+int64_t rss_file() {
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("RssFile:", 0) == 0) return std::stoll(line.substr(8)) * 1024;
+    return -1;
+}
+}  // namespace
+
+// release_pages (used after --repack-experts): the whole pages inside the range leave the mapping's
+// resident set, a later read gives the same bytes (faulted back from the file); ranges outside the
+// mapping, and Files parsed from memory, release nothing.
+TEST(GgufFile, ReleasePagesDropsResidencyKeepsBytes) {
+    const auto path = (temp_dir() / "release.gguf").string();
+    const int64_t n = (16 << 20) / 4 + 100;  // f32 values: 16 MiB and a bit, so RSS shows the release
+    std::vector<float> data(static_cast<size_t>(n));
+    moe::Rng rng(0x7e1ea5e);
+    for (auto& v : data) v = rng.normal();
+    {
+        Writer w(path);
+        w.add_tensor("t", DType::F32, {n});
+        w.write_header();
+        w.write_data(data.data(), data.size() * sizeof(float));
+        w.finish();
+    }
+    const File f = File::open(path);
+    const moe::TensorView t = f.view(*f.find_tensor("t"));
+    const size_t bytes = data.size() * sizeof(float);
+    ASSERT_EQ(0, std::memcmp(t.data, data.data(), bytes));  // touches every page
+    const int64_t before = rss_file();
+    const size_t released = f.release_pages(t.data, bytes);
+    const int64_t after = rss_file();
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    EXPECT_GE(released, bytes - 2 * page);  // all but the two partial pages at the ends
+    EXPECT_EQ(released % page, 0u);
+    if (before >= 0) EXPECT_LE(after, before - static_cast<int64_t>(released) + (1 << 20)) << "RssFile " << before << " -> " << after;
+    EXPECT_EQ(0, std::memcmp(t.data, data.data(), bytes));  // the same bytes, read back from the file
+    // outside the mapping, empty, or a File over memory: nothing released
+    EXPECT_EQ(f.release_pages(data.data(), bytes), 0u);
+    EXPECT_EQ(f.release_pages(t.data, 0), 0u);
+    std::ifstream in(path, std::ios::binary);
+    const std::vector<char> mem((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const File m = File::parse(mem.data(), mem.size());
+    const moe::TensorView tm = m.view(*m.find_tensor("t"));
+    EXPECT_EQ(m.release_pages(tm.data, bytes), 0u);
+    EXPECT_EQ(0, std::memcmp(tm.data, data.data(), bytes));
+}
