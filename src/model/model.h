@@ -43,7 +43,7 @@ struct ExpertCacheOptions {
     int64_t kv_seqs = 1;           // sequences of n_ctx the KV cache will hold (moe serve: --parallel)
     DType kv_type = DType::F32;    // the KV cache's type (runtime::SessionOptions::kv_type)
     bool swa_full = false;         // sliding-window layers keep every position (SessionOptions::swa_full)
-    bool repack_experts = false;   // --repack-experts: Q2_K / Q3_K / Q4_K routed experts also as decode panels
+    bool repack_experts = false;   // --repack-experts: Q2_K / Q3_K / Q4_K routed experts as panels (blocks released)
 };
 
 // What the budget is spent on (filled when the cache is on).
@@ -94,7 +94,7 @@ public:
     // The expert cache (--mem), or nullptr when experts are read in place.
     ExpertCache* expert_cache() const { return cache_.get(); }
     const MemoryBudget& memory_budget() const { return budget_; }
-    // Bytes of decode panels made by --repack-experts (0: none; ExpertCacheOptions::repack_experts).
+    // Bytes of panels made by --repack-experts (0: none; ExpertCacheOptions::repack_experts).
     size_t panel_bytes() const { return panel_bytes_; }
     // Bytes of the file's mapping released because panels serve every call of those stacks
     // (gguf::File::release_pages; 0 without --repack-experts or for types with no panel GEMM).
