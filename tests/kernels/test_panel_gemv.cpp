@@ -1,7 +1,7 @@
-// The Q3_K / Q2_K / Q4_K panel layouts (kernels/cpu/qmatmul_panel_layout.h): the repack is a
+// The Q3_K / Q2_K / Q4_K / Q6_K panel layouts (kernels/cpu/qmatmul_panel_layout.h): the repack is a
 // bijection on the block bytes, and the decode GEMV over the panels (scalar reference and AVX-512)
 // gives exactly the bits of the engine's kernel of the type (m = 1: the AVX-512 decode GEMVs
-// gemv16_q3k / gemv16_q2k / gemv16_q4k, and the scalar path) on random valid blocks, random and saturated
+// gemv16_q3k / gemv16_q2k / gemv16_q4k / gemv16_q6k, and the scalar path) on random valid blocks, random and saturated
 // activations.
 #include <gtest/gtest.h>
 
@@ -24,8 +24,13 @@ namespace {
 using kernels::Isa;
 namespace panel = kernels::panel;
 
-constexpr DType kTypes[] = {DType::Q3_K, DType::Q2_K, DType::Q4_K};
-size_t blk(DType t) { return t == DType::Q3_K ? panel::kQ3kBlockBytes : t == DType::Q2_K ? panel::kQ2kBlockBytes : panel::kQ4kBlockBytes; }
+constexpr DType kTypes[] = {DType::Q3_K, DType::Q2_K, DType::Q4_K, DType::Q6_K};
+size_t blk(DType t) {
+    return t == DType::Q3_K ? panel::kQ3kBlockBytes : t == DType::Q2_K ? panel::kQ2kBlockBytes : t == DType::Q4_K ? panel::kQ4kBlockBytes : panel::kQ6kBlockBytes;
+}
+int sb_bytes(DType t) {
+    return t == DType::Q3_K ? panel::kQ3kSbPanelBytes : t == DType::Q2_K ? panel::kQ2kSbPanelBytes : t == DType::Q4_K ? panel::kQ4kSbPanelBytes : panel::kQ6kSbPanelBytes;
+}
 
 std::vector<uint8_t> random_rows(Rng& rng, DType t, int64_t N, int64_t K) {
     std::vector<uint8_t> w(static_cast<size_t>(N * (K / 256)) * blk(t));
@@ -50,7 +55,7 @@ TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
             const size_t stride = static_cast<size_t>(K / 256) * blk(t);
             std::vector<uint8_t> P(panel::panel_matrix_bytes(t, N, K), 0xCD);
             panel::repack_matrix(t, w.data(), stride, N, K, P.data());
-            const int sbb = t == DType::Q3_K ? panel::kQ3kSbPanelBytes : t == DType::Q2_K ? panel::kQ2kSbPanelBytes : panel::kQ4kSbPanelBytes;
+            const int sbb = sb_bytes(t);
             ASSERT_EQ(P.size(), static_cast<size_t>((N + 15) / 16 * (K / 256) * sbb));
             std::vector<uint8_t> back(w.size(), 0x5A);
             const size_t pb = panel::panel_bytes(t, K);
@@ -131,7 +136,7 @@ TEST(PanelGemv, BadShapesAreOneClearError) {
     EXPECT_THROW(panel::panel_bytes(t, 300), Error);
     EXPECT_THROW(panel::panel_bytes(t, 0), Error);
     EXPECT_THROW(panel::panel_bytes(DType::Q5_K, 256), Error);
-    EXPECT_THROW(panel::panel_bytes(DType::Q6_K, 256), Error);
+    EXPECT_THROW(panel::panel_bytes(DType::Q8_0, 256), Error);
     std::vector<uint8_t> w(kBlk * 17), P(panel::panel_matrix_bytes(t, 17, 256));
     EXPECT_THROW(panel::repack_panel(t, w.data(), kBlk, 256, 17, P.data()), Error);
     panel::repack_matrix(t, w.data(), kBlk, 17, 256, P.data());
@@ -153,6 +158,20 @@ TEST(PanelGemv, BadShapesAreOneClearError) {
     if (panel::panel_gemv_usable()) {
         EXPECT_THROW(panel::panel_gemv_avx512(pm4, ref::act_q8_row(xq.data(), 256), 8, 17, y.data()), Error);
         EXPECT_THROW(panel::panel_gemv_avx512(pm4, ref::act_q8_row(xq.data(), 256), 0, 18, y.data()), Error);
+    }
+    // Q6_K likewise
+    const DType t6 = DType::Q6_K;
+    EXPECT_THROW(panel::panel_bytes(t6, 128), Error);
+    std::vector<uint8_t> w6(panel::kQ6kBlockBytes * 17), P6(panel::panel_matrix_bytes(t6, 17, 256));
+    EXPECT_THROW(panel::repack_panel(t6, w6.data(), panel::kQ6kBlockBytes, 256, 17, P6.data()), Error);
+    EXPECT_THROW(panel::unpack_panel(t6, P6.data(), 256, 0, w6.data(), panel::kQ6kBlockBytes), Error);
+    panel::repack_matrix(t6, w6.data(), panel::kQ6kBlockBytes, 17, 256, P6.data());
+    const panel::PanelMatrix pm6{t6, P6.data(), 17, 256};
+    EXPECT_THROW(panel::panel_gemv_ref(pm6, ref::act_q8_row(xq.data(), 256), 4, 17, y.data()), Error);
+    EXPECT_THROW(panel::panel_gemv_ref(pm6, ref::act_q8_row(xq.data(), 256), 16, 18, y.data()), Error);
+    if (panel::panel_gemv_usable()) {
+        EXPECT_THROW(panel::panel_gemv_avx512(pm6, ref::act_q8_row(xq.data(), 256), 4, 17, y.data()), Error);
+        EXPECT_THROW(panel::panel_gemv_avx512(pm6, ref::act_q8_row(xq.data(), 256), 0, 18, y.data()), Error);
     }
     try {
         panel::panel_bytes(t, 300);

@@ -1,4 +1,4 @@
-// AVX-512 VNNI + GFNI decode GEMVs over the Q3_K / Q2_K / Q4_K panel layouts
+// AVX-512 VNNI + GFNI decode GEMVs over the Q3_K / Q2_K / Q4_K / Q6_K panel layouts
 // (qmatmul_panel_layout.h; the routed experts' decode calls with --repack-experts,
 // moe/experts.cpp). Q3_K: per 16 rows and octet (32 values, granules 2 o and 2 o + 1): three
 // 64-byte loads (A, B, C), per quad one vgf2p8affineqb (quads 2 and 5: two and an OR) gives the
@@ -10,12 +10,14 @@
 // qmatmul.h, so the bits equal gemv16_q3k's and the scalar path's. Q2_K: two loads per octet, one
 // vgf2p8affineqb per quad, no offset; the scale bytes sc | m << 4 as word pairs give S as above
 // and M = sum m_g nsum_g (one vpdpwssd per octet against the broadcast nsum pair), then the two
-// FMAs of gemv16_q2k. Q4_K: plain nibbles, no GFNI (panels_q4k below).
+// FMAs of gemv16_q2k. Q4_K: plain nibbles, no GFNI (panels_q4k below). Q6_K: Q4_K's nibbles and
+// Q2_K's top bits (panels_q6k below).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/qmatmul_panel_layout.h"
 
@@ -224,6 +226,74 @@ void panels_q4k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
     }
 }
 
+// Q6_K: per octet (32 values: granule 2 o = quads 0..3, 2 o + 1 = quads 4..7) four nibble vectors
+// (vector v: quad 2 v in the low nibbles, 2 v + 1 in the high) and two top-bit vectors (vector h:
+// bits 2 q, 2 q + 1 of byte p = quad 4 h + q's top bits), each loaded once. Quad qi's level vector
+// is nibble | top << 4: one vgf2p8affineqb moves the quad's two top bits to bits 4-5 (all others
+// zero) and one vpternlogd ORs them with the masked nibble (odd quads: after a 16-bit shift by 4).
+// The -32 offset seeds the granule sums as 32 * nsum (exact, as the block kernels); |I_g| <= 16 x
+// 32 x 128 = 2^16 does not fit int16, so S += sc_g I_g by vpmulld with the sign-extended scale
+// bytes, then per super-block acc = fma(float(S), d * dx, acc): gemv16_q6k's chain, its bits. NP
+// panels at once share the activation broadcasts, as panels_q4k.
+constexpr int kTop[4][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}}, kTo45[2] = {4, 5};
+constexpr long long kQ6Top[4] = {gf_matrix(2, kTop[0], kTo45), gf_matrix(2, kTop[1], kTo45), gf_matrix(2, kTop[2], kTo45),
+                                 gf_matrix(2, kTop[3], kTo45)};
+template <int NP>
+void panels_q6k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& x, const uint8_t* stop, __m512 (&acc)[NP]) {
+    const int64_t share = NP * pb / nsb;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int j = 0; j < NP; ++j) acc[j] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const uint8_t* L[NP];
+        const uint8_t* scs[NP];
+        for (int j = 0; j < NP; ++j) {
+            L[j] = P + j * pb + sb * kQ6kSbLevelBytes;
+            scs[j] = P + j * pb + nsb * kQ6kSbLevelBytes + sb * kQ6kSbScaleBytes;
+        }
+        const int8_t* xq = x.qs + 256 * sb;
+        const int32_t* ns = x.nsum + 64 * sb;
+        __m512i S[NP];
+        for (int j = 0; j < NP; ++j) S[j] = _mm512_setzero_si512();
+        const char* nx = reinterpret_cast<const char*>(P + NP * pb + sb * share);
+        const NextPanel np{nx, std::min<int64_t>(share, reinterpret_cast<const char*>(stop) - nx)};
+#pragma GCC unroll 8
+        for (int o = 0; o < 8; ++o) {
+            prefetch_next(np, o);
+            const int8_t* xo = xq + 32 * o;
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h) {  // granule 2 o + h: quads 4 h .. 4 h + 3
+                const __m512i seed = _mm512_set1_epi32(32 * ns[8 * o + 4 * h]);
+                __m512i I[NP], H[NP];
+                for (int j = 0; j < NP; ++j) {
+                    I[j] = seed;
+                    H[j] = load_once(L[j] + 2048 + 128 * o + 64 * h);
+                }
+#pragma GCC unroll 2
+                for (int u = 0; u < 2; ++u) {  // nibble vector 2 h + u: quads 4 h + 2 u, + 1
+                    const __m512i xa = bcast(xo + 16 * h + 8 * u), xb = bcast(xo + 16 * h + 8 * u + 4);
+                    for (int j = 0; j < NP; ++j) {
+                        const __m512i V = load_once(L[j] + 256 * o + 64 * (2 * h + u));
+                        const __m512i la = _mm512_ternarylogic_epi32(gf(H[j], kQ6Top[2 * u]), V, m4, 0xF8);  // A | (B & C)
+                        const __m512i lb = _mm512_ternarylogic_epi32(gf(H[j], kQ6Top[2 * u + 1]), _mm512_srli_epi16(V, 4), m4, 0xF8);
+                        I[j] = _mm512_dpbusd_epi32(I[j], la, xa);
+                        I[j] = _mm512_dpbusd_epi32(I[j], lb, xb);
+                    }
+                }
+                for (int j = 0; j < NP; ++j) {
+                    const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scs[j] + 16 * (2 * o + h))));
+                    S[j] = _mm512_add_epi32(S[j], _mm512_mullo_epi32(I[j], sc));
+                }
+            }
+        }
+        const __m512 dx = _mm512_set1_ps(x.dxv[64 * sb]);
+        for (int j = 0; j < NP; ++j) {
+            const uint8_t* dd = P + j * pb + nsb * (kQ6kSbLevelBytes + kQ6kSbScaleBytes) + sb * kQ6kSbDBytes;
+            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd)));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[j]), _mm512_mul_ps(d, dx), acc[j]);
+        }
+    }
+}
+
 }  // namespace
 
 void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y) {
@@ -232,17 +302,24 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     const int64_t nsb = w.K / 256;
     const uint8_t* stop = w.panels + ((n1 + 15) / 16) * pb;
     int64_t n = n0;
-    if (w.type == DType::Q4_K) {  // four panels at a time while four whole ones are left, then two
-        for (; n + 64 <= n1; n += 64) {
-            __m512 acc[4];
-            panels_q4k<4>(w.panels + (n / 16) * pb, static_cast<int64_t>(pb), nsb, x, stop, acc);
-            for (int j = 0; j < 4; ++j) _mm512_storeu_ps(y + (n - n0) + 16 * j, acc[j]);
+    const auto multi = [&](auto run, auto np_tag) {
+        constexpr int NP = decltype(np_tag)::value;
+        for (; n + 16 * NP <= n1; n += 16 * NP) {
+            __m512 acc[NP];
+            run(w.panels + (n / 16) * pb, acc);
+            for (int j = 0; j < NP; ++j) _mm512_storeu_ps(y + (n - n0) + 16 * j, acc[j]);
         }
-        for (; n + 32 <= n1; n += 32) {
-            __m512 acc[2];
-            panels_q4k<2>(w.panels + (n / 16) * pb, static_cast<int64_t>(pb), nsb, x, stop, acc);
-            for (int j = 0; j < 2; ++j) _mm512_storeu_ps(y + (n - n0) + 16 * j, acc[j]);
-        }
+    };
+    using NP4 = std::integral_constant<int, 4>;
+    using NP2 = std::integral_constant<int, 2>;
+    const int64_t pbi = static_cast<int64_t>(pb);
+    // Q4_K / Q6_K: four panels at a time while four whole ones are left, then two
+    if (w.type == DType::Q4_K) {
+        multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q4k<4>(p, pbi, nsb, x, stop, acc); }, NP4{});
+        multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q4k<2>(p, pbi, nsb, x, stop, acc); }, NP2{});
+    } else if (w.type == DType::Q6_K) {
+        multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q6k<4>(p, pbi, nsb, x, stop, acc); }, NP4{});
+        multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q6k<2>(p, pbi, nsb, x, stop, acc); }, NP2{});
     }
     for (; n < n1; n += 16) {
         const int nc = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
@@ -250,7 +327,8 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
         __m512 acc[1];
         if (w.type == DType::Q3_K) acc[0] = panel16_q3k(P, nsb, x, stop);
         else if (w.type == DType::Q2_K) acc[0] = panel16_q2k(P, nsb, x, stop);
-        else panels_q4k<1>(P, static_cast<int64_t>(pb), nsb, x, stop, acc);
+        else if (w.type == DType::Q4_K) panels_q4k<1>(P, pbi, nsb, x, stop, acc);
+        else panels_q6k<1>(P, pbi, nsb, x, stop, acc);
         _mm512_mask_storeu_ps(y + (n - n0), static_cast<__mmask16>((1u << nc) - 1u), acc[0]);
     }
 }

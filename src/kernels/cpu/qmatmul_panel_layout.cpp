@@ -1,4 +1,4 @@
-// The Q3_K / Q2_K / Q4_K panel layouts (qmatmul_panel_layout.h): scalar repack / unpack and the
+// The Q3_K / Q2_K / Q4_K / Q6_K panel layouts (qmatmul_panel_layout.h): scalar repack / unpack and the
 // scalar reference GEMV over them.
 #include "kernels/cpu/qmatmul_panel_layout.h"
 
@@ -23,7 +23,8 @@ Geo geo(DType t) {
     if (t == DType::Q3_K) return {kQ3kBlockBytes, 3, 192, kQ3kSbLevelBytes, kQ3kSbScaleBytes, kQ3kSbDBytes};
     if (t == DType::Q2_K) return {kQ2kBlockBytes, 2, 128, kQ2kSbLevelBytes, kQ2kSbScaleBytes, kQ2kSbDBytes};
     if (t == DType::Q4_K) return {kQ4kBlockBytes, 4, 256, kQ4kSbLevelBytes, kQ4kSbScaleBytes, kQ4kSbDBytes};
-    throw_error("kernels", "panel layout: weight type ", dtype_name(t), " has none (only Q2_K, Q3_K and Q4_K)");
+    if (t == DType::Q6_K) return {kQ6kBlockBytes, 6, 384, kQ6kSbLevelBytes, kQ6kSbScaleBytes, kQ6kSbDBytes};
+    throw_error("kernels", "panel layout: weight type ", dtype_name(t), " has none (only Q2_K, Q3_K, Q4_K and Q6_K)");
 }
 
 void check_k(int64_t K) {
@@ -177,6 +178,91 @@ float dot_q4k(const uint8_t* P, int64_t nsb, int c, const ref::ActQ8Row& x) {
     return acc;
 }
 
+// ---- Q6_K (qmatmul_panel_layout.h): low nibbles as Q4_K's, the top two bits as Q2_K's levels.
+// Value k = 128 n + 32 j + l (l < 32) of a block: low 4 bits = nibble j / 2 of ql[64 n + 32 (j % 2)
+// + l], top 2 bits = bits 2 j, 2 j + 1 of qh[32 n + l] (ref::dequantize_row_q6_k).
+inline int q6k_ql(int k) { return 64 * (k / 128) + 32 * ((k % 128 / 32) % 2) + k % 32; }
+inline int q6k_ql_shift(int k) { return 4 * ((k % 128 / 32) / 2); }
+inline int q6k_qh(int k) { return 32 * (k / 128) + k % 32; }
+inline int q6k_qh_shift(int k) { return 2 * (k % 128 / 32); }
+// Panel bytes (of a super-block's level region) of value k, column c: the nibble byte (as Q4_K's,
+// shift q4k_lev_shift) and the top-bits byte of quad qi = (k % 32) / 4 of octet k / 32, shift 2 (qi % 4).
+inline size_t q6k_hi_byte(int k, int c) {
+    return static_cast<size_t>(2048 + 128 * (k / 32) + 64 * ((k % 32) / 16) + 4 * c + k % 4);
+}
+inline int q6k_hi_shift(int k) { return 2 * (((k % 32) / 4) % 4); }
+
+void repack_q6k(const uint8_t* rows, size_t row_stride, int64_t nsb, int nrows, uint8_t* out) {
+    const Geo g = geo(DType::Q6_K);
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const SbRegions r = regions(g, nsb, sb);
+        for (int c = 0; c < nrows; ++c) {
+            const uint8_t* b = rows + c * row_stride + sb * kQ6kBlockBytes;
+            uint8_t lev[256];
+            for (int k = 0; k < 256; ++k)
+                lev[k] = static_cast<uint8_t>(((b[q6k_ql(k)] >> q6k_ql_shift(k)) & 0xF) | ((b[128 + q6k_qh(k)] >> q6k_qh_shift(k)) & 3) << 4);
+            uint8_t* L = out + r.lev;
+            for (int o = 0; o < 8; ++o) {
+                const uint8_t* lo = lev + 32 * o;
+                for (int v = 0; v < 4; ++v)
+                    for (int i = 0; i < 4; ++i)
+                        L[256 * o + 64 * v + 4 * c + i] = static_cast<uint8_t>((lo[8 * v + i] & 0xF) | (lo[8 * v + 4 + i] & 0xF) << 4);
+                for (int h = 0; h < 2; ++h)
+                    for (int i = 0; i < 4; ++i) {
+                        int byte = 0;
+                        for (int q = 0; q < 4; ++q) byte |= (lo[4 * (4 * h + q) + i] >> 4) << (2 * q);
+                        L[2048 + 128 * o + 64 * h + 4 * c + i] = static_cast<uint8_t>(byte);
+                    }
+            }
+            for (int gi = 0; gi < 16; ++gi) out[r.sc + 16 * gi + c] = b[192 + gi];
+            std::memcpy(out + r.d + 2 * c, b + 208, 2);
+        }
+    }
+}
+
+void unpack_q6k(const uint8_t* panel, int64_t nsb, int nrows, uint8_t* rows, size_t row_stride) {
+    const Geo g = geo(DType::Q6_K);
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const SbRegions r = regions(g, nsb, sb);
+        const uint8_t* L = panel + r.lev;
+        for (int c = 0; c < nrows; ++c) {
+            uint8_t* b = rows + c * row_stride + sb * kQ6kBlockBytes;
+            std::memset(b, 0, 192);
+            for (int k = 0; k < 256; ++k) {
+                const int lo = (L[q4k_lev_byte(k, c)] >> q4k_lev_shift(k)) & 0xF, hi = (L[q6k_hi_byte(k, c)] >> q6k_hi_shift(k)) & 3;
+                b[q6k_ql(k)] = static_cast<uint8_t>(b[q6k_ql(k)] | lo << q6k_ql_shift(k));
+                b[128 + q6k_qh(k)] = static_cast<uint8_t>(b[128 + q6k_qh(k)] | hi << q6k_qh_shift(k));
+            }
+            for (int gi = 0; gi < 16; ++gi) b[192 + gi] = panel[r.sc + 16 * gi + c];
+            std::memcpy(b + 208, panel + r.d + 2 * c, 2);
+        }
+    }
+}
+
+// Row c of a Q6_K panel against x: per super-block S = sum_g sc_g I_g, I_g = sum (level - 32) x over
+// the granule's 16 values, then acc = fma(float(S), d * dx, acc) (qmatmul.h).
+float dot_q6k(const uint8_t* P, int64_t nsb, int c, const ref::ActQ8Row& x) {
+    const Geo g = geo(DType::Q6_K);
+    float acc = 0.0f;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const SbRegions r = regions(g, nsb, sb);
+        const uint8_t* L = P + r.lev;
+        int32_t S = 0;
+        for (int gi = 0; gi < 16; ++gi) {
+            int32_t I = 0;
+            for (int k = 16 * gi; k < 16 * gi + 16; ++k) {
+                const int lv = ((L[q4k_lev_byte(k, c)] >> q4k_lev_shift(k)) & 0xF) | ((L[q6k_hi_byte(k, c)] >> q6k_hi_shift(k)) & 3) << 4;
+                I += (lv - 32) * x.qs[256 * sb + k];
+            }
+            S += static_cast<int8_t>(P[r.sc + 16 * gi + c]) * I;
+        }
+        uint16_t hd;
+        std::memcpy(&hd, P + r.d + 2 * c, 2);
+        acc = std::fma(static_cast<float>(S), fp16_to_fp32(hd) * x.dxv[64 * sb], acc);
+    }
+    return acc;
+}
+
 }  // namespace
 
 bool panel_supported(DType t) { return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K; }
@@ -203,6 +289,7 @@ void repack_panel(DType t, const uint8_t* rows, size_t row_stride, int64_t K, in
     std::memset(out, 0, panel_bytes(t, K));
     const int64_t nsb = K / 256;
     if (t == DType::Q4_K) return repack_q4k(rows, row_stride, nsb, nrows, out);
+    if (t == DType::Q6_K) return repack_q6k(rows, row_stride, nsb, nrows, out);
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const SbRegions r = regions(g, nsb, sb);
         uint8_t* L = out + r.lev;
@@ -247,6 +334,7 @@ void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* 
     check_k(K);
     const int64_t nsb = K / 256;
     if (t == DType::Q4_K) return unpack_q4k(panel, nsb, nrows, rows, row_stride);
+    if (t == DType::Q6_K) return unpack_q6k(panel, nsb, nrows, rows, row_stride);
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const SbRegions r = regions(g, nsb, sb);
         const uint8_t* L = panel + r.lev;
@@ -305,8 +393,8 @@ void panel_gemv_ref(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, in
     for (int64_t n = n0; n < n1; ++n) {
         const uint8_t* P = w.panels + (n / 16) * pb;
         const int c = static_cast<int>(n % 16);
-        if (t == DType::Q4_K) {
-            y[n - n0] = dot_q4k(P, nsb, c, x);
+        if (t == DType::Q4_K || t == DType::Q6_K) {
+            y[n - n0] = t == DType::Q4_K ? dot_q4k(P, nsb, c, x) : dot_q6k(P, nsb, c, x);
             continue;
         }
         float acc = 0.0f;

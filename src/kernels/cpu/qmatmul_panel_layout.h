@@ -1,5 +1,5 @@
 #pragma once
-// A load-time "panel" layout of Q3_K, Q2_K and Q4_K weights for the decode GEMV (used for the routed
+// A load-time "panel" layout of Q3_K, Q2_K, Q4_K and Q6_K weights for the decode GEMV (used for the routed
 // experts with --repack-experts: moe/experts.h repack_expert_panels). The AVX-512 decode GEMV over the original blocks (gemv16_q3k,
 // qmatmul_avx512_kq_gemv.cpp) gets one zmm per row and 64 values and must reduce the 16 rows'
 // lanes to [granule][row] sums (granule_sums: ~44 shuffles/adds per 16 rows x 64 values). Here the
@@ -47,6 +47,17 @@
 //   d       [nsb][2][16 columns]  f16 d, then dmin                                64 bytes
 // 2368 bytes per 16 rows x 256 values against 16 x 144 = 2304 (+64, 2.8 %: the 6-bit scales and
 // mins as bytes).
+//
+// Q6_K (210-byte blocks: ql[128], qh[64], int8 scales[16] per 16 values, f16 d; value = d sc_g
+// (level - 32), level = 4 low bits from ql | 2 top bits from qh << 4) at 6 bits, octet by octet:
+//   levels  [nsb][3072 bytes]: first the low nibbles [8 octets o][4 vectors v][64 bytes] as Q4_K's
+//           (byte 4 c + i of vector v: low nibble = low 4 bits of value 32 o + 8 v + i of column c,
+//           high nibble = of value 32 o + 8 v + 4 + i; 2048 bytes), then the top bits
+//           [8 octets][2 vectors h][64 bytes] as Q2_K's levels (byte 4 c + i of vector h: bits
+//           2 q, 2 q + 1 = the top two bits of value 32 o + 4 (4 h + q) + i of column c; 1024 bytes)
+//   scales  [nsb][16 granules][16 columns]  int8 sc_g                             256 bytes
+//   d       [nsb][16 columns]  f16                                                 32 bytes
+// 3360 bytes per 16 rows x 256 values = 16 x 210: the same size as the blocks.
 #include <cstddef>
 #include <cstdint>
 
@@ -63,6 +74,9 @@ inline constexpr int kQ2kSbPanelBytes = kQ2kSbLevelBytes + kQ2kSbScaleBytes + kQ
 inline constexpr int kQ4kBlockBytes = 144;
 inline constexpr int kQ4kSbLevelBytes = 2048, kQ4kSbScaleBytes = 256, kQ4kSbDBytes = 64;
 inline constexpr int kQ4kSbPanelBytes = kQ4kSbLevelBytes + kQ4kSbScaleBytes + kQ4kSbDBytes;  // 2368
+inline constexpr int kQ6kBlockBytes = 210;
+inline constexpr int kQ6kSbLevelBytes = 3072, kQ6kSbScaleBytes = 256, kQ6kSbDBytes = 32;
+inline constexpr int kQ6kSbPanelBytes = kQ6kSbLevelBytes + kQ6kSbScaleBytes + kQ6kSbDBytes;  // 3360
 
 // Where level bit b of quad qi (of an octet) lives: vector (0 A, 1 B, 2 C) and bit of its byte.
 struct PanelBit {
@@ -73,7 +87,8 @@ inline constexpr PanelBit kQ3kPanelBits[8][3] = {
     {{1, 3}, {1, 4}, {1, 5}}, {{1, 6}, {1, 7}, {2, 7}}, {{2, 0}, {2, 1}, {2, 2}}, {{2, 3}, {2, 4}, {2, 5}},
 };
 
-// True for the weight types with a panel layout (Q2_K, Q3_K, Q4_K).
+// True for the weight types the engine repacks (Q2_K, Q3_K, Q4_K; the layout functions below also
+// take Q6_K).
 bool panel_supported(DType t);
 // Bytes of one super-block of one panel (16 rows x 256 values) of type t.
 int panel_sb_bytes(DType t);
@@ -93,7 +108,7 @@ void repack_matrix(DType t, const uint8_t* w, size_t row_stride, int64_t N, int6
 // y[n - n0] = row n . x for n in [n0, n1) of a repacked matrix (n0 a multiple of 16), with the
 // Q8_K activation row x: the super-block integer chain of qmatmul.h (S = sum_g sc_g I_g exact in
 // int32, acc = fma(float(S), d * dx, acc) per super-block; Q2_K / Q4_K then M = sum_g m_g nsum_g,
-// acc = fma(float(M), dmin * dx, acc)), so the bits equal those of every kernel path of the type.
+// acc = fma(float(M), dmin * dx, acc); Q6_K: levels - 32), so the bits equal those of every kernel path of the type.
 struct PanelMatrix {
     DType type = DType::Q3_K;
     const uint8_t* panels = nullptr;  // repack_matrix's output
