@@ -1,4 +1,4 @@
-// The prefill GEMM over the Q4_K / Q3_K / Q2_K panel layouts (kernels/cpu/qmatmul_panel_gemm.h): on random valid
+// The prefill GEMM over the Q4_K / Q3_K / Q2_K / Q6_K panel layouts (kernels/cpu/qmatmul_panel_gemm.h): on random valid
 // blocks and fresh activations (random normal, and all at +-max), for batch sizes around the
 // kernel's 4-row blocks and column ranges starting at later panels, it gives exactly the bits of
 // the scalar path (the reference chain, qmatmul_generic.cpp) and of the engine's AVX-512 block
@@ -26,8 +26,8 @@ namespace {
 using kernels::Isa;
 namespace panel = kernels::panel;
 
-constexpr DType kTypes[] = {DType::Q4_K, DType::Q3_K, DType::Q2_K};
-size_t blk(DType t) { return t == DType::Q4_K ? 144 : t == DType::Q3_K ? 110 : 84; }
+constexpr DType kTypes[] = {DType::Q4_K, DType::Q3_K, DType::Q2_K, DType::Q6_K};
+size_t blk(DType t) { return t == DType::Q4_K ? 144 : t == DType::Q3_K ? 110 : t == DType::Q2_K ? 84 : 210; }
 
 bool simd_here() {
     bool avx512 = false;
@@ -131,9 +131,9 @@ TEST(PanelGemm, BadCallsAreOneClearError) {
     kernels::MatmulArgs a = args(c, y, 0, 32, true);
     a.K = 256;
     expect_error(a, pm, "K = 256");
-    panel::PanelMatrix q6 = pm;
-    q6.type = DType::Q6_K;
-    expect_error(args(c, y, 0, 32, true), q6, "q6_K");
+    panel::PanelMatrix q5 = pm;
+    q5.type = DType::Q5_K;
+    expect_error(args(c, y, 0, 32, true), q5, "q5_K");
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// AVX-512 VNNI prefill GEMM (calls with m > 2 activation rows) over the Q4_K, Q3_K and Q2_K panel
+// AVX-512 VNNI prefill GEMM (calls with m > 2 activation rows) over the Q4_K, Q3_K, Q2_K and Q6_K panel
 // layouts (qmatmul_panel_layout.h), so a repacked expert stack serves prefill as well as decode and its
 // original blocks need not stay resident (moe/experts.cpp drops their pages).
 //
@@ -6,7 +6,7 @@
 // the 16 rows' scales, 4 units of 16 per-row level decodes and a 16 x 16 dword transposition each,
 // into a column-interleaved int8 buffer that rows_block then reads. The stored panel is already
 // column-interleaved, so filling that buffer is a bit-field split per 64 bytes (and, shift) and
-// extensions of the stored scale bytes (Q4_K: only the scales; its nibbles are read in place): the same buffer contents, hence the same
+// extensions of the stored scale bytes (Q6_K: and an OR of the nibbles with the top bits; Q4_K: only the scales; its nibbles are read in place): the same buffer contents, hence the same
 // rows_block, the same integer sums and f32 chain, and the same bits as every other path of the type.
 #include <immintrin.h>
 
@@ -138,6 +138,44 @@ void fill_k23(const uint8_t* P, int64_t nsb, const Panel& p) {
     }
 }
 
+// Q6_K (as DQ6_K in qmatmul_avx512_q8k.cpp): 16-value granules with int8 scales, levels 0..63 with
+// offset 32 (kShift 5), the super-block integer chain.
+struct PanelQ6K {
+    static constexpr int kShift = 5, kSbElems = 256, kG = 16;
+    static constexpr bool kMin = false, kSbInt = true;
+};
+
+// Stored Q6_K panel P -> rows_block's buffer: quad qi of octet o = its nibbles (low or high ones
+// of nibble vector qi / 2) | its top bits (bits 2 (qi % 4) of top-bit vector qi / 4, moved to bits
+// 4-5 by a 16-bit shift; the mask drops what crosses bytes); ws the sign-extended int8 scales
+// [granule][column]; wd d (dmin lanes zero).
+void fill_q6k(const uint8_t* P, int64_t nsb, const Panel& p) {
+    const uint8_t* S0 = P + static_cast<size_t>(nsb) * kQ6kSbLevelBytes;
+    const uint8_t* D0 = S0 + static_cast<size_t>(nsb) * kQ6kSbScaleBytes;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const uint8_t* L = P + sb * kQ6kSbLevelBytes;
+        for (int o = 0; o < 8; ++o) {
+            __m512i* q = p.q + sb * 64 + 8 * o;
+            for (int h = 0; h < 2; ++h) {
+                const __m512i H = _mm512_loadu_si512(L + 2048 + 128 * o + 64 * h);
+                const __m512i T[4] = {_mm512_slli_epi16(H, 4), _mm512_slli_epi16(H, 2), H, _mm512_srli_epi16(H, 2)};
+                for (int u = 0; u < 2; ++u) {
+                    const __m512i V = _mm512_loadu_si512(L + 256 * o + 64 * (2 * h + u));
+                    _mm512_store_si512(q + 4 * h + 2 * u, _mm512_ternarylogic_epi32(_mm512_and_si512(V, m4), T[2 * u], m30, 0xF8));
+                    _mm512_store_si512(q + 4 * h + 2 * u + 1,
+                                       _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(V, 4), m4), T[2 * u + 1], m30, 0xF8));
+                }
+            }
+        }
+        for (int g = 0; g < 16; ++g)
+            _mm512_store_si512(p.ws + (sb * 16 + g) * 16,
+                               _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(S0 + sb * kQ6kSbScaleBytes + 16 * g))));
+        _mm512_store_ps(p.wd + sb * 32, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D0 + sb * kQ6kSbDBytes))));
+        _mm512_store_ps(p.wd + sb * 32 + 16, _mm512_setzero_ps());
+    }
+}
+
 struct Scratch {
     std::vector<unsigned char> buf;
 };
@@ -148,7 +186,7 @@ Scratch& tls_scratch() {
 
 }  // namespace
 
-bool panel_gemm_supported(DType t) { return t == DType::Q4_K || t == DType::Q3_K || t == DType::Q2_K; }
+bool panel_gemm_supported(DType t) { return t == DType::Q4_K || t == DType::Q3_K || t == DType::Q2_K || t == DType::Q6_K; }
 
 namespace {
 
@@ -196,11 +234,12 @@ void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const uin
 void panel_gemm_avx512(const PanelMatrix& w, const MatmulArgs& a) {
     check_range(w, a.n0, a.n1);
     if (!panel_gemm_supported(w.type))
-        throw_error("kernels", "panel GEMM: weight type ", dtype_name(w.type), " has none (Q2_K, Q3_K, Q4_K); use the block kernel");
+        throw_error("kernels", "panel GEMM: weight type ", dtype_name(w.type), " has none (Q2_K, Q3_K, Q4_K, Q6_K); use the block kernel");
     if (a.K != w.K) throw_error("kernels", "panel GEMM: K = ", a.K, " but the panels hold rows of ", w.K);
     switch (w.type) {
         case DType::Q4_K: gemm_over<PanelQ4K>(w, a, fill_q4k); break;
         case DType::Q3_K: gemm_over<PanelQ3K>(w, a, fill_k23<DType::Q3_K>); break;
+        case DType::Q6_K: gemm_over<PanelQ6K>(w, a, fill_q6k); break;
         default: gemm_over<PanelQ2K>(w, a, fill_k23<DType::Q2_K>); break;
     }
 }

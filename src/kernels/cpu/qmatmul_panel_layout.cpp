@@ -265,7 +265,7 @@ float dot_q6k(const uint8_t* P, int64_t nsb, int c, const ref::ActQ8Row& x) {
 
 }  // namespace
 
-bool panel_supported(DType t) { return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K; }
+bool panel_supported(DType t) { return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q6_K; }
 
 int panel_sb_bytes(DType t) {
     const Geo g = geo(t);

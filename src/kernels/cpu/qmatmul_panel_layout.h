@@ -87,8 +87,7 @@ inline constexpr PanelBit kQ3kPanelBits[8][3] = {
     {{1, 3}, {1, 4}, {1, 5}}, {{1, 6}, {1, 7}, {2, 7}}, {{2, 0}, {2, 1}, {2, 2}}, {{2, 3}, {2, 4}, {2, 5}},
 };
 
-// True for the weight types the engine repacks (Q2_K, Q3_K, Q4_K; the layout functions below also
-// take Q6_K).
+// True for the weight types with a panel layout (Q2_K, Q3_K, Q4_K, Q6_K).
 bool panel_supported(DType t);
 // Bytes of one super-block of one panel (16 rows x 256 values) of type t.
 int panel_sb_bytes(DType t);
