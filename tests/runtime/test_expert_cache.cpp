@@ -243,7 +243,7 @@ TEST(ExpertCache, BudgetBelowMinimumNamesTheMinimum) {
 
 // --repack-experts keeps a second, panel copy of the resident expert stacks: with --mem (experts
 // streamed into cache slots) it is one clear error naming both options; alone it loads, and on a
-// file without Q2_K / Q3_K / Q4_K experts (Q8_0) it makes no panels.
+// file without Q2_K / Q3_K / Q4_K / Q6_K experts (Q8_0) it makes no panels.
 TEST(ExpertCache, RepackExpertsWithMemIsOneClearError) {
     const std::string path = testutil::gen_model(temp_dir(), "tiny-olmoe", DType::Q8_0, 11);
     model::ModelOptions mo;
