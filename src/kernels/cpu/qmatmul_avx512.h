@@ -558,6 +558,17 @@ inline PanelScratch& tls_panel() {
     return s;
 }
 
+// The per-thread buffers of two panels of Kp values (nsb super-blocks) for rows_block.
+inline void panel_pair(int64_t Kp, int64_t nsb, Panel p[2]) {
+    const size_t qb = static_cast<size_t>(Kp / 4) * 64, wsb = static_cast<size_t>(Kp / 16) * 64,
+                 wmb = static_cast<size_t>(Kp / 16) * 64, wdb = static_cast<size_t>(nsb) * 128, pb = qb + wsb + wmb + wdb;
+    if (tls_panel().buf.size() < 2 * pb + 64) tls_panel().buf.resize(2 * pb + 64);
+    unsigned char* base = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(tls_panel().buf.data()) + 63) & ~uintptr_t{63});
+    for (int j = 0; j < 2; ++j)
+        p[j] = Panel{reinterpret_cast<__m512i*>(base + j * pb), reinterpret_cast<float*>(base + j * pb + qb),
+                     reinterpret_cast<float*>(base + j * pb + qb + wsb), reinterpret_cast<float*>(base + j * pb + qb + wsb + wmb)};
+}
+
 // A decode GEMV specialised for one type (Fast::run: 16 rows n.. of activation row r) where
 // Fast::usable(a) holds; the generic direct_row otherwise.
 struct NoGemv {
@@ -587,15 +598,8 @@ void qmm512(const MatmulArgs& a) {
     }
     // Two panels (32 weight rows) per pass over the activation rows: per 4 values, 2 panel loads
     // and MR broadcasts feed 2 x MR vpdpbusd.
-    const int64_t Kp = nsb * D::kSbElems;
-    const size_t qb = static_cast<size_t>(Kp / 4) * 64, wsb = static_cast<size_t>(Kp / 16) * 64,
-                 wmb = static_cast<size_t>(Kp / 16) * 64, wdb = static_cast<size_t>(nsb) * 128, pb = qb + wsb + wmb + wdb;
-    if (tls_panel().buf.size() < 2 * pb + 64) tls_panel().buf.resize(2 * pb + 64);
-    unsigned char* base = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(tls_panel().buf.data()) + 63) & ~uintptr_t{63});
     Panel p[2];
-    for (int j = 0; j < 2; ++j)
-        p[j] = Panel{reinterpret_cast<__m512i*>(base + j * pb), reinterpret_cast<float*>(base + j * pb + qb),
-                     reinterpret_cast<float*>(base + j * pb + qb + wsb), reinterpret_cast<float*>(base + j * pb + qb + wsb + wmb)};
+    panel_pair(nsb * D::kSbElems, nsb, p);
     for (int64_t n = a.n0; n < a.n1; n += 32) {
         int nc[2];
         nc[0] = static_cast<int>(a.n1 - n >= 16 ? 16 : a.n1 - n);

@@ -176,14 +176,6 @@ void fill_q6k(const uint8_t* P, int64_t nsb, const Panel& p) {
     }
 }
 
-struct Scratch {
-    std::vector<unsigned char> buf;
-};
-Scratch& tls_scratch() {
-    thread_local Scratch s;
-    return s;
-}
-
 }  // namespace
 
 bool panel_gemm_supported(DType t) { return t == DType::Q4_K || t == DType::Q3_K || t == DType::Q2_K || t == DType::Q6_K; }
@@ -196,16 +188,8 @@ void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const uin
     const unsigned char* act = qmm_activations(a, Isa::Avx512, act_quant(w.type), &act_stride);
     const int64_t nsb = w.K / 256;
     const size_t pb_bytes = panel_bytes(w.type, w.K);
-    // rows_block's buffer for two panels, as qmm512 sizes it
-    const size_t qb = static_cast<size_t>(nsb) * 64 * 64, wsb = static_cast<size_t>(nsb) * 16 * 64,
-                 wmb = wsb, wdb = static_cast<size_t>(nsb) * 128, pb = qb + wsb + wmb + wdb;
-    Scratch& s = tls_scratch();
-    if (s.buf.size() < 2 * pb + 64) s.buf.resize(2 * pb + 64);
-    unsigned char* base = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(s.buf.data()) + 63) & ~uintptr_t{63});
-    Panel p[2];
-    for (int j = 0; j < 2; ++j)
-        p[j] = Panel{reinterpret_cast<__m512i*>(base + j * pb), reinterpret_cast<float*>(base + j * pb + qb),
-                     reinterpret_cast<float*>(base + j * pb + qb + wsb), reinterpret_cast<float*>(base + j * pb + qb + wsb + wmb)};
+    Panel p[2];  // rows_block's buffers for two panels (qmm512's)
+    panel_pair(w.K, nsb, p);
     for (int64_t n = a.n0; n < a.n1; n += 32) {
         int nc[2];
         nc[0] = static_cast<int>(std::min<int64_t>(16, a.n1 - n));
