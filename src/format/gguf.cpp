@@ -20,6 +20,7 @@
 #include "core/checked.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "format/gguf_keys.h"
 
 static_assert(std::endian::native == std::endian::little, "the GGUF reader assumes a little-endian host");
@@ -423,6 +424,7 @@ File File::open(const std::string& path) {
     const int err = errno;
     ::close(fd);  // the mapping keeps the file alive
     if (m == MAP_FAILED) impl->fail("mmap failed: ", std::strerror(err));
+    advise_huge(m, impl->map_len);  // before the first fault: weights on 2 MiB pages (core/huge_pages.h)
     impl->map = m;
     impl->base = static_cast<const uint8_t*>(m);
     impl->size = impl->map_len;
@@ -451,6 +453,8 @@ size_t File::release_pages(const void* p, size_t n) const {
     if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0) return 0;  // advice only: keep the pages
     return last - first;
 }
+
+const void* File::mapping() const { return impl_->map; }
 
 File::File(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 File::File(File&&) noexcept = default;

@@ -95,6 +95,8 @@ public:
     // the file, so the bytes seen never change). For weights a load-time repack has replaced.
     // Returns the bytes released: 0 if the File is not a mapping (parse) or the range lies outside it.
     size_t release_pages(const void* p, size_t n) const;
+    // The start of the file mapping (file_size() bytes), nullptr for a File made by parse().
+    const void* mapping() const;
 
 private:
     struct Impl;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "core/timer.h"
 
 namespace moe {
@@ -73,6 +74,7 @@ ExpertCache::ExpertCache(ExpertCacheSpec spec)
     if (m == MAP_FAILED)
         throw_error("experts", "cannot allocate the expert cache (", spec_.n_slots, " slots, ", total >> 20,
                     " MiB); lower --mem");
+    advise_huge(m, total);  // slots hold weights the GEMVs stream: 2 MiB pages (core/huge_pages.h)
     mem_ = static_cast<char*>(m);
     policy_->reset(spec_.n_slots);
     slot_key_.assign(static_cast<size_t>(spec_.n_slots), -1);

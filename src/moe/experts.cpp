@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "kernels/cpu/glu.h"
 #include "kernels/cpu/qmatmul.h"
 #include "kernels/cpu/qmatmul_panel_gemm.h"
@@ -137,7 +138,7 @@ size_t repack_expert_panels(ExpertFfn& f, int64_t n_expert, std::vector<PanelBuf
         const size_t per = kernels::panel::panel_matrix_bytes(m->type, m->N, m->K);
         const size_t bytes = (per * static_cast<size_t>(n_expert) + 63) / 64 * 64;
         PanelBuffer b;
-        b.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+        b.bytes.reset(static_cast<uint8_t*>(huge_alloc(bytes)));  // decode streams them: 2 MiB pages
         if (!b.bytes) throw_error("moe", "out of memory repacking ", bytes, " bytes of expert panels");
         // experts split over the cores (scalar repack, ~0.9 GB/s per core: the load-time cost)
         const int64_t nt = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::min<int64_t>(n_expert, 16));

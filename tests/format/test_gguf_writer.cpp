@@ -4,14 +4,17 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <vector>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <string>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "core/rng.h"
 #include "format/gguf.h"
 #include "format/gguf_test_util.h"
@@ -331,4 +334,40 @@ TEST(GgufFile, ReleasePagesDropsResidencyKeepsBytes) {
     const moe::TensorView tm = m.view(*m.find_tensor("t"));
     EXPECT_EQ(m.release_pages(tm.data, bytes), 0u);
     EXPECT_EQ(0, std::memcmp(tm.data, data.data(), bytes));
+}
+
+// File::open advises the mapping huge (core/huge_pages.h) before the first fault, unless
+// MOE_HUGEPAGES=0; the bytes read are the file's either way.
+TEST(GgufFile, MappingIsAdvisedHugeUnlessTurnedOff) {
+    const auto path = (temp_dir() / "huge.gguf").string();
+    const int64_t n = (4 << 20) / 4 + 7;
+    std::vector<float> data(static_cast<size_t>(n));
+    moe::Rng rng(0x9a9e5);
+    for (auto& v : data) v = rng.normal();
+    {
+        Writer w(path);
+        w.add_tensor("t", DType::F32, {n});
+        w.write_header();
+        w.write_data(data.data(), data.size() * sizeof(float));
+        w.finish();
+    }
+    const char* old = std::getenv("MOE_HUGEPAGES");
+    const std::string saved = old ? old : "";
+    for (const bool off : {false, true}) {
+        if (off) setenv("MOE_HUGEPAGES", "0", 1);
+        else unsetenv("MOE_HUGEPAGES");
+        const File f = File::open(path);
+        ASSERT_NE(f.mapping(), nullptr);
+        const moe::TensorView t = f.view(*f.find_tensor("t"));
+        EXPECT_EQ(0, std::memcmp(t.data, data.data(), data.size() * sizeof(float)));
+        const moe::HugeCoverage c = moe::huge_coverage(f.mapping(), f.file_size());
+        ASSERT_TRUE(c.known);
+        EXPECT_LE(c.huge, c.rss);
+        if (moe::thp_mode() != "unknown") EXPECT_EQ(c.advised, !off) << (off ? "MOE_HUGEPAGES=0" : "default");
+    }
+    if (old) setenv("MOE_HUGEPAGES", saved.c_str(), 1);
+    else unsetenv("MOE_HUGEPAGES");
+    std::ifstream in(path, std::ios::binary);
+    const std::vector<char> mem((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(File::parse(mem.data(), mem.size()).mapping(), nullptr);  // not a mapping
 }

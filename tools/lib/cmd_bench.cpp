@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
 #include "format/gguf.h"
@@ -135,7 +136,8 @@ uint64_t read_slice(const uint64_t* p, size_t n) {
 double measure_read_bw(int threads, int64_t mib, int reps) {
     const size_t bytes = static_cast<size_t>(mib) << 20;
     const size_t n = bytes / sizeof(uint64_t);
-    auto* buf = static_cast<uint64_t*>(std::aligned_alloc(64, bytes));
+    // On 2 MiB pages, as the weights are (core/huge_pages.h): the ceiling is the better of the two.
+    auto* buf = static_cast<uint64_t*>(huge_alloc(bytes));
     if (!buf) throw_error("bench", "cannot allocate ", mib, " MiB for the bandwidth measurement");
     ThreadPool pool(threads);
     const size_t per = (n / static_cast<size_t>(threads)) / 8 * 8;
@@ -189,6 +191,18 @@ double measure_read_bw_child(int threads, int64_t mib, int reps) {
 }
 
 // ---------------------------------------------------------------- model facts
+
+// How much of the weights decode streams sit on 2 MiB pages (core/huge_pages.h), and why not.
+void print_page_sizes(const model::Model& m) {
+    const HugeCoverage f = huge_coverage(m.file().mapping(), m.file().file_size());
+    const HugeCoverage a = huge_coverage_anon();
+    std::printf("2 MiB pages (THP %s%s): file mapping %s of %s resident; anonymous %s\n", thp_mode().c_str(),
+                huge_pages_wanted() ? "" : ", off by MOE_HUGEPAGES=0", human_size(f.huge).c_str(),
+                human_size(f.rss).c_str(), human_size(a.huge).c_str());
+    if (huge_pages_wanted() && f.known && f.rss > (uint64_t{64} << 20) && f.huge * 2 < f.rss)
+        std::printf("  most of the file's cached pages are 4 KiB folios from before this load; they map at 2 MiB once "
+                    "they leave the page cache (e.g. echo 1 > /proc/sys/vm/drop_caches) and the file is loaded again\n");
+}
 
 // Bytes decode reads per token: every tensor in full, routed experts k/E, token_embd one row (it is
 // a lookup), unless it is also the head (tied), then in full.
@@ -482,6 +496,7 @@ int cmd_bench(int argc, char** argv) {
                 "all weight pages %.3f s\n",
                 human_size(rss).c_str(), rss / (file + kv_bytes), human_size(file).c_str(), human_size(kv_bytes).c_str(),
                 load_s, touch_s);
+    print_page_sizes(*m);
     if (m->panel_bytes() > 0)
         std::printf("--repack-experts: %s of panels (Q2_K / Q3_K / Q4_K / Q6_K routed experts, made during the load above); "
                     "%s of blocks released (stacks whose prefill reads the panels too)\n",
