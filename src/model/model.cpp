@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "core/error.h"
 #include "format/gguf.h"
@@ -94,14 +95,16 @@ std::unique_ptr<Model> Model::load(gguf::File file, const ModelOptions& opts) {
             m->panel_bytes_ += b->repack_experts();
             // stacks whose every call reads the panels (ExpertMatrix::panels_serve_all): their blocks
             // leave the resident set, so the repack does not double those bytes
-            const moe::ExpertFfn& f = b->routed_ffn();
-            for (const moe::ExpertMatrix* x : {&f.gate, &f.up, &f.down})
-                if (x->panels_serve_all && !x->slots) {
-                    const size_t n = static_cast<size_t>(m->cfg_.n_expert) * x->expert_stride;
-                    const size_t r = m->file_->release_pages(x->data, n);
-                    if (r > 0) m->released_.emplace_back(x->data, n);
-                    m->released_bytes_ += r;
-                }
+            const std::pair<const moe::ExpertFfn*, int64_t> stacks[] = {{&b->routed_ffn(), m->cfg_.n_expert},
+                                                                         {&b->shared_ffn(), 1}};  // shared: a stack of one
+            for (const auto& [f, count] : stacks)
+                for (const moe::ExpertMatrix* x : {&f->gate, &f->up, &f->down})
+                    if (x->panels && x->panels_serve_all && !x->slots) {
+                        const size_t n = static_cast<size_t>(count) * x->expert_stride;
+                        const size_t r = m->file_->release_pages(x->data, n);
+                        if (r > 0) m->released_.emplace_back(x->data, n);
+                        m->released_bytes_ += r;
+                    }
         }
     }
     if (o.cache.mem_budget > 0) m->attach_expert_cache();

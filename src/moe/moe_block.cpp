@@ -102,7 +102,10 @@ void MoeBlock::set_active_k(int k) {
 size_t MoeBlock::repack_experts() {
     if (store_) throw_error("moe", "layer ", weights_.layer, ": --repack-experts needs every expert resident (drop --mem)");
     if (!panels_.empty()) return 0;
-    return repack_expert_panels(ffn_, spec_.n_expert, panels_);
+    size_t n = repack_expert_panels(ffn_, spec_.n_expert, panels_);
+    // The shared experts are read for every token like a dense FFN: panels too (one stack of one).
+    if (spec_.n_shared > 0) n += repack_expert_panels(shared_ffn_, 1, panels_);
+    return n;
 }
 
 void MoeBlock::set_expert_store(ExpertStore* store) {

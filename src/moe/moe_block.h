@@ -76,6 +76,8 @@ public:
     // expert store (the cache's slots hold the blocks).
     size_t repack_experts();
     const ExpertFfn& routed_ffn() const { return ffn_; }
+    // The shared experts as one stack of a single expert (empty matrices when the layer has none).
+    const ExpertFfn& shared_ffn() const { return shared_ffn_; }
     ExpertStore* expert_store() const { return store_; }
     // Router lookahead: with a store, after acquiring its own experts this block applies `next`'s
     // router to its input x and hints the store to start loading the predicted experts of

@@ -234,6 +234,11 @@ TEST(MoeQuantPanels, BatchedCallsReadThePanelsAndNeverTheBlocks) {
         auto gate = quantize_inplace(t, m.gate, D);
         auto up = quantize_inplace(t, m.up, D);
         auto down = quantize_inplace(t, m.down, F);
+        // the shared expert (F_s = 2F) at the same type: repacked as a stack of one
+        const int64_t Fs = spec.n_ff_shared;
+        auto gate_sh = quantize_inplace(t, m.gate_sh, D);
+        auto up_sh = quantize_inplace(t, m.up_sh, D);
+        auto down_sh = quantize_inplace(t, m.down_sh, Fs);
         MoeWeights w = m.views(2);
         auto v = [&](const TensorView& like, std::initializer_list<int64_t> shape, std::vector<uint8_t>& b) {
             return make_view(like.name, t, shape, b.data());
@@ -241,17 +246,23 @@ TEST(MoeQuantPanels, BatchedCallsReadThePanelsAndNeverTheBlocks) {
         w.gate_exps = v(w.gate_exps, {D, F, E}, gate);
         w.up_exps = v(w.up_exps, {D, F, E}, up);
         w.down_exps = v(w.down_exps, {F, D, E}, down);
+        w.gate_shexp = v(w.gate_shexp, {D, Fs}, gate_sh);
+        w.up_shexp = v(w.up_shexp, {D, Fs}, up_sh);
+        w.down_shexp = v(w.down_shexp, {Fs, D}, down_sh);
         const std::vector<float> x = random_x(T, D, 0x99 + static_cast<uint64_t>(t));
         ThreadPool pool(2);
         const kernels::CpuKernels kern(kernels::Isa::Avx512);
         MoeBlock plain(spec, w, kern, T, pool.size()), panel(spec, w, kern, T, pool.size());
         ASSERT_GT(panel.repack_experts(), 0u);
-        for (const ExpertMatrix* x3 : {&panel.routed_ffn().gate, &panel.routed_ffn().up, &panel.routed_ffn().down})
-            EXPECT_TRUE(x3->panels_serve_all);
+        for (const ExpertFfn* f : {&panel.routed_ffn(), &panel.shared_ffn()})
+            for (const ExpertMatrix* x3 : {&f->gate, &f->up, &f->down}) {
+                EXPECT_NE(x3->panels, nullptr);
+                EXPECT_TRUE(x3->panels_serve_all);
+            }
         std::vector<float> y0(static_cast<size_t>(T * D)), y1(y0.size());
         plain.forward(pool, x.data(), T, y0.data());
         // the blocks corrupted after the repack: the panel block must not notice
-        for (auto* b : {&gate, &up, &down})
+        for (auto* b : {&gate, &up, &down, &gate_sh, &up_sh, &down_sh})
             for (size_t i = 0; i < b->size(); i += 7) (*b)[i] ^= 0x5A;
         panel.forward(pool, x.data(), T, y1.data());
         ASSERT_EQ(0, std::memcmp(y0.data(), y1.data(), y0.size() * sizeof(float))) << "batch of " << T;
@@ -264,6 +275,17 @@ TEST(MoeQuantPanels, BatchedCallsReadThePanelsAndNeverTheBlocks) {
             for (size_t b = 0; b < 64; ++b) p[e * d.panel_bytes + b] ^= 0xFF;
         panel.forward(pool, x.data(), T, y1.data());
         EXPECT_NE(0, std::memcmp(y0.data(), y1.data(), y0.size() * sizeof(float))) << "corrupted panels went unused";
+        for (int e = 0; e < E; ++e)
+            for (size_t b = 0; b < 64; ++b) p[e * d.panel_bytes + b] ^= 0xFF;  // restored: equal again
+        panel.forward(pool, x.data(), T, y1.data());
+        ASSERT_EQ(0, std::memcmp(y0.data(), y1.data(), y0.size() * sizeof(float))) << "restored routed panels";
+        // the shared expert's down panel too, for the batch and for one token
+        auto* ps = const_cast<uint8_t*>(panel.shared_ffn().down.panels);
+        for (size_t b = 0; b < 64; ++b) ps[b] ^= 0xFF;
+        panel.forward(pool, x.data(), T, y1.data());
+        EXPECT_NE(0, std::memcmp(y0.data(), y1.data(), y0.size() * sizeof(float))) << "corrupted shared panels went unused (batch)";
+        panel.forward(pool, x.data(), 1, y1.data());
+        EXPECT_NE(0, std::memcmp(y0.data(), y1.data(), D * sizeof(float))) << "corrupted shared panels went unused (one token)";
     }
 }
 }  // namespace
