@@ -337,8 +337,9 @@ int cmd_bench(int argc, char** argv) {
             std::printf("{\"membw_gbs\": %.2f, \"threads\": %d, \"buffer_mib\": %lld}\n", bw, req_threads,
                         static_cast<long long>(membw_mib));
         else
-            std::printf("read bandwidth: %.2f GB/s (%d threads, %lld MiB buffer, best of %lld)\n", bw, req_threads,
-                        static_cast<long long>(membw_mib), static_cast<long long>(std::max<int64_t>(reps, 3)));
+            std::printf("read bandwidth: %.2f GB/s (%d threads, %lld MiB buffer on %s pages, best of %lld)\n", bw, req_threads,
+                        static_cast<long long>(membw_mib), huge_pages_wanted() ? "2 MiB" : "4 KiB",
+                        static_cast<long long>(std::max<int64_t>(reps, 3)));
         return 0;
     }
     if (model.empty()) {
@@ -489,7 +490,8 @@ int cmd_bench(int argc, char** argv) {
                     m->memory_budget().kv / 1048576.0, m->memory_budget().scratch / 1048576.0,
                     m->memory_budget().slots, m->memory_budget().total_experts);
     std::printf("\nread bandwidth %.2f GB/s (%s, %d threads); active weights %.3f GB/token -> ceiling %.2f t/s\n", bw,
-                bw_given > 0 ? "given" : "measured", threads, active / 1e9, ceiling_tps);
+                bw_given > 0 ? "given" : huge_pages_wanted() ? "measured on 2 MiB pages" : "measured on 4 KiB pages", threads,
+                active / 1e9, ceiling_tps);
     std::printf("KV cache %s: %s for %lld positions (%.0f bytes per token)\n", dtype_name(kv_type), human_size(kv_bytes).c_str(),
                 static_cast<long long>(mo.n_ctx), kv_bytes / static_cast<double>(mo.n_ctx));
     std::printf("peak RSS %s = %.3f x (file %s + KV %s); load %.3f s (mmap open + validate + bind), first touch of "
