@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "format/gguf.h"
+#include "kernels/cpu/qmatmul_panel_gemm.h"
 #include "model/param_count.h"
 #include "tokenizer/tokenizer.h"
 
@@ -86,9 +87,10 @@ std::unique_ptr<Model> Model::load(gguf::File file, const ModelOptions& opts) {
         b->use_shared_scratch(&m->moe_scratch_);
         m->moe_[static_cast<size_t>(il)] = std::move(b);
     }
-    if (o.cache.repack_experts) {
+    if (o.cache.repack_experts || o.cache.repack) {
         if (o.cache.mem_budget > 0)
-            throw_error("model", "--repack-experts needs every expert resident: it cannot be combined with --mem");
+            throw_error("model", o.cache.repack ? "--repack" : "--repack-experts",
+                        " needs every expert resident: it cannot be combined with --mem");
         for (const auto& b : m->moe_) {
             if (!b) continue;
             m->panel_bytes_ += b->repack_experts();
@@ -104,8 +106,41 @@ std::unique_ptr<Model> Model::load(gguf::File file, const ModelOptions& opts) {
                 }
         }
     }
+    if (o.cache.repack) m->repack_dense();
     if (o.cache.mem_budget > 0) m->attach_expert_cache();
     return m;
+}
+
+// --repack: each dense projection and the lm head with panels (experts.h panels_fit) whose type
+// also has a panel GEMM, so every call (decode GEMV, prefill GEMM) reads the panels and the blocks
+// can leave the resident set. Done once here, not per Forward: a server or batch run builds several
+// Forwards over one Model, and they all look the panels up (dense_panels).
+void Model::repack_dense() {
+    auto one = [&](const TensorView& t, bool release) {
+        if (!t.data || t.nrows() != t.ne[1] || dense_panels(t.data)) return;  // absent, not 2-D, or done
+        if (!panels_fit(t.type, t.ne[0], kernels_.matmul(t.type, t.name)) || !kernels::panel::panel_gemm_supported(t.type))
+            return;
+        PanelBuffer b;
+        dense_panel_bytes_ += repack_panels(t.type, static_cast<const char*>(t.data), 0, t.nb[1], 1, t.ne[1], t.ne[0], b);
+        dense_.emplace_back(t.data, b.bytes.get());
+        dense_store_.push_back(std::move(b));
+        if (!release) return;
+        const size_t n = static_cast<size_t>(t.nb[1]) * static_cast<size_t>(t.ne[1]);
+        const size_t r = file_->release_pages(t.data, n);
+        if (r > 0) released_.emplace_back(static_cast<const char*>(t.data), n);
+        dense_released_bytes_ += r;
+    };
+    for (const LayerWeights& w : weights_.layers)
+        for (const TensorView* t : {&w.wq, &w.wk, &w.wv, &w.wo, &w.ffn_gate, &w.ffn_up, &w.ffn_down, &w.wq_a, &w.wq_b, &w.wkv_a})
+            one(*t, true);
+    // tied embeddings: token_embd's rows are still read one per token, so keep those pages
+    one(weights_.output, weights_.output.data != weights_.token_embd.data);
+}
+
+const uint8_t* Model::dense_panels(const void* w) const {
+    for (const auto& [blocks, panels] : dense_)
+        if (blocks == w) return panels;
+    return nullptr;
 }
 
 bool Model::released(const void* p) const {
