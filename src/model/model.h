@@ -132,7 +132,7 @@ private:
     size_t panel_bytes_ = 0;
     size_t released_bytes_ = 0;
     std::vector<std::pair<const char*, size_t>> released_;  // [begin, bytes) of released stacks / matrices
-    std::vector<PanelBuffer> dense_store_;                     // --repack: the dense panels' buffers
+    PanelBuffer dense_store_;                                  // --repack: all dense panels, one buffer
     std::vector<std::pair<const void*, const uint8_t*>> dense_;  // (blocks, panels) of each repacked matrix
     size_t dense_panel_bytes_ = 0;
     size_t dense_released_bytes_ = 0;

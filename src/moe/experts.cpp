@@ -140,6 +140,13 @@ size_t repack_panels(DType t, const char* data, size_t mat_stride, size_t row_st
     const size_t bytes = (per * static_cast<size_t>(n_mat) + 63) / 64 * 64;
     out.bytes.reset(static_cast<uint8_t*>(huge_alloc(bytes)));  // decode streams them: 2 MiB pages
     if (!out.bytes) throw_error("moe", "out of memory repacking ", bytes, " bytes of panels");
+    repack_panels_into(t, data, mat_stride, row_stride, n_mat, N, K, out.bytes.get());
+    return bytes;
+}
+
+void repack_panels_into(DType t, const char* data, size_t mat_stride, size_t row_stride, int64_t n_mat, int64_t N,
+                        int64_t K, uint8_t* out) {
+    const size_t per = kernels::panel::panel_matrix_bytes(t, N, K);
     // Scalar repack, ~0.9 GB/s per core: the load-time cost, so every core takes a share. Work item
     // = a run of panels of one matrix: whole matrices when there are many (experts), a matrix cut
     // in ~4 runs per thread when there are few (a dense projection).
@@ -162,7 +169,7 @@ size_t repack_panels(DType t, const char* data, size_t mat_stride, size_t row_st
                     const int64_t r0 = p0 * 16, r1 = std::min(N, p1 * 16);
                     kernels::panel::repack_matrix(
                         t, reinterpret_cast<const uint8_t*>(data + static_cast<size_t>(e) * mat_stride + static_cast<size_t>(r0) * row_stride),
-                        row_stride, r1 - r0, K, out.bytes.get() + static_cast<size_t>(e) * per + static_cast<size_t>(p0) * one);
+                        row_stride, r1 - r0, K, out + static_cast<size_t>(e) * per + static_cast<size_t>(p0) * one);
                 }
             } catch (...) {
                 err[static_cast<size_t>(i)] = std::current_exception();
@@ -171,7 +178,6 @@ size_t repack_panels(DType t, const char* data, size_t mat_stride, size_t row_st
     for (auto& x : th) x.join();
     for (auto& x : err)
         if (x) std::rethrow_exception(x);
-    return bytes;
 }
 
 size_t repack_expert_panels(ExpertFfn& f, int64_t n_expert, std::vector<PanelBuffer>& store) {

@@ -87,6 +87,10 @@ bool panels_fit(DType t, int64_t K, const kernels::MatmulKernel& kernel);
 // over up to 16 threads. Returns the buffer's bytes; throws moe::Error ([moe]) when out of memory.
 size_t repack_panels(DType t, const char* data, size_t mat_stride, size_t row_stride, int64_t n_mat, int64_t N,
                      int64_t K, PanelBuffer& out);
+// The same into out (n_mat * panel_matrix_bytes(t, N, K) bytes, 64-byte aligned, owned by the
+// caller): many small matrices share one buffer (a buffer each would round every one up to 2 MiB).
+void repack_panels_into(DType t, const char* data, size_t mat_stride, size_t row_stride, int64_t n_mat, int64_t N,
+                        int64_t K, uint8_t* out);
 
 class GroupedFfn {
 public:
