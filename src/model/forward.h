@@ -79,13 +79,16 @@ public:
                 ForwardStats* stats = nullptr);
 
     // One weight matrix of the forward pass: its rows in place in the mapping (file type), the
-    // kernel for that type, bias (f32) or null.
+    // kernel for that type, bias (f32) or null. With --repack, panels (Model::dense_panels): the
+    // same rows in the panel layout, which every call then reads (the blocks may be released).
     struct Proj {
         const kernels::MatmulKernel* kernel = nullptr;
         const void* w = nullptr;
         size_t row_stride = 0;
         int64_t n_out = 0, n_in = 0;
         const float* bias = nullptr;
+        DType type = DType::F32;
+        const uint8_t* panels = nullptr;
     };
 
 private:

@@ -7,7 +7,9 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "format/gguf.h"
+#include "kernels/cpu/qmatmul_panel_gemm.h"
 #include "model/param_count.h"
 #include "tokenizer/tokenizer.h"
 
@@ -87,9 +89,10 @@ std::unique_ptr<Model> Model::load(gguf::File file, const ModelOptions& opts) {
         b->use_shared_scratch(&m->moe_scratch_);
         m->moe_[static_cast<size_t>(il)] = std::move(b);
     }
-    if (o.cache.repack_experts) {
+    if (o.cache.repack_experts || o.cache.repack) {
         if (o.cache.mem_budget > 0)
-            throw_error("model", "--repack-experts needs every expert resident: it cannot be combined with --mem");
+            throw_error("model", o.cache.repack ? "--repack" : "--repack-experts",
+                        " needs every expert resident: it cannot be combined with --mem");
         for (const auto& b : m->moe_) {
             if (!b) continue;
             m->panel_bytes_ += b->repack_experts();
@@ -107,8 +110,59 @@ std::unique_ptr<Model> Model::load(gguf::File file, const ModelOptions& opts) {
                     }
         }
     }
+    if (o.cache.repack) m->repack_dense();
     if (o.cache.mem_budget > 0) m->attach_expert_cache();
     return m;
+}
+
+// --repack: each dense projection and the lm head with panels (experts.h panels_fit) whose type
+// also has a panel GEMM, so every call (decode GEMV, prefill GEMM) reads the panels and the blocks
+// can leave the resident set. Done once here, not per Forward: a server or batch run builds several
+// Forwards over one Model, and they all look the panels up (dense_panels).
+void Model::repack_dense() {
+    struct Job {
+        const TensorView* t;
+        bool release;
+        size_t at;  // offset of its panels in the shared buffer
+    };
+    std::vector<Job> jobs;
+    size_t total = 0;
+    auto want = [&](const TensorView& t, bool release) {
+        if (!t.data || t.nrows() != t.ne[1]) return;  // absent or not 2-D
+        for (const Job& j : jobs)
+            if (j.t->data == t.data) return;
+        if (!panels_fit(t.type, t.ne[0], kernels_.matmul(t.type, t.name)) || !kernels::panel::panel_gemm_supported(t.type))
+            return;
+        jobs.push_back({&t, release, total});
+        total += (kernels::panel::panel_matrix_bytes(t.type, t.ne[1], t.ne[0]) + 63) / 64 * 64;
+    };
+    for (const LayerWeights& w : weights_.layers)
+        for (const TensorView* t : {&w.wq, &w.wk, &w.wv, &w.wo, &w.ffn_gate, &w.ffn_up, &w.ffn_down, &w.wq_a, &w.wq_b, &w.wkv_a})
+            want(*t, true);
+    // tied embeddings: token_embd's rows are still read one per token, so keep those pages
+    want(weights_.output, weights_.output.data != weights_.token_embd.data);
+    if (jobs.empty()) return;
+    // one buffer for all (OLMoE: 65 matrices of 1-50 MiB; 2 MiB pages each would waste ~1 MiB apiece)
+    dense_store_.bytes.reset(static_cast<uint8_t*>(huge_alloc(total)));
+    if (!dense_store_.bytes) throw_error("model", "out of memory repacking ", total, " bytes of dense panels (--repack)");
+    dense_panel_bytes_ = total;
+    for (const Job& j : jobs) {
+        const TensorView& t = *j.t;
+        uint8_t* p = dense_store_.bytes.get() + j.at;
+        repack_panels_into(t.type, static_cast<const char*>(t.data), 0, t.nb[1], 1, t.ne[1], t.ne[0], p);
+        dense_.emplace_back(t.data, p);
+        if (!j.release) continue;
+        const size_t n = static_cast<size_t>(t.nb[1]) * static_cast<size_t>(t.ne[1]);
+        const size_t r = file_->release_pages(t.data, n);
+        if (r > 0) released_.emplace_back(static_cast<const char*>(t.data), n);
+        dense_released_bytes_ += r;
+    }
+}
+
+const uint8_t* Model::dense_panels(const void* w) const {
+    for (const auto& [blocks, panels] : dense_)
+        if (blocks == w) return panels;
+    return nullptr;
 }
 
 bool Model::released(const void* p) const {

@@ -21,6 +21,7 @@
 #include "model/config.h"
 #include "model/weights.h"
 #include "moe/expert_cache.h"
+#include "moe/experts.h"
 #include "moe/moe_block.h"
 
 namespace moe::gguf {
@@ -44,6 +45,7 @@ struct ExpertCacheOptions {
     DType kv_type = DType::F32;    // the KV cache's type (runtime::SessionOptions::kv_type)
     bool swa_full = false;         // sliding-window layers keep every position (SessionOptions::swa_full)
     bool repack_experts = false;   // --repack-experts: Q2_K / Q3_K / Q4_K / Q6_K routed experts as panels (blocks released)
+    bool repack = false;           // --repack: the same plus the dense projections and the lm head (Model::dense_panels)
 };
 
 // What the budget is spent on (filled when the cache is on).
@@ -101,6 +103,16 @@ public:
     size_t released_bytes() const { return released_bytes_; }
     // True if p lies in a tensor whose pages were released that way (touching it would fault them back).
     bool released(const void* p) const;
+    // --repack: the panels of the dense projection or lm head whose blocks start at w (a weight's
+    // TensorView::data), or null where that matrix was not repacked (no panel layout or GEMM for its
+    // type, K not whole super-blocks, not the AVX-512 kernel, or no --repack). Every call of such a
+    // matrix reads the panels (Forward::Proj::panels). Made once per Model: every Forward shares them.
+    const uint8_t* dense_panels(const void* w) const;
+    // Bytes of those panels, and of their blocks released from the mapping (not the tied lm head's:
+    // the embedding lookup still reads token_embd's rows).
+    size_t dense_panel_bytes() const { return dense_panel_bytes_; }
+    size_t dense_released_bytes() const { return dense_released_bytes_; }
+    size_t dense_matrices() const { return dense_.size(); }
 
 private:
     Model();
@@ -119,8 +131,13 @@ private:
     MemoryBudget budget_;
     size_t panel_bytes_ = 0;
     size_t released_bytes_ = 0;
-    std::vector<std::pair<const char*, size_t>> released_;  // [begin, bytes) of released stacks
+    std::vector<std::pair<const char*, size_t>> released_;  // [begin, bytes) of released stacks / matrices
+    PanelBuffer dense_store_;                                  // --repack: all dense panels, one buffer
+    std::vector<std::pair<const void*, const uint8_t*>> dense_;  // (blocks, panels) of each repacked matrix
+    size_t dense_panel_bytes_ = 0;
+    size_t dense_released_bytes_ = 0;
     void attach_expert_cache();
+    void repack_dense();
 };
 
 }  // namespace moe::model

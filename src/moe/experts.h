@@ -77,6 +77,21 @@ struct PanelBuffer {
 };
 size_t repack_expert_panels(ExpertFfn& f, int64_t n_expert, std::vector<PanelBuffer>& store);
 
+// True where a matrix of type t with rows of K values, run by `kernel`, gets panels: this CPU runs
+// the panel GEMV, t has a panel layout, K is whole super-blocks and the kernel is the AVX-512 one
+// (whose bits the panel kernels reproduce). repack_expert_panels and --repack's dense projections.
+bool panels_fit(DType t, int64_t K, const kernels::MatmulKernel& kernel);
+// n_mat matrices of N rows x K values of type t (matrix i's rows at data + i * mat_stride,
+// row_stride bytes apart) repacked into one buffer on 2 MiB pages (huge_alloc), matrix i's panels
+// at i * panel_matrix_bytes(t, N, K); matrices (or, for few matrices, runs of panels) are spread
+// over up to 16 threads. Returns the buffer's bytes; throws moe::Error ([moe]) when out of memory.
+size_t repack_panels(DType t, const char* data, size_t mat_stride, size_t row_stride, int64_t n_mat, int64_t N,
+                     int64_t K, PanelBuffer& out);
+// The same into out (n_mat * panel_matrix_bytes(t, N, K) bytes, 64-byte aligned, owned by the
+// caller): many small matrices share one buffer (a buffer each would round every one up to 2 MiB).
+void repack_panels_into(DType t, const char* data, size_t mat_stride, size_t row_stride, int64_t n_mat, int64_t N,
+                        int64_t K, uint8_t* out);
+
 class GroupedFfn {
 public:
     // 64 rows: the int8 kernels repack each 16-row weight panel once per call, so a taller tile

@@ -266,6 +266,30 @@ TEST(ExpertCache, RepackExpertsWithMemIsOneClearError) {
     EXPECT_EQ(m->panel_bytes(), 0u);  // q8_0 experts: no panel layout
 }
 
+// --repack (the experts plus the dense projections) refuses --mem the same way, naming itself.
+TEST(ExpertCache, RepackWithMemIsOneClearError) {
+    const std::string path = testutil::gen_model(temp_dir(), "tiny-olmoe", DType::Q8_0, 11);
+    model::ModelOptions mo;
+    mo.n_threads = 2;
+    mo.max_batch = 32;
+    mo.n_ctx = 64;
+    mo.cache.repack = true;
+    mo.cache.mem_budget = 1ull << 40;
+    try {
+        model::Model::load(path, mo);
+        FAIL() << "no error for --repack with --mem";
+    } catch (const Error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("--repack "), std::string::npos) << msg;
+        EXPECT_NE(msg.find("--mem"), std::string::npos) << msg;
+    }
+    mo.cache.mem_budget = 0;
+    std::unique_ptr<model::Model> m;
+    ASSERT_NO_THROW(m = model::Model::load(path, mo));
+    EXPECT_EQ(m->panel_bytes(), 0u);        // q8_0: no panel layout
+    EXPECT_EQ(m->dense_panel_bytes(), 0u);  // (and rows of 64 values: no whole super-block)
+}
+
 // The budget's KV term is the KV cache the session then makes (up to padding), at every KV type and
 // with the sliding-window rings of gpt-oss (or --swa-full): the budget neither under-counts (an
 // over-committed cache) nor over-counts it (fewer expert slots than the memory allows).

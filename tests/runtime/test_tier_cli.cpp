@@ -84,6 +84,13 @@ TEST(TierCli, BadMemIsOneErrorLine) {
     EXPECT_NE(r.err.find("is below the minimum of"), std::string::npos) << r.err;
     EXPECT_NE(run_moe("run -m " + m + " -p hi -n 2 --mem 1G --cache-policy mru").err.find("unknown cache policy 'mru'"),
               std::string::npos);
+    // panels need every weight resident: --repack-experts and --repack refuse --mem, naming both
+    for (const std::string flag : {"--repack-experts", "--repack"}) {
+        const Result rp = run_moe("run -m " + m + " -p hi -n 2 --mem 1G " + flag);
+        EXPECT_EQ(rp.code, 1) << flag;
+        EXPECT_NE(rp.err.find(flag + " needs every expert resident"), std::string::npos) << rp.err;
+        EXPECT_NE(rp.err.find("--mem"), std::string::npos) << rp.err;
+    }
 }
 
 TEST(TierCli, RunTraceThenCacheSimAndBenchJson) {

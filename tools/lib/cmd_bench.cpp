@@ -233,7 +233,7 @@ double touch_weights(const model::Model& m) {
         if (m.expert_cache() && ti.name.find("_exps.") != std::string::npos) continue;
         const TensorView v = m.file().view(ti);
         const auto* p = static_cast<const uint8_t*>(v.data);
-        if (m.released(p)) continue;  // --repack-experts: panels replaced these blocks (never read)
+        if (m.released(p)) continue;  // --repack(-experts): panels replaced these blocks (never read)
         for (uint64_t o = 0; o < ti.nbytes; o += 4096) acc ^= p[o];
     }
     sink = acc;
@@ -499,10 +499,14 @@ int cmd_bench(int argc, char** argv) {
                 human_size(rss).c_str(), rss / (file + kv_bytes), human_size(file).c_str(), human_size(kv_bytes).c_str(),
                 load_s, touch_s);
     print_page_sizes(*m);
-    if (m->panel_bytes() > 0)
-        std::printf("--repack-experts: %s of panels (Q2_K / Q3_K / Q4_K / Q6_K routed and shared experts, made during the load above); "
+    if (m->panel_bytes() > 0 || m->dense_panel_bytes() > 0)
+        std::printf("%s: %s of panels (Q2_K / Q3_K / Q4_K / Q6_K routed and shared experts, made during the load above); "
                     "%s of blocks released (stacks whose prefill reads the panels too)\n",
-                    human_size(m->panel_bytes()).c_str(), human_size(m->released_bytes()).c_str());
+                    mo.cache.repack ? "--repack" : "--repack-experts", human_size(m->panel_bytes()).c_str(),
+                    human_size(m->released_bytes()).c_str());
+    if (mo.cache.repack)
+        std::printf("--repack: %s of panels (dense projections and lm head, %zu matrices), %s of their blocks released\n",
+                    human_size(m->dense_panel_bytes()).c_str(), m->dense_matrices(), human_size(m->dense_released_bytes()).c_str());
     std::printf("\nbuild: moe-engine %s (%s)\n", MOE_VERSION, MOE_BUILD_FLAGS);
     if (ep) ep->report(*m);
     return 0;

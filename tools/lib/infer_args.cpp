@@ -131,6 +131,8 @@ bool parse_cache_option(int argc, char** argv, int& i, const char* cmd, model::E
         o.prefetch = false;
     } else if (a == "--repack-experts") {
         o.repack_experts = true;
+    } else if (a == "--repack") {
+        o.repack = true;
     } else {
         return false;
     }

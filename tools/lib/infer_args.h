@@ -25,7 +25,7 @@ std::string read_file(const std::string& path, const char* cmd);
 // or auto (core/mem_limit.h; prints the limit it used to stderr). Result > 0.
 uint64_t parse_mem(const std::string& s, const char* cmd);
 // The expert-cache options of run/eval/perplexity/bench (--mem, --cache-policy, --cache-profile,
-// --expert-io, --no-direct, --no-prefetch, --repack-experts); true when argv[i] was one of them (value consumed).
+// --expert-io, --no-direct, --no-prefetch, --repack-experts, --repack); true when argv[i] was one of them (value consumed).
 bool parse_cache_option(int argc, char** argv, int& i, const char* cmd, model::ExpertCacheOptions& o);
 inline constexpr const char* kCacheUsage =
     "  --mem SIZE|auto  memory budget (K/M/G = powers of 1024): routed experts stream from the file\n"
@@ -39,8 +39,9 @@ inline constexpr const char* kCacheUsage =
     "  --repack-experts repack the Q2_K / Q3_K / Q4_K / Q6_K routed and shared experts at load into panels\n"
     "                   (16 rows column-interleaved, on 2 MiB pages) that decode and prefill read instead\n"
     "                   of the blocks, whose pages are released: same output, faster decode, load time;\n"
-    "                   not with --mem;\n"
-    "                   docs/PERFORMANCE.md)\n";
+    "                   not with --mem (docs/PERFORMANCE.md)\n"
+    "  --repack         --repack-experts plus the dense projections (attention, dense FFN) and the\n"
+    "                   lm head of those types: all read as panels, their blocks released too\n";
 
 // The built-in default model: the Shakespeare MoE trained by `moe train` and committed as
 // models/shakespeare-moe.gguf (docs/TRAINING.md; its path is compiled in as MOE_DEFAULT_MODEL).
