@@ -297,22 +297,28 @@ int64_t rss_file() {
 }
 }  // namespace
 
+namespace {
+// A GGUF file at path with one F32 tensor "t" of n random values; returns the values.
+std::vector<float> write_one_f32_tensor(const std::string& path, int64_t n, uint64_t seed) {
+    std::vector<float> data(static_cast<size_t>(n));
+    moe::Rng rng(seed);
+    for (auto& v : data) v = rng.normal();
+    Writer w(path);
+    w.add_tensor("t", DType::F32, {n});
+    w.write_header();
+    w.write_data(data.data(), data.size() * sizeof(float));
+    w.finish();
+    return data;
+}
+}  // namespace
+
 // release_pages (used after --repack-experts): the whole pages inside the range leave the mapping's
 // resident set, a later read gives the same bytes (faulted back from the file); ranges outside the
 // mapping, and Files parsed from memory, release nothing.
 TEST(GgufFile, ReleasePagesDropsResidencyKeepsBytes) {
     const auto path = (temp_dir() / "release.gguf").string();
-    const int64_t n = (16 << 20) / 4 + 100;  // f32 values: 16 MiB and a bit, so RSS shows the release
-    std::vector<float> data(static_cast<size_t>(n));
-    moe::Rng rng(0x7e1ea5e);
-    for (auto& v : data) v = rng.normal();
-    {
-        Writer w(path);
-        w.add_tensor("t", DType::F32, {n});
-        w.write_header();
-        w.write_data(data.data(), data.size() * sizeof(float));
-        w.finish();
-    }
+    // f32 values: 16 MiB and a bit, so RSS shows the release
+    const std::vector<float> data = write_one_f32_tensor(path, (16 << 20) / 4 + 100, 0x7e1ea5e);
     const File f = File::open(path);
     const moe::TensorView t = f.view(*f.find_tensor("t"));
     const size_t bytes = data.size() * sizeof(float);
@@ -340,17 +346,7 @@ TEST(GgufFile, ReleasePagesDropsResidencyKeepsBytes) {
 // MOE_HUGEPAGES=0; the bytes read are the file's either way.
 TEST(GgufFile, MappingIsAdvisedHugeUnlessTurnedOff) {
     const auto path = (temp_dir() / "huge.gguf").string();
-    const int64_t n = (4 << 20) / 4 + 7;
-    std::vector<float> data(static_cast<size_t>(n));
-    moe::Rng rng(0x9a9e5);
-    for (auto& v : data) v = rng.normal();
-    {
-        Writer w(path);
-        w.add_tensor("t", DType::F32, {n});
-        w.write_header();
-        w.write_data(data.data(), data.size() * sizeof(float));
-        w.finish();
-    }
+    const std::vector<float> data = write_one_f32_tensor(path, (4 << 20) / 4 + 7, 0x9a9e5);
     const char* old = std::getenv("MOE_HUGEPAGES");
     const std::string saved = old ? old : "";
     for (const bool off : {false, true}) {

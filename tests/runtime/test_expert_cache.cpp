@@ -241,53 +241,35 @@ TEST(ExpertCache, BudgetBelowMinimumNamesTheMinimum) {
     EXPECT_THROW(model::Model::load(path, mo), Error);
 }
 
-// --repack-experts keeps a second, panel copy of the resident expert stacks: with --mem (experts
-// streamed into cache slots) it is one clear error naming both options; alone it loads, and on a
-// file without Q2_K / Q3_K / Q4_K / Q6_K experts (Q8_0) it makes no panels.
-TEST(ExpertCache, RepackExpertsWithMemIsOneClearError) {
-    const std::string path = testutil::gen_model(temp_dir(), "tiny-olmoe", DType::Q8_0, 11);
-    model::ModelOptions mo;
-    mo.n_threads = 2;
-    mo.max_batch = 32;
-    mo.n_ctx = 64;
-    mo.cache.repack_experts = true;
-    mo.cache.mem_budget = 1ull << 40;
-    try {
-        model::Model::load(path, mo);
-        FAIL() << "no error for --repack-experts with --mem";
-    } catch (const Error& e) {
-        const std::string msg = e.what();
-        EXPECT_NE(msg.find("--repack-experts"), std::string::npos) << msg;
-        EXPECT_NE(msg.find("--mem"), std::string::npos) << msg;
-    }
-    mo.cache.mem_budget = 0;
-    std::unique_ptr<model::Model> m;
-    ASSERT_NO_THROW(m = model::Model::load(path, mo));
-    EXPECT_EQ(m->panel_bytes(), 0u);  // q8_0 experts: no panel layout
-}
-
-// --repack (the experts plus the dense projections) refuses --mem the same way, naming itself.
+// --repack-experts keeps a second, panel copy of the resident expert stacks, and --repack the
+// dense projections too: with --mem (experts streamed into cache slots) each is one clear error
+// naming itself and --mem; alone it loads, and on a file whose rows hold no whole 256-value
+// super-block (tiny-olmoe at Q8_0, rows of 64 values) it makes no panels.
 TEST(ExpertCache, RepackWithMemIsOneClearError) {
     const std::string path = testutil::gen_model(temp_dir(), "tiny-olmoe", DType::Q8_0, 11);
-    model::ModelOptions mo;
-    mo.n_threads = 2;
-    mo.max_batch = 32;
-    mo.n_ctx = 64;
-    mo.cache.repack = true;
-    mo.cache.mem_budget = 1ull << 40;
-    try {
-        model::Model::load(path, mo);
-        FAIL() << "no error for --repack with --mem";
-    } catch (const Error& e) {
-        const std::string msg = e.what();
-        EXPECT_NE(msg.find("--repack "), std::string::npos) << msg;
-        EXPECT_NE(msg.find("--mem"), std::string::npos) << msg;
+    for (const bool dense : {false, true}) {
+        const std::string flag = dense ? "--repack " : "--repack-experts ";
+        SCOPED_TRACE(flag);
+        model::ModelOptions mo;
+        mo.n_threads = 2;
+        mo.max_batch = 32;
+        mo.n_ctx = 64;
+        (dense ? mo.cache.repack : mo.cache.repack_experts) = true;
+        mo.cache.mem_budget = 1ull << 40;
+        try {
+            model::Model::load(path, mo);
+            FAIL() << "no error for " << flag << "with --mem";
+        } catch (const Error& e) {
+            const std::string msg = e.what();
+            EXPECT_NE(msg.find(flag), std::string::npos) << msg;
+            EXPECT_NE(msg.find("--mem"), std::string::npos) << msg;
+        }
+        mo.cache.mem_budget = 0;
+        std::unique_ptr<model::Model> m;
+        ASSERT_NO_THROW(m = model::Model::load(path, mo));
+        EXPECT_EQ(m->panel_bytes(), 0u);
+        EXPECT_EQ(m->dense_panel_bytes(), 0u);
     }
-    mo.cache.mem_budget = 0;
-    std::unique_ptr<model::Model> m;
-    ASSERT_NO_THROW(m = model::Model::load(path, mo));
-    EXPECT_EQ(m->panel_bytes(), 0u);        // q8_0: no panel layout
-    EXPECT_EQ(m->dense_panel_bytes(), 0u);  // (and rows of 64 values: no whole super-block)
 }
 
 // The budget's KV term is the KV cache the session then makes (up to padding), at every KV type and
