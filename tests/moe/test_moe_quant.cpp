@@ -149,7 +149,7 @@ INSTANTIATE_TEST_SUITE_P(Types, MoeQuant, testing::ValuesIn(cases()), [](const t
 }  // namespace
 
 namespace {
-// --repack-experts: the routed Q2_K / Q3_K / Q4_K / Q6_K stacks also held as the panel GEMV's layout
+// --repack-experts: the routed Q2_K / Q3_K / Q4_K / Q6_K / Q8_0 stacks also held as the panel GEMV's layout
 // (MoeBlock::repack_experts). Decode calls (m <= 2 rows per expert) then read the panels; the
 // output must keep the bits of the block path, batched and token by token.
 TEST(MoeQuantPanels, RepackedExpertsGiveTheSameBits) {
@@ -157,7 +157,7 @@ TEST(MoeQuantPanels, RepackedExpertsGiveTheSameBits) {
         GTEST_SKIP() << "no AVX-512 VNNI path on this CPU: the panels are used only beside it";
     // Q4_K gate/up with Q6_K down as the Q4_K_M files have them: all three get panels
     const std::pair<DType, DType> cases[] = {{DType::Q2_K, DType::Q2_K}, {DType::Q3_K, DType::Q3_K}, {DType::Q4_K, DType::Q4_K},
-                                             {DType::Q4_K, DType::Q6_K}, {DType::Q6_K, DType::Q6_K}};
+                                             {DType::Q4_K, DType::Q6_K}, {DType::Q6_K, DType::Q6_K}, {DType::Q8_0, DType::Q8_0}};
     for (const auto& [t, td] : cases) {
         SCOPED_TRACE(std::string(dtype_name(t)) + " down " + dtype_name(td));
         const int64_t D = 512, F = 256, T = 9;

@@ -243,7 +243,8 @@ TEST(ExpertCache, BudgetBelowMinimumNamesTheMinimum) {
 
 // --repack-experts keeps a second, panel copy of the resident expert stacks: with --mem (experts
 // streamed into cache slots) it is one clear error naming both options; alone it loads, and on a
-// file without Q2_K / Q3_K / Q4_K / Q6_K experts (Q8_0) it makes no panels.
+// file whose experts cannot be repacked (Q8_0 at K = 64: no whole 256-value super-block) it makes
+// no panels.
 TEST(ExpertCache, RepackExpertsWithMemIsOneClearError) {
     const std::string path = testutil::gen_model(temp_dir(), "tiny-olmoe", DType::Q8_0, 11);
     model::ModelOptions mo;
@@ -263,7 +264,7 @@ TEST(ExpertCache, RepackExpertsWithMemIsOneClearError) {
     mo.cache.mem_budget = 0;
     std::unique_ptr<model::Model> m;
     ASSERT_NO_THROW(m = model::Model::load(path, mo));
-    EXPECT_EQ(m->panel_bytes(), 0u);  // q8_0 experts: no panel layout
+    EXPECT_EQ(m->panel_bytes(), 0u);  // q8_0 experts of K = 64 (n_embd) / 32 (n_ff): not repacked
 }
 
 // The budget's KV term is the KV cache the session then makes (up to padding), at every KV type and
