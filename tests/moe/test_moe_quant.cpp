@@ -217,14 +217,14 @@ TEST(MoeQuantPanels, RepackedExpertsGiveTheSameBits) {
 }  // namespace
 
 namespace {
-// --repack-experts on a type with a panel GEMM (Q2_K, Q3_K, Q4_K, Q6_K): every call, batched (m > 2 rows
+// --repack-experts on a type with a panel GEMM (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0): every call, batched (m > 2 rows
 // per expert) or decode-sized, reads the panels, with the bits of the block path; so the blocks are
 // never read again (Model then releases their pages): corrupting them after the repack changes
 // nothing, corrupting the panels changes the batched output.
 TEST(MoeQuantPanels, BatchedCallsReadThePanelsAndNeverTheBlocks) {
     if (!kernels::qmm_has_avx512(DType::Q4_K) || !kernels::panel::panel_gemv_usable())
         GTEST_SKIP() << "no AVX-512 VNNI + GFNI on this CPU: repack_experts makes no panels here";
-    for (DType t : {DType::Q4_K, DType::Q3_K, DType::Q2_K, DType::Q6_K}) {
+    for (DType t : {DType::Q4_K, DType::Q3_K, DType::Q2_K, DType::Q6_K, DType::Q8_0}) {
         SCOPED_TRACE(dtype_name(t));
         const int64_t D = 512, F = 256, T = 64;  // 64 tokens x top-2 of 8: ~16 rows per expert
         const int E = 8, k = 2;
