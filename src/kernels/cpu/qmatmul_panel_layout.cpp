@@ -30,7 +30,7 @@ Geo geo(DType t) {
 
 void check_k(int64_t K) {
     if (K <= 0 || K % 256 != 0)
-        throw_error("kernels", "panel layout: K = ", K, " is not a positive multiple of 256 (the K-quant super-block); only whole super-blocks can be repacked");
+        throw_error("kernels", "panel layout: K = ", K, " is not a positive multiple of 256 (the K-quant super-block; Q8_0: 8 blocks); only whole super-blocks can be repacked");
 }
 void check_rows(int nrows) {
     if (nrows < 1 || nrows > 16) throw_error("kernels", "panel layout: ", nrows, " rows; a panel holds 1 to 16 rows");
