@@ -8,7 +8,8 @@
 // Two threads: each thread the same pass over its row half of every matrix; the pass time is the
 // slower thread's CPU time, best of 5. GB/s are bytes of the ORIGINAL weights per second (the
 // Q3_K panel reads 3.6 % more, the Q2_K, Q6_K and Q8_0 panels as much, the Q4_K panel 2.8 % more); GFLOP/s =
-// 2 N K per matrix and pass. Also times the scalar repack (one thread).
+// 2 N K per matrix and pass. Also times the scalar repack (one thread). Both the blocks and the
+// panels are on 2 MiB pages (huge_alloc, as the engine's file mapping and panels; MOE_HUGEPAGES=0: 4 KiB).
 #include <time.h>
 
 #include <algorithm>
@@ -16,11 +17,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/huge_pages.h"
 #include "core/rng.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/qmatmul.h"
@@ -39,12 +42,31 @@ double thread_seconds() {
     return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+// n bytes from huge_alloc (zeroed by the kernel's fresh pages).
+struct HugeBuf {
+    struct Free {
+        void operator()(uint8_t* p) const { std::free(p); }
+    };
+    std::unique_ptr<uint8_t, Free> p;
+    size_t n = 0;
+    void resize(size_t bytes) {
+        p.reset(static_cast<uint8_t*>(huge_alloc(bytes)));
+        if (!p) {
+            std::fprintf(stderr, "panel_gemv_bench: out of memory (%zu bytes)\n", bytes);
+            std::exit(2);
+        }
+        n = bytes;
+    }
+    uint8_t* data() const { return p.get(); }
+    size_t size() const { return n; }
+};
+
 struct Setup {
     DType type;
     int nmat;
     int64_t N, K;
     size_t stride, mat_bytes, panel_bytes;
-    std::vector<uint8_t> w, P;  // [nmat] matrices, original and repacked
+    HugeBuf w, P;  // [nmat] matrices, original and repacked
     std::vector<unsigned char> xq;
     std::vector<float> x;
     std::vector<float> y;  // [nmat][N]
