@@ -299,9 +299,12 @@ void panels_q6k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
 // go straight into one vpdpbusd chain against the broadcast activation quads, seeded with
 // 128 x nsum (= -128 x the block's activation sum), so I = sum q x exactly; then
 // acc = fma(float(I), d * dx, acc) per block in K order: gemv16_q80's chain, the same bits.
+// No software prefetch of the next panels (unlike the other types): its 8 plain loads per 512
+// bytes and block leave the hardware prefetchers enough, and prefetch_next's 34 PREFETCHT2 per
+// block cost more than they hid (panel_gemv_bench Q8_0 64 1024 2048, 2 MiB pages, one thread:
+// 21.4-23.0 GB/s with them, 24.7-28.6 without; two threads 33.9-44.0 against 35.7-39.7).
 template <int NP>
-void panels_q80(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& x, const uint8_t* stop, __m512 (&acc)[NP]) {
-    const int64_t share = NP * pb / nsb;
+void panels_q80(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& x, __m512 (&acc)[NP]) {
     for (int j = 0; j < NP; ++j) acc[j] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const uint8_t* L[NP];
@@ -310,11 +313,8 @@ void panels_q80(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
             L[j] = P + j * pb + sb * kQ80SbLevelBytes;
             dd[j] = P + j * pb + nsb * kQ80SbLevelBytes + sb * kQ80SbDBytes;
         }
-        const char* nx = reinterpret_cast<const char*>(P + NP * pb + sb * share);
-        const NextPanel np{nx, std::min<int64_t>(share, reinterpret_cast<const char*>(stop) - nx)};
 #pragma GCC unroll 8
         for (int b = 0; b < 8; ++b) {
-            prefetch_next(np, b);
             const int64_t g = 8 * sb + b;  // block of the row
             const int8_t* xb = x.qs + 32 * g;
             const __m512i seed = _mm512_set1_epi32((x.nsum[8 * g] + x.nsum[8 * g + 4]) * 128);
@@ -355,8 +355,8 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     const int64_t pbi = static_cast<int64_t>(pb);
     // Q4_K / Q6_K / Q8_0: four panels at a time while four whole ones are left, then two
     if (w.type == DType::Q8_0) {
-        multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q80<4>(p, pbi, nsb, x, stop, acc); }, NP4{});
-        multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q80<2>(p, pbi, nsb, x, stop, acc); }, NP2{});
+        multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q80<4>(p, pbi, nsb, x, acc); }, NP4{});
+        multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q80<2>(p, pbi, nsb, x, acc); }, NP2{});
     } else if (w.type == DType::Q4_K) {
         multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q4k<4>(p, pbi, nsb, x, stop, acc); }, NP4{});
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q4k<2>(p, pbi, nsb, x, stop, acc); }, NP2{});
@@ -371,7 +371,7 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
         if (w.type == DType::Q3_K) acc[0] = panel16_q3k(P, nsb, x, stop);
         else if (w.type == DType::Q2_K) acc[0] = panel16_q2k(P, nsb, x, stop);
         else if (w.type == DType::Q4_K) panels_q4k<1>(P, pbi, nsb, x, stop, acc);
-        else if (w.type == DType::Q8_0) panels_q80<1>(P, pbi, nsb, x, stop, acc);
+        else if (w.type == DType::Q8_0) panels_q80<1>(P, pbi, nsb, x, acc);
         else panels_q6k<1>(P, pbi, nsb, x, stop, acc);
         _mm512_mask_storeu_ps(y + (n - n0), static_cast<__mmask16>((1u << nc) - 1u), acc[0]);
     }
