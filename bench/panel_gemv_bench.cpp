@@ -1,13 +1,15 @@
 // Kernel benchmark of the decode panel layout (--repack-experts) (kernels/cpu/qmatmul_panel_layout.h): the
-// engine's Q3_K / Q2_K / Q4_K / Q6_K decode GEMV (CpuKernels(Avx512).matmul, m = 1: gemv16_q3k /
-// gemv16_q2k / gemv16_q4k / gemv16_q6k over the original blocks) against the panel GEMV over the
-// repacked matrices, same activation row (Q8_K, prepared once). Usage: panel_gemv_bench [Q3_K|Q2_K|Q4_K|Q6_K] [matrices=16]
+// engine's Q3_K / Q2_K / Q4_K / Q6_K / Q8_0 decode GEMV (CpuKernels(Avx512).matmul, m = 1: gemv16_q3k /
+// gemv16_q2k / gemv16_q4k / gemv16_q6k / gemv16_q80 over the original blocks) against the panel GEMV over the
+// repacked matrices, same activation row (the type's: Q8_K, Q8_0's per 32; prepared once).
+// Usage: panel_gemv_bench [Q3_K|Q2_K|Q4_K|Q6_K|Q8_0] [matrices=16]
 // [N=1024] [K=2048] [alternations=3]
 // One thread: thread CPU time of a pass over all matrices, best of 5 (each timing 8 passes).
 // Two threads: each thread the same pass over its row half of every matrix; the pass time is the
 // slower thread's CPU time, best of 5. GB/s are bytes of the ORIGINAL weights per second (the
-// Q3_K panel reads 3.6 % more, the Q2_K and Q6_K panels as much, the Q4_K panel 2.8 % more); GFLOP/s =
-// 2 N K per matrix and pass. Also times the scalar repack (one thread).
+// Q3_K panel reads 3.6 % more, the Q2_K, Q6_K and Q8_0 panels as much, the Q4_K panel 2.8 % more); GFLOP/s =
+// 2 N K per matrix and pass. Also times the scalar repack (one thread). Both the blocks and the
+// panels are on 2 MiB pages (huge_alloc, as the engine's file mapping and panels; MOE_HUGEPAGES=0: 4 KiB).
 #include <time.h>
 
 #include <algorithm>
@@ -15,13 +17,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/huge_pages.h"
 #include "core/rng.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/qmatmul.h"
 #include "kernels/cpu/qmatmul_panel_layout.h"
 #include "kernels/ref/quant_random.h"
 #include "kernels/ref/quantize_act.h"
@@ -37,12 +42,31 @@ double thread_seconds() {
     return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+// n bytes from huge_alloc (zeroed by the kernel's fresh pages).
+struct HugeBuf {
+    struct Free {
+        void operator()(uint8_t* p) const { std::free(p); }
+    };
+    std::unique_ptr<uint8_t, Free> p;
+    size_t n = 0;
+    void resize(size_t bytes) {
+        p.reset(static_cast<uint8_t*>(huge_alloc(bytes)));
+        if (!p) {
+            std::fprintf(stderr, "panel_gemv_bench: out of memory (%zu bytes)\n", bytes);
+            std::exit(2);
+        }
+        n = bytes;
+    }
+    uint8_t* data() const { return p.get(); }
+    size_t size() const { return n; }
+};
+
 struct Setup {
     DType type;
     int nmat;
     int64_t N, K;
     size_t stride, mat_bytes, panel_bytes;
-    std::vector<uint8_t> w, P;  // [nmat] matrices, original and repacked
+    HugeBuf w, P;  // [nmat] matrices, original and repacked
     std::vector<unsigned char> xq;
     std::vector<float> x;
     std::vector<float> y;  // [nmat][N]
@@ -107,11 +131,11 @@ double time_it(const Setup& s, int threads, const std::function<void(int64_t, in
 int main(int argc, char** argv) {
     Setup s;
     const std::string tn = argc > 1 ? argv[1] : "Q3_K";
-    if (tn != "Q3_K" && tn != "Q2_K" && tn != "Q4_K" && tn != "Q6_K") {
-        std::fprintf(stderr, "panel_gemv_bench: type %s has no panel layout (Q3_K, Q2_K, Q4_K or Q6_K)\n", tn.c_str());
+    if (tn != "Q3_K" && tn != "Q2_K" && tn != "Q4_K" && tn != "Q6_K" && tn != "Q8_0") {
+        std::fprintf(stderr, "panel_gemv_bench: type %s has no panel layout (Q3_K, Q2_K, Q4_K, Q6_K or Q8_0)\n", tn.c_str());
         return 2;
     }
-    s.type = tn == "Q3_K" ? DType::Q3_K : tn == "Q2_K" ? DType::Q2_K : tn == "Q4_K" ? DType::Q4_K : DType::Q6_K;
+    s.type = tn == "Q3_K" ? DType::Q3_K : tn == "Q2_K" ? DType::Q2_K : tn == "Q4_K" ? DType::Q4_K : tn == "Q6_K" ? DType::Q6_K : DType::Q8_0;
     s.nmat = argc > 2 ? std::atoi(argv[2]) : 16;
     s.N = argc > 3 ? std::atoll(argv[3]) : 1024;
     s.K = argc > 4 ? std::atoll(argv[4]) : 2048;
@@ -127,8 +151,10 @@ int main(int argc, char** argv) {
     const int blk = s.type == DType::Q3_K   ? panel::kQ3kBlockBytes
                     : s.type == DType::Q2_K ? panel::kQ2kBlockBytes
                     : s.type == DType::Q4_K ? panel::kQ4kBlockBytes
-                                            : panel::kQ6kBlockBytes;
-    s.stride = static_cast<size_t>(s.K / 256) * blk;
+                    : s.type == DType::Q6_K ? panel::kQ6kBlockBytes
+                                            : panel::kQ80BlockBytes;  // per 32 values
+    const int64_t blocks256 = s.type == DType::Q8_0 ? 8 : 1;
+    s.stride = static_cast<size_t>(s.K / 256 * blocks256) * blk;
     s.mat_bytes = s.stride * static_cast<size_t>(s.N);
     s.panel_bytes = panel::panel_matrix_bytes(s.type, s.N, s.K);
     s.w.resize(s.mat_bytes * s.nmat);
@@ -138,7 +164,7 @@ int main(int argc, char** argv) {
     s.x.resize(s.K);
     for (auto& v : s.x) v = rng.normal();
     s.xq.resize(ref::act_q8_row_bytes(s.K));
-    ref::quantize_act_q8(s.x.data(), s.K, s.xq.data(), ref::kActQ8_K);
+    ref::quantize_act_q8(s.x.data(), s.K, s.xq.data(), kernels::act_quant(s.type));
     s.y.resize(static_cast<size_t>(s.nmat * s.N));
 
     // repack cost: one thread, all matrices, best of 3

@@ -76,11 +76,11 @@ Forward::Proj make_proj(const Model& m, const TensorView& w, const TensorView& b
 }
 
 // Columns [a.n0, a.n1) of a matrix repacked by --repack (a.n0 a multiple of 16): decode-sized calls
-// with prepared Q8_K rows go to the panel GEMV, all others to the panel GEMM; both give the block
+// with prepared activation rows go to the panel GEMV, all others to the panel GEMM; both give the block
 // kernel's bits (the super-block integer chain), and neither reads the blocks.
 void run_panels(const Forward::Proj& p, const kernels::MatmulArgs& a) {
     const kernels::panel::PanelMatrix pm{p.type, p.panels, p.n_out, p.n_in};
-    if (a.m <= 2 && a.xq && p.kernel->act_q8 == ref::kActQ8_K) {
+    if (a.m <= 2 && a.xq) {  // xq: prepared in the kernel's format (Q8_K, or Q8_0's per 32), the panel GEMV's
         for (int64_t r = 0; r < a.m; ++r) {
             auto* row = static_cast<unsigned char*>(const_cast<void*>(a.xq)) + static_cast<size_t>(r) * a.xq_stride;
             kernels::panel::panel_gemv_avx512(pm, ref::act_q8_row(row, a.K), a.n0, a.n1, a.y + r * a.ldy);

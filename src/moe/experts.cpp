@@ -106,7 +106,7 @@ ExpertMatrix make_matrix(const TensorView& t, const kernels::CpuKernels& k) {
 }
 
 // One matrix call of expert e where the stack was repacked (16-aligned columns): the panel GEMV
-// for decode-sized calls with prepared (Q8_K) activations, the panel GEMM for the others where the
+// for decode-sized calls with prepared activations (the type's: Q8_K, Q8_0's per 32), the panel GEMM for the others where the
 // type has one (then the blocks are never read: Model drops their pages); else the block kernel.
 void run_matrix(const ExpertMatrix& m, int e, const kernels::MatmulArgs& a) {
     if (m.panels && a.n0 % 16 == 0) {

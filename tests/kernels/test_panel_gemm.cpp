@@ -1,10 +1,12 @@
-// The prefill GEMM over the Q4_K / Q3_K / Q2_K / Q6_K panel layouts (kernels/cpu/qmatmul_panel_gemm.h): on random valid
+// The prefill GEMM over the Q4_K / Q3_K / Q2_K / Q6_K / Q8_0 panel layouts (kernels/cpu/qmatmul_panel_gemm.h): on random valid
 // blocks and fresh activations (random normal, and all at +-max), for batch sizes around the
-// kernel's 4-row blocks and column ranges starting at later panels, it gives exactly the bits of
+// kernel's 4-row blocks, column ranges starting at later panels and panels at 64-byte aligned or
+// misaligned addresses (Q8_0 reads aligned quads in place, copies the others), it gives exactly the bits of
 // the scalar path (the reference chain, qmatmul_generic.cpp) and of the engine's AVX-512 block
 // kernel, with or without prepared activations; bad calls are one clear error.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -26,8 +28,10 @@ namespace {
 using kernels::Isa;
 namespace panel = kernels::panel;
 
-constexpr DType kTypes[] = {DType::Q4_K, DType::Q3_K, DType::Q2_K, DType::Q6_K};
-size_t blk(DType t) { return t == DType::Q4_K ? 144 : t == DType::Q3_K ? 110 : t == DType::Q2_K ? 84 : 210; }
+constexpr DType kTypes[] = {DType::Q4_K, DType::Q3_K, DType::Q2_K, DType::Q6_K, DType::Q8_0};
+// Bytes of 256 values of a row (Q8_0: 8 blocks of 34) and blocks per 256 values.
+size_t blk(DType t) { return t == DType::Q4_K ? 144 : t == DType::Q3_K ? 110 : t == DType::Q2_K ? 84 : t == DType::Q6_K ? 210 : 272; }
+int64_t blocks256(DType t) { return t == DType::Q8_0 ? 8 : 1; }
 
 bool simd_here() {
     bool avx512 = false;
@@ -47,14 +51,14 @@ struct Case {
 Case make_case(Rng& rng, DType t, int64_t N, int64_t K, int64_t m, int xcase) {
     Case c{t, N, K, m, {}, {}, {}, {}, 0};
     c.w.resize(static_cast<size_t>(N * (K / 256)) * blk(t));
-    EXPECT_TRUE(ref::fill_random_blocks(t, rng, c.w.data(), N * (K / 256), 1.0f));
+    EXPECT_TRUE(ref::fill_random_blocks(t, rng, c.w.data(), N * (K / 256) * blocks256(t), 1.0f));
     c.P.resize(panel::panel_matrix_bytes(t, N, K));
     panel::repack_matrix(t, c.w.data(), static_cast<size_t>(K / 256) * blk(t), N, K, c.P.data());
     c.x.resize(static_cast<size_t>(m * K));
     for (auto& v : c.x) v = xcase == 0 ? rng.normal() : (rng.next() % 2 ? 1.0f : -1.0f);
     c.xq_stride = ref::act_q8_row_bytes(K);
     c.xq.resize(c.xq_stride * static_cast<size_t>(m));
-    kernels::quantize_act_rows(Isa::Scalar, ref::kActQ8_K, c.x.data(), K, m, K, c.xq.data(), c.xq_stride);
+    kernels::quantize_act_rows(Isa::Scalar, kernels::act_quant(t), c.x.data(), K, m, K, c.xq.data(), c.xq_stride);
     return c;
 }
 
@@ -94,18 +98,30 @@ TEST(PanelGemm, EqualsTheBlockKernelsBitForBit) {
                     SCOPED_TRACE(std::string(dtype_name(t)) + " K=" + std::to_string(K) + " N=" + std::to_string(N) + " m=" + std::to_string(m) + " x case " + std::to_string(xcase));
                     const Case c = make_case(rng, t, N, K, m, xcase);
                     const panel::PanelMatrix pm{t, c.P.data(), N, K};
+                    // the panels again at a 64-byte aligned address and 16 bytes past one
+                    const size_t span = (c.P.size() + 63) / 64 * 64 + 64;
+                    std::vector<uint8_t> buf(2 * span + 64);
+                    uint8_t* al = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
+                    uint8_t* mis = al + span + 16;
+                    std::memcpy(al, c.P.data(), c.P.size());
+                    std::memcpy(mis, c.P.data(), c.P.size());
+                    const panel::PanelMatrix pa{t, al, N, K}, pu{t, mis, N, K};
                     for (int64_t n0 : {int64_t{0}, int64_t{16}}) {
                         if (n0 >= N) continue;
                         const int64_t n1 = n0 == 0 ? N : N - 1;
-                        std::vector<float> ys, yb, yp, yq;
+                        std::vector<float> ys, yb, yp, yq, ya, yu;
                         scalar.matmul(t, "w")(args(c, ys, n0, n1, true));
                         fast.matmul(t, "w")(args(c, yb, n0, n1, true));
                         ASSERT_EQ(0, std::memcmp(ys.data(), yb.data(), ys.size() * sizeof(float))) << "block kernel vs scalar path";
                         panel::panel_gemm_avx512(pm, args(c, yp, n0, n1, true));
                         panel::panel_gemm_avx512(pm, args(c, yq, n0, n1, false));  // quantizes x itself
+                        panel::panel_gemm_avx512(pa, args(c, ya, n0, n1, true));
+                        panel::panel_gemm_avx512(pu, args(c, yu, n0, n1, true));
                         for (size_t i = 0; i < ys.size(); ++i) {
                             ASSERT_EQ(0, std::memcmp(&ys[i], &yp[i], sizeof(float))) << "i=" << i << " " << ys[i] << " vs " << yp[i];
                             ASSERT_EQ(0, std::memcmp(&ys[i], &yq[i], sizeof(float))) << "unprepared, i=" << i;
+                            ASSERT_EQ(0, std::memcmp(&ys[i], &ya[i], sizeof(float))) << "aligned panels, i=" << i;
+                            ASSERT_EQ(0, std::memcmp(&ys[i], &yu[i], sizeof(float))) << "misaligned panels, i=" << i;
                         }
                     }
                 }

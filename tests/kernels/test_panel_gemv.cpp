@@ -1,7 +1,7 @@
-// The Q3_K / Q2_K / Q4_K / Q6_K panel layouts (kernels/cpu/qmatmul_panel_layout.h): the repack is a
+// The Q3_K / Q2_K / Q4_K / Q6_K / Q8_0 panel layouts (kernels/cpu/qmatmul_panel_layout.h): the repack is a
 // bijection on the block bytes, and the decode GEMV over the panels (scalar reference and AVX-512)
 // gives exactly the bits of the engine's kernel of the type (m = 1: the AVX-512 decode GEMVs
-// gemv16_q3k / gemv16_q2k / gemv16_q4k / gemv16_q6k, and the scalar path) on random valid blocks, random and saturated
+// gemv16_q3k / gemv16_q2k / gemv16_q4k / gemv16_q6k / gemv16_q80, and the scalar path) on random valid blocks, random and saturated
 // activations.
 #include <gtest/gtest.h>
 
@@ -24,17 +24,21 @@ namespace {
 using kernels::Isa;
 namespace panel = kernels::panel;
 
-constexpr DType kTypes[] = {DType::Q3_K, DType::Q2_K, DType::Q4_K, DType::Q6_K};
+constexpr DType kTypes[] = {DType::Q3_K, DType::Q2_K, DType::Q4_K, DType::Q6_K, DType::Q8_0};
+// Bytes of 256 values of a row (Q8_0: 8 blocks) and blocks per 256 values.
 size_t blk(DType t) {
-    return t == DType::Q3_K ? panel::kQ3kBlockBytes : t == DType::Q2_K ? panel::kQ2kBlockBytes : t == DType::Q4_K ? panel::kQ4kBlockBytes : panel::kQ6kBlockBytes;
+    return t == DType::Q3_K ? panel::kQ3kBlockBytes : t == DType::Q2_K ? panel::kQ2kBlockBytes : t == DType::Q4_K ? panel::kQ4kBlockBytes
+         : t == DType::Q6_K ? panel::kQ6kBlockBytes : 8 * panel::kQ80BlockBytes;
 }
+int64_t blocks256(DType t) { return t == DType::Q8_0 ? 8 : 1; }
 int sb_bytes(DType t) {
-    return t == DType::Q3_K ? panel::kQ3kSbPanelBytes : t == DType::Q2_K ? panel::kQ2kSbPanelBytes : t == DType::Q4_K ? panel::kQ4kSbPanelBytes : panel::kQ6kSbPanelBytes;
+    return t == DType::Q3_K ? panel::kQ3kSbPanelBytes : t == DType::Q2_K ? panel::kQ2kSbPanelBytes : t == DType::Q4_K ? panel::kQ4kSbPanelBytes
+         : t == DType::Q6_K ? panel::kQ6kSbPanelBytes : panel::kQ80SbPanelBytes;
 }
 
 std::vector<uint8_t> random_rows(Rng& rng, DType t, int64_t N, int64_t K) {
     std::vector<uint8_t> w(static_cast<size_t>(N * (K / 256)) * blk(t));
-    EXPECT_TRUE(ref::fill_random_blocks(t, rng, w.data(), N * (K / 256), 1.0f));
+    EXPECT_TRUE(ref::fill_random_blocks(t, rng, w.data(), N * (K / 256) * blocks256(t), 1.0f));
     return w;
 }
 
@@ -49,7 +53,8 @@ TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
     for (DType t : kTypes)
     for (int64_t K : {256, 768, 4096}) {
         for (int64_t N : {16, 37, 64}) {
-            // every byte random (hmask, qs, scales and d are all plain bit fields to the repack)
+            // every byte random (hmask, qs, scales and d are all plain bit fields to the repack; Q8_0: any
+            // byte, NaN d included)
             std::vector<uint8_t> w(static_cast<size_t>(N * (K / 256)) * blk(t));
             for (auto& b : w) b = static_cast<uint8_t>(rng.next());
             const size_t stride = static_cast<size_t>(K / 256) * blk(t);
@@ -66,7 +71,7 @@ TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
     }
 }
 
-// y of the engine's kernel of type t (isa) for one activation row, prepared once as Q8_K.
+// y of the engine's kernel of type t (isa) for one activation row, prepared once (Q8_K; Q8_0: kActQ8_0).
 std::vector<float> engine_gemv(Isa isa, DType t, const std::vector<uint8_t>& w, int64_t N, int64_t K, const std::vector<float>& x,
                                const std::vector<unsigned char>& xq) {
     const kernels::CpuKernels kc(isa);
@@ -104,10 +109,10 @@ TEST(PanelGemv, EqualsTheEngineKernelBitForBit) {
                 SCOPED_TRACE(std::string(dtype_name(t)) + " K=" + std::to_string(K) + " N=" + std::to_string(N) + " x case " + std::to_string(xcase));
                 std::vector<float> x(K);
                 // random normal; then every activation at +-max (the Q8_K values +-127: the granule
-                // sums at their int16 bound side)
+                // sums at their int16 bound side; Q8_0: |sum| 32 x 127 x 128 per block)
                 for (auto& v : x) v = xcase == 0 ? rng.normal() : xcase == 1 ? 1.0f : (rng.next() % 2 ? 1.0f : -1.0f);
                 std::vector<unsigned char> xq(ref::act_q8_row_bytes(K));
-                ref::quantize_act_q8(x.data(), K, xq.data(), ref::kActQ8_K);
+                ref::quantize_act_q8(x.data(), K, xq.data(), kernels::act_quant(t));  // Q8_K; Q8_0: per 32
                 const ref::ActQ8Row xr = ref::act_q8_row(xq.data(), K);
                 const std::vector<float> ys = engine_gemv(Isa::Scalar, t, w, N, K, x, xq);
                 std::vector<float> yr(N, -2.0f);
@@ -136,7 +141,8 @@ TEST(PanelGemv, BadShapesAreOneClearError) {
     EXPECT_THROW(panel::panel_bytes(t, 300), Error);
     EXPECT_THROW(panel::panel_bytes(t, 0), Error);
     EXPECT_THROW(panel::panel_bytes(DType::Q5_K, 256), Error);
-    EXPECT_THROW(panel::panel_bytes(DType::Q8_0, 256), Error);
+    EXPECT_THROW(panel::panel_bytes(DType::Q4_0, 256), Error);
+    EXPECT_THROW(panel::panel_bytes(DType::Q8_0, 2880), Error);  // 90 blocks: not whole super-blocks of 8
     std::vector<uint8_t> w(kBlk * 17), P(panel::panel_matrix_bytes(t, 17, 256));
     EXPECT_THROW(panel::repack_panel(t, w.data(), kBlk, 256, 17, P.data()), Error);
     panel::repack_matrix(t, w.data(), kBlk, 17, 256, P.data());
@@ -172,6 +178,21 @@ TEST(PanelGemv, BadShapesAreOneClearError) {
     if (panel::panel_gemv_usable()) {
         EXPECT_THROW(panel::panel_gemv_avx512(pm6, ref::act_q8_row(xq.data(), 256), 4, 17, y.data()), Error);
         EXPECT_THROW(panel::panel_gemv_avx512(pm6, ref::act_q8_row(xq.data(), 256), 0, 18, y.data()), Error);
+    }
+    // Q8_0 likewise
+    const DType t8 = DType::Q8_0;
+    const size_t kB8 = 8 * panel::kQ80BlockBytes;
+    EXPECT_THROW(panel::panel_bytes(t8, 32), Error);
+    std::vector<uint8_t> w8(kB8 * 17), P8(panel::panel_matrix_bytes(t8, 17, 256));
+    EXPECT_THROW(panel::repack_panel(t8, w8.data(), kB8, 256, 17, P8.data()), Error);
+    EXPECT_THROW(panel::unpack_panel(t8, P8.data(), 256, 0, w8.data(), kB8), Error);
+    panel::repack_matrix(t8, w8.data(), kB8, 17, 256, P8.data());
+    const panel::PanelMatrix pm8{t8, P8.data(), 17, 256};
+    EXPECT_THROW(panel::panel_gemv_ref(pm8, ref::act_q8_row(xq.data(), 256), 4, 17, y.data()), Error);
+    EXPECT_THROW(panel::panel_gemv_ref(pm8, ref::act_q8_row(xq.data(), 256), 16, 18, y.data()), Error);
+    if (panel::panel_gemv_usable()) {
+        EXPECT_THROW(panel::panel_gemv_avx512(pm8, ref::act_q8_row(xq.data(), 256), 4, 17, y.data()), Error);
+        EXPECT_THROW(panel::panel_gemv_avx512(pm8, ref::act_q8_row(xq.data(), 256), 0, 18, y.data()), Error);
     }
     try {
         panel::panel_bytes(t, 300);

@@ -9,7 +9,6 @@
 // the matrix types of a Q4_K_M file (Q4_K attention q/k/o and expert gate/up; Q6_K attn_v, expert down
 // and the lm head).
 #include <gtest/gtest.h>
-
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -33,68 +32,79 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path& temp_dir() { return testutil::binary_temp_dir("forward-repack"); }
+const fs::path& temp_dir() {
+    return testutil::binary_temp_dir("forward-repack");
+}
 
-// The Q4_K_M-like type of a tensor of the F32 file (F32 kept for vectors, the router, token_embd).
-DType q4km_type(const gguf::TensorInfo& t) {
-    if (t.n_dims < 2 || t.ne[0] % 256 != 0 || t.name == "token_embd.weight" || t.name.find("ffn_gate_inp") != std::string::npos)
+// The Q4_K_M-like type of a tensor of the F32 file (F32 kept for vectors, the router, token_embd),
+// or Q8_0 for every matrix (q8: the Q8_0 panels, whose decode GEMV reads Q8_0's activation rows).
+DType q4km_type(const gguf::TensorInfo& t, bool q8) {
+    if (t.n_dims < 2 || t.ne[0] % 256 != 0 || t.name == "token_embd.weight" ||
+        t.name.find("ffn_gate_inp") != std::string::npos)
         return t.type;
-    if (t.name == "output.weight" || t.name.find("attn_v.") != std::string::npos || t.name.find("ffn_down") != std::string::npos)
+    if (q8) return DType::Q8_0;
+    if (t.name == "output.weight" || t.name.find("attn_v.") != std::string::npos ||
+        t.name.find("ffn_down") != std::string::npos)
         return DType::Q6_K;
     return DType::Q4_K;
 }
 
-// Written once per test binary.
-const std::string& q4km_model() {
-    static const std::string path = [] {
-        const fs::path f32 = temp_dir() / "small-olmoe-f32.gguf", out = temp_dir() / "small-olmoe-q4km.gguf";
-        model::GenSpec g;
-        g.preset = "small-olmoe";
-        g.layers = 1;
-        g.seed = 21;
-        g.output = f32.string();
-        g.threads = 2;
-        model::generate(g);
-        const gguf::File in = gguf::File::open(f32.string());
-        gguf::Writer w(out.string());
-        for (const auto& kv : in.metadata()) w.set(kv.key, kv.value);
-        std::vector<DType> types;
-        for (const auto& t : in.tensors()) {
-            types.push_back(q4km_type(t));
-            w.add_tensor(t.name, types.back(), std::vector<int64_t>(t.ne, t.ne + t.n_dims));
+// Written once per test binary and kind.
+std::string write_model(bool q8) {
+    const fs::path f32 = temp_dir() / "small-olmoe-f32.gguf",
+                   out = temp_dir() / (q8 ? "small-olmoe-q8.gguf" : "small-olmoe-q4km.gguf");
+    model::GenSpec g;
+    g.preset = "small-olmoe";
+    g.layers = 1;
+    g.seed = 21;
+    g.output = f32.string();
+    g.threads = 2;
+    model::generate(g);
+    const gguf::File in = gguf::File::open(f32.string());
+    gguf::Writer w(out.string());
+    for (const auto& kv : in.metadata()) w.set(kv.key, kv.value);
+    std::vector<DType> types;
+    for (const auto& t : in.tensors()) {
+        types.push_back(q4km_type(t, q8));
+        w.add_tensor(t.name, types.back(), std::vector<int64_t>(t.ne, t.ne + t.n_dims));
+    }
+    w.write_header();
+    std::vector<uint8_t> row;
+    for (size_t i = 0; i < in.tensors().size(); ++i) {
+        const gguf::TensorInfo& t = in.tensors()[i];
+        const auto* src = static_cast<const uint8_t*>(in.view(t).data);
+        if (types[i] == t.type) {
+            w.write_data(src, t.nbytes);
+            continue;
         }
-        w.write_header();
-        std::vector<uint8_t> row;
-        for (size_t i = 0; i < in.tensors().size(); ++i) {
-            const gguf::TensorInfo& t = in.tensors()[i];
-            const auto* src = static_cast<const uint8_t*>(in.view(t).data);
-            if (types[i] == t.type) {
-                w.write_data(src, t.nbytes);
-                continue;
-            }
-            const int64_t K = t.ne[0], rows = t.ne[1] * t.ne[2] * t.ne[3];
-            row.resize(row_bytes(types[i], static_cast<uint64_t>(K)));
-            for (int64_t r = 0; r < rows; ++r) {
-                EXPECT_TRUE(ref::quantize_row(types[i], reinterpret_cast<const float*>(src) + r * K, row.data(), K));
-                w.write_data(row.data(), row.size());
-            }
+        const int64_t K = t.ne[0], rows = t.ne[1] * t.ne[2] * t.ne[3];
+        row.resize(row_bytes(types[i], static_cast<uint64_t>(K)));
+        for (int64_t r = 0; r < rows; ++r) {
+            EXPECT_TRUE(
+                ref::quantize_row(types[i], reinterpret_cast<const float*>(src) + r * K, row.data(), K));
+            w.write_data(row.data(), row.size());
         }
-        w.finish();
-        return out.string();
-    }();
-    return path;
+    }
+    w.finish();
+    return out.string();
 }
 
-std::unique_ptr<model::Model> load(bool repack) {
+const std::string& q4km_model(bool q8) {
+    static const std::string k = write_model(false), q = write_model(true);
+    return q8 ? q : k;
+}
+
+std::unique_ptr<model::Model> load(bool repack, bool q8) {
     model::ModelOptions mo;
     mo.n_threads = 2;
     mo.max_batch = 32;
     mo.n_ctx = 64;
     mo.cache.repack = repack;
-    return model::Model::load(q4km_model(), mo);
+    return model::Model::load(q4km_model(q8), mo);
 }
 
-const std::vector<int32_t> kPrompt = {5, 17, 200, 42, 9, 77, 128, 3, 250, 11, 64, 199, 23, 8, 150, 31, 2, 90, 121, 240};
+const std::vector<int32_t> kPrompt = {5,  17,  200, 42, 9,   77, 128, 3,  250, 11,
+                                      64, 199, 23,  8,  150, 31, 2,   90, 121, 240};
 const std::vector<int32_t> kPair = {44, 101};
 const std::vector<int32_t> kSteps = {7, 222, 56};
 
@@ -111,7 +121,9 @@ std::vector<float> run(model::Model& m) {
     return out;
 }
 
-bool panels_here() { return kernels::qmm_has_avx512(DType::Q4_K) && kernels::panel::panel_gemv_usable(); }
+bool panels_here() {
+    return kernels::qmm_has_avx512(DType::Q4_K) && kernels::panel::panel_gemv_usable();
+}
 
 // The dense matrices of the one-layer model that --repack turns into panels.
 std::vector<const TensorView*> dense_matrices(const model::Model& m) {
@@ -119,8 +131,10 @@ std::vector<const TensorView*> dense_matrices(const model::Model& m) {
     return {&w.wq, &w.wk, &w.wv, &w.wo, &m.weights().output};
 }
 
-TEST(ForwardRepack, LogitsEqualTheBlockKernelsBitForBit) {
-    auto plain = load(false), packed = load(true);
+class ForwardRepack : public testing::TestWithParam<bool> {};  // param: the all-Q8_0 model
+
+TEST_P(ForwardRepack, LogitsEqualTheBlockKernelsBitForBit) {
+    auto plain = load(false, GetParam()), packed = load(true, GetParam());
     EXPECT_EQ(plain->dense_panel_bytes(), 0u);
     EXPECT_EQ(plain->dense_panels(plain->weights().layers[0].wq.data), nullptr);
     if (!panels_here()) {
@@ -146,14 +160,15 @@ TEST(ForwardRepack, LogitsEqualTheBlockKernelsBitForBit) {
     ASSERT_EQ(a.size(), b.size());
     const size_t V = static_cast<size_t>(plain->config().n_vocab);
     for (size_t r = 0; r < a.size() / V; ++r)
-        ASSERT_EQ(0, std::memcmp(a.data() + r * V, b.data() + r * V, V * sizeof(float))) << "logits row " << r;
+        ASSERT_EQ(0, std::memcmp(a.data() + r * V, b.data() + r * V, V * sizeof(float)))
+            << "logits row " << r;
 }
 
 // The blocks live in the file's private read-only mapping: made writable (copy on write, the file
 // is untouched) and overwritten after the repack, they must not matter; the panels must.
-TEST(ForwardRepack, CallsReadThePanelsAndNeverTheDenseBlocks) {
+TEST_P(ForwardRepack, CallsReadThePanelsAndNeverTheDenseBlocks) {
     if (!panels_here()) GTEST_SKIP() << "no AVX-512 VNNI + GFNI on this CPU: --repack makes no panels here";
-    auto m = load(true);
+    auto m = load(true, GetParam());
     const std::vector<float> want = run(*m);
     const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
     for (const TensorView* t : dense_matrices(*m)) {
@@ -166,7 +181,8 @@ TEST(ForwardRepack, CallsReadThePanelsAndNeverTheDenseBlocks) {
         ASSERT_EQ(0, ::mprotect(reinterpret_cast<void*>(lo), hi - lo, PROT_READ)) << t->name;
     }
     const std::vector<float> same = run(*m);
-    ASSERT_EQ(0, std::memcmp(want.data(), same.data(), want.size() * sizeof(float))) << "corrupted blocks were read";
+    ASSERT_EQ(0, std::memcmp(want.data(), same.data(), want.size() * sizeof(float)))
+        << "corrupted blocks were read";
 
     // the first 64 level bytes of every panel of attn_q (all 16 rows of each) flipped: the batched
     // prefill and every decode step change
@@ -177,9 +193,15 @@ TEST(ForwardRepack, CallsReadThePanelsAndNeverTheDenseBlocks) {
         for (size_t b = 0; b < 64; ++b) pq[static_cast<size_t>(pi) * one + b] ^= 0xFF;
     const std::vector<float> bad = run(*m);
     const size_t V = static_cast<size_t>(m->config().n_vocab);
-    EXPECT_NE(0, std::memcmp(want.data(), bad.data(), kPrompt.size() * V * sizeof(float))) << "prefill ignored the panels";
+    EXPECT_NE(0, std::memcmp(want.data(), bad.data(), kPrompt.size() * V * sizeof(float)))
+        << "prefill ignored the panels";
     const size_t last = want.size() - V;
-    EXPECT_NE(0, std::memcmp(want.data() + last, bad.data() + last, V * sizeof(float))) << "decode ignored the panels";
+    EXPECT_NE(0, std::memcmp(want.data() + last, bad.data() + last, V * sizeof(float)))
+        << "decode ignored the panels";
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, ForwardRepack, testing::Bool(), [](const testing::TestParamInfo<bool>& i) {
+    return i.param ? std::string("Q8_0") : std::string("Q4_K_M");
+});
 
 }  // namespace

@@ -1,4 +1,4 @@
-// AVX-512 VNNI prefill GEMM (calls with m > 2 activation rows) over the Q4_K, Q3_K, Q2_K and Q6_K panel
+// AVX-512 VNNI prefill GEMM (calls with m > 2 activation rows) over the Q4_K, Q3_K, Q2_K, Q6_K and Q8_0 panel
 // layouts (qmatmul_panel_layout.h), so a repacked expert stack serves prefill as well as decode and its
 // original blocks need not stay resident (moe/experts.cpp drops their pages).
 //
@@ -6,7 +6,8 @@
 // the 16 rows' scales, 4 units of 16 per-row level decodes and a 16 x 16 dword transposition each,
 // into a column-interleaved int8 buffer that rows_block then reads. The stored panel is already
 // column-interleaved, so filling that buffer is a bit-field split per 64 bytes (and, shift) and
-// extensions of the stored scale bytes (Q6_K: and an OR of the nibbles with the top bits; Q4_K: only the scales; its nibbles are read in place): the same buffer contents, hence the same
+// extensions of the stored scale bytes (Q6_K: and an OR of the nibbles with the top bits; Q4_K: only the scales; its nibbles are read in place;
+// Q8_0: only the f32 d, its stored quads are the buffer's quads): the same buffer contents, hence the same
 // rows_block, the same integer sums and f32 chain, and the same bits as every other path of the type.
 #include <immintrin.h>
 
@@ -176,9 +177,38 @@ void fill_q6k(const uint8_t* P, int64_t nsb, const Panel& p) {
     }
 }
 
+// Q8_0 (as DQ8_0 in qmatmul_avx512_q8k.cpp): 32-value granules (blocks), levels q ^ 0x80 with
+// offset 128 (kShift 7), the per-granule f32 chain. Its stored quads ([K/32][8][64], u8 q ^ 0x80)
+// are rows_block's quad buffer byte for byte: where the panels are 64-byte aligned (huge_alloc;
+// every panel is 4352 nsb = 68 nsb x 64 bytes) rows_block reads them in place (kQuadsInPlace,
+// gemm_over), else fill_q80 copies them.
+struct PanelQ80 {
+    static constexpr int kShift = 7, kSbElems = 64, kG = 32;
+    static constexpr bool kMin = false, kQuadsInPlace = true;
+};
+
+// Stored Q8_0 panel P (nsb super-blocks of 8 blocks) -> rows_block's buffer: the quads (unless
+// p.q is P itself), ws f32 d [block][column].
+void fill_q80(const uint8_t* P, int64_t nsb, const Panel& p) {
+    const int64_t nb = 8 * nsb;
+    if (reinterpret_cast<const uint8_t*>(p.q) != P)
+        for (int64_t v = 0; v < 8 * nb; ++v) _mm512_store_si512(p.q + v, _mm512_loadu_si512(P + 64 * v));
+    const uint8_t* D = P + static_cast<size_t>(nsb) * kQ80SbLevelBytes;
+    for (int64_t g = 0; g < nb; ++g)
+        _mm512_store_ps(p.ws + g * 16, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D + 32 * g))));
+}
+
+template <class D>
+constexpr bool quads_in_place() {
+    if constexpr (requires { D::kQuadsInPlace; }) return D::kQuadsInPlace;
+    else return false;
+}
+
 }  // namespace
 
-bool panel_gemm_supported(DType t) { return t == DType::Q4_K || t == DType::Q3_K || t == DType::Q2_K || t == DType::Q6_K; }
+bool panel_gemm_supported(DType t) {
+    return t == DType::Q4_K || t == DType::Q3_K || t == DType::Q2_K || t == DType::Q6_K || t == DType::Q8_0;
+}
 
 namespace {
 
@@ -190,12 +220,17 @@ void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const uin
     const size_t pb_bytes = panel_bytes(w.type, w.K);
     Panel p[2];  // rows_block's buffers for two panels (qmm512's)
     panel_pair(w.K, nsb, p);
+    __m512i* const qbuf[2] = {p[0].q, p[1].q};
+    const bool in_place = quads_in_place<D>() && reinterpret_cast<uintptr_t>(w.panels) % 64 == 0;
     for (int64_t n = a.n0; n < a.n1; n += 32) {
         int nc[2];
         nc[0] = static_cast<int>(std::min<int64_t>(16, a.n1 - n));
         nc[1] = static_cast<int>(std::clamp<int64_t>(a.n1 - n - 16, 0, 16));
         if constexpr (nibbles_of<D>())
             for (int j = 0; j < 2; ++j) p[j].lev = w.panels + static_cast<size_t>(n / 16 + j) * pb_bytes;
+        if constexpr (quads_in_place<D>())  // rows_block only reads p.q
+            for (int j = 0; j < 2; ++j)
+                p[j].q = in_place ? reinterpret_cast<__m512i*>(const_cast<uint8_t*>(w.panels + static_cast<size_t>(n / 16 + j) * pb_bytes)) : qbuf[j];
         fill(w.panels + static_cast<size_t>(n / 16) * pb_bytes, nsb, p[0]);
         {
             // the next pair's panels (contiguous) requested now, to arrive while this pair computes
@@ -218,12 +253,13 @@ void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const uin
 void panel_gemm_avx512(const PanelMatrix& w, const MatmulArgs& a) {
     check_range(w, a.n0, a.n1);
     if (!panel_gemm_supported(w.type))
-        throw_error("kernels", "panel GEMM: weight type ", dtype_name(w.type), " has none (Q2_K, Q3_K, Q4_K, Q6_K); use the block kernel");
+        throw_error("kernels", "panel GEMM: weight type ", dtype_name(w.type), " has none (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0); use the block kernel");
     if (a.K != w.K) throw_error("kernels", "panel GEMM: K = ", a.K, " but the panels hold rows of ", w.K);
     switch (w.type) {
         case DType::Q4_K: gemm_over<PanelQ4K>(w, a, fill_q4k); break;
         case DType::Q3_K: gemm_over<PanelQ3K>(w, a, fill_k23<DType::Q3_K>); break;
         case DType::Q6_K: gemm_over<PanelQ6K>(w, a, fill_q6k); break;
+        case DType::Q8_0: gemm_over<PanelQ80>(w, a, fill_q80); break;
         default: gemm_over<PanelQ2K>(w, a, fill_k23<DType::Q2_K>); break;
     }
 }

@@ -7,12 +7,13 @@
 
 namespace moe::kernels::panel {
 
-// True for the types whose panels the GEMM reads (Q2_K, Q3_K, Q4_K, Q6_K).
+// True for the types whose panels the GEMM reads (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0).
 bool panel_gemm_supported(DType t);
 // a.y[r][n - a.n0] = row n of w . activation row r, for r < a.m and n in [a.n0, a.n1) (a.w and
-// a.w_row_stride unused; a.xq, if given, the Q8_K rows). AVX-512 VNNI: call only where
-// panel_gemv_usable(). Throws moe::Error ([kernels]) on a type without a panel GEMM, a K that is not
-// the panels', or a column range panel_gemv's check_range refuses.
+// a.w_row_stride unused; a.xq, if given, the rows of act_quant(w.type): Q8_K, Q8_0's per 32).
+// AVX-512 VNNI: call only where panel_gemv_usable(). Throws moe::Error ([kernels]) on a type
+// without a panel GEMM, a K that is not the panels', or a column range panel_gemv's check_range
+// refuses.
 void panel_gemm_avx512(const PanelMatrix& w, const MatmulArgs& a);
 
 }  // namespace moe::kernels::panel

@@ -1,4 +1,4 @@
-// The Q3_K / Q2_K / Q4_K / Q6_K panel layouts (qmatmul_panel_layout.h): scalar repack / unpack and the
+// The Q3_K / Q2_K / Q4_K / Q6_K / Q8_0 panel layouts (qmatmul_panel_layout.h): scalar repack / unpack and the
 // scalar reference GEMV over them.
 #include "kernels/cpu/qmatmul_panel_layout.h"
 
@@ -24,12 +24,13 @@ Geo geo(DType t) {
     if (t == DType::Q2_K) return {kQ2kBlockBytes, 2, 128, kQ2kSbLevelBytes, kQ2kSbScaleBytes, kQ2kSbDBytes};
     if (t == DType::Q4_K) return {kQ4kBlockBytes, 4, 256, kQ4kSbLevelBytes, kQ4kSbScaleBytes, kQ4kSbDBytes};
     if (t == DType::Q6_K) return {kQ6kBlockBytes, 6, 384, kQ6kSbLevelBytes, kQ6kSbScaleBytes, kQ6kSbDBytes};
-    throw_error("kernels", "panel layout: weight type ", dtype_name(t), " has none (only Q2_K, Q3_K, Q4_K and Q6_K)");
+    if (t == DType::Q8_0) return {8 * kQ80BlockBytes, 8, 512, kQ80SbLevelBytes, 0, kQ80SbDBytes};  // block: 8 blocks' bytes
+    throw_error("kernels", "panel layout: weight type ", dtype_name(t), " has none (only Q2_K, Q3_K, Q4_K, Q6_K and Q8_0)");
 }
 
 void check_k(int64_t K) {
     if (K <= 0 || K % 256 != 0)
-        throw_error("kernels", "panel layout: K = ", K, " is not a positive multiple of 256 (the K-quant super-block); only whole super-blocks can be repacked");
+        throw_error("kernels", "panel layout: K = ", K, " is not a positive multiple of 256 (the K-quant super-block; Q8_0: 8 blocks); only whole super-blocks can be repacked");
 }
 void check_rows(int nrows) {
     if (nrows < 1 || nrows > 16) throw_error("kernels", "panel layout: ", nrows, " rows; a panel holds 1 to 16 rows");
@@ -272,9 +273,61 @@ float dot_q6k(const uint8_t* P, int64_t nsb, int c, const ref::ActQ8Row& x) {
     return acc;
 }
 
+// ---- Q8_0 (qmatmul_panel_layout.h): the int8 values as u8 q ^ 0x80, column-interleaved per quad.
+// Level byte (of a super-block's level region) of value k, column c; d byte of block b, column c.
+inline size_t q80_lev_byte(int k, int c) { return static_cast<size_t>(512 * (k / 32) + 64 * ((k % 32) / 4) + 4 * c + k % 4); }
+inline size_t q80_d_byte(int b, int c) { return static_cast<size_t>(32 * b + 2 * c); }
+
+void repack_q80(const uint8_t* rows, size_t row_stride, int64_t nsb, int nrows, uint8_t* out) {
+    const Geo g = geo(DType::Q8_0);
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const SbRegions r = regions(g, nsb, sb);
+        for (int c = 0; c < nrows; ++c)
+            for (int b = 0; b < 8; ++b) {
+                const uint8_t* B = rows + c * row_stride + (8 * sb + b) * kQ80BlockBytes;
+                for (int k = 0; k < 32; ++k) out[r.lev + q80_lev_byte(32 * b + k, c)] = static_cast<uint8_t>(B[2 + k] ^ 0x80);
+                std::memcpy(out + r.d + q80_d_byte(b, c), B, 2);
+            }
+    }
+}
+
+void unpack_q80(const uint8_t* panel, int64_t nsb, int nrows, uint8_t* rows, size_t row_stride) {
+    const Geo g = geo(DType::Q8_0);
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const SbRegions r = regions(g, nsb, sb);
+        for (int c = 0; c < nrows; ++c)
+            for (int b = 0; b < 8; ++b) {
+                uint8_t* B = rows + c * row_stride + (8 * sb + b) * kQ80BlockBytes;
+                std::memcpy(B, panel + r.d + q80_d_byte(b, c), 2);
+                for (int k = 0; k < 32; ++k) B[2 + k] = static_cast<uint8_t>(panel[r.lev + q80_lev_byte(32 * b + k, c)] ^ 0x80);
+            }
+    }
+}
+
+// Row c of a Q8_0 panel against the kActQ8_0 row x: per block I = sum q x (exact), then
+// acc = fma(float(I), d * dx, acc) in K order (qmatmul_generic.cpp's per-granule chain).
+float dot_q80(const uint8_t* P, int64_t nsb, int c, const ref::ActQ8Row& x) {
+    const Geo g = geo(DType::Q8_0);
+    float acc = 0.0f;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const SbRegions r = regions(g, nsb, sb);
+        for (int b = 0; b < 8; ++b) {
+            const int64_t k0 = 256 * sb + 32 * b;
+            int32_t I = 0;
+            for (int k = 0; k < 32; ++k) I += (P[r.lev + q80_lev_byte(32 * b + k, c)] - 128) * x.qs[k0 + k];
+            uint16_t hd;
+            std::memcpy(&hd, P + r.d + q80_d_byte(b, c), 2);
+            acc = std::fma(static_cast<float>(I), fp16_to_fp32(hd) * x.dxv[k0 / 4], acc);
+        }
+    }
+    return acc;
+}
+
 }  // namespace
 
-bool panel_supported(DType t) { return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q6_K; }
+bool panel_supported(DType t) {
+    return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q6_K || t == DType::Q8_0;
+}
 
 int panel_sb_bytes(DType t) {
     const Geo g = geo(t);
@@ -299,6 +352,7 @@ void repack_panel(DType t, const uint8_t* rows, size_t row_stride, int64_t K, in
     const int64_t nsb = K / 256;
     if (t == DType::Q4_K) return repack_q4k(rows, row_stride, nsb, nrows, out);
     if (t == DType::Q6_K) return repack_q6k(rows, row_stride, nsb, nrows, out);
+    if (t == DType::Q8_0) return repack_q80(rows, row_stride, nsb, nrows, out);
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const SbRegions r = regions(g, nsb, sb);
         uint8_t* L = out + r.lev;
@@ -344,6 +398,7 @@ void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* 
     const int64_t nsb = K / 256;
     if (t == DType::Q4_K) return unpack_q4k(panel, nsb, nrows, rows, row_stride);
     if (t == DType::Q6_K) return unpack_q6k(panel, nsb, nrows, rows, row_stride);
+    if (t == DType::Q8_0) return unpack_q80(panel, nsb, nrows, rows, row_stride);
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const SbRegions r = regions(g, nsb, sb);
         const uint8_t* L = panel + r.lev;
@@ -402,8 +457,8 @@ void panel_gemv_ref(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, in
     for (int64_t n = n0; n < n1; ++n) {
         const uint8_t* P = w.panels + (n / 16) * pb;
         const int c = static_cast<int>(n % 16);
-        if (t == DType::Q4_K || t == DType::Q6_K) {
-            y[n - n0] = t == DType::Q4_K ? dot_q4k(P, nsb, c, x) : dot_q6k(P, nsb, c, x);
+        if (t == DType::Q4_K || t == DType::Q6_K || t == DType::Q8_0) {
+            y[n - n0] = t == DType::Q4_K ? dot_q4k(P, nsb, c, x) : t == DType::Q6_K ? dot_q6k(P, nsb, c, x) : dot_q80(P, nsb, c, x);
             continue;
         }
         float acc = 0.0f;

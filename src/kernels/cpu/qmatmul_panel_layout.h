@@ -1,5 +1,5 @@
 #pragma once
-// A load-time "panel" layout of Q3_K, Q2_K, Q4_K and Q6_K weights for the decode GEMV (used for the routed
+// A load-time "panel" layout of Q3_K, Q2_K, Q4_K, Q6_K and Q8_0 weights for the decode GEMV (used for the routed
 // experts with --repack-experts: moe/experts.h repack_expert_panels). The AVX-512 decode GEMV over the original blocks (gemv16_q3k,
 // qmatmul_avx512_kq_gemv.cpp) gets one zmm per row and 64 values and must reduce the 16 rows'
 // lanes to [granule][row] sums (granule_sums: ~44 shuffles/adds per 16 rows x 64 values). Here the
@@ -58,6 +58,16 @@
 //   scales  [nsb][16 granules][16 columns]  int8 sc_g                             256 bytes
 //   d       [nsb][16 columns]  f16                                                 32 bytes
 // 3360 bytes per 16 rows x 256 values = 16 x 210: the same size as the blocks.
+//
+// Q8_0 (34-byte blocks: f16 d, int8 qs[32]; value = d q) in 256-value super-blocks of 8 blocks (the
+// other types' granule, so K % 256 == 0 everywhere; a Q8_0 matrix with K % 256 != 0 is not repacked):
+//   levels  [nsb][8 blocks b][8 quads qi][64 bytes]   4096 bytes per super-block; byte 4 c + i of
+//           quad qi = q[4 qi + i] ^ 0x80 (= q + 128, u8) of block 8 sb + b of column c: vpdpbusd's
+//           unsigned operand, the activations its signed one; the sum is taken back by 128 x the
+//           activation block sum (ActQ8Row::nsum), as gemv16_q80 and the block GEMM (DQ8_0) do
+//   d       [nsb][8 blocks][16 columns]  f16          256 bytes per super-block
+// 4352 bytes per 16 rows x 256 values = 16 x 8 x 34: the same size as the blocks. Quad vectors are
+// the block GEMM's int8 buffer as is (levels q ^ 0x80, [K/4] quads), so its fill is a copy.
 #include <cstddef>
 #include <cstdint>
 
@@ -77,6 +87,9 @@ inline constexpr int kQ4kSbPanelBytes = kQ4kSbLevelBytes + kQ4kSbScaleBytes + kQ
 inline constexpr int kQ6kBlockBytes = 210;
 inline constexpr int kQ6kSbLevelBytes = 3072, kQ6kSbScaleBytes = 256, kQ6kSbDBytes = 32;
 inline constexpr int kQ6kSbPanelBytes = kQ6kSbLevelBytes + kQ6kSbScaleBytes + kQ6kSbDBytes;  // 3360
+inline constexpr int kQ80BlockBytes = 34;  // per 32 values
+inline constexpr int kQ80SbLevelBytes = 4096, kQ80SbDBytes = 256;
+inline constexpr int kQ80SbPanelBytes = kQ80SbLevelBytes + kQ80SbDBytes;  // 4352
 
 // Where level bit b of quad qi (of an octet) lives: vector (0 A, 1 B, 2 C) and bit of its byte.
 struct PanelBit {
@@ -87,12 +100,12 @@ inline constexpr PanelBit kQ3kPanelBits[8][3] = {
     {{1, 3}, {1, 4}, {1, 5}}, {{1, 6}, {1, 7}, {2, 7}}, {{2, 0}, {2, 1}, {2, 2}}, {{2, 3}, {2, 4}, {2, 5}},
 };
 
-// True for the weight types with a panel layout (Q2_K, Q3_K, Q4_K, Q6_K).
+// True for the weight types with a panel layout (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0).
 bool panel_supported(DType t);
 // Bytes of one super-block of one panel (16 rows x 256 values) of type t.
 int panel_sb_bytes(DType t);
 // Bytes of one panel (16 rows) of K values; throws moe::Error ([kernels]) unless t has a panel
-// layout and K is a positive multiple of 256 (the K-quant super-block).
+// layout and K is a positive multiple of 256 (the K-quant super-block; Q8_0: 8 blocks).
 size_t panel_bytes(DType t, int64_t K);
 
 // Rows (nrows <= 16 rows of type t, K values each, row_stride bytes apart) -> one panel at out
@@ -108,6 +121,7 @@ void repack_matrix(DType t, const uint8_t* w, size_t row_stride, int64_t N, int6
 // Q8_K activation row x: the super-block integer chain of qmatmul.h (S = sum_g sc_g I_g exact in
 // int32, acc = fma(float(S), d * dx, acc) per super-block; Q2_K / Q4_K then M = sum_g m_g nsum_g,
 // acc = fma(float(M), dmin * dx, acc); Q6_K: levels - 32), so the bits equal those of every kernel path of the type.
+// Q8_0 (x: a kActQ8_0 row): the per-block chain, acc = fma(float(I_b), d_b * dx_b, acc) per 32 values.
 struct PanelMatrix {
     DType type = DType::Q3_K;
     const uint8_t* panels = nullptr;  // repack_matrix's output
