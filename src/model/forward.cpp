@@ -75,21 +75,6 @@ Forward::Proj make_proj(const Model& m, const TensorView& w, const TensorView& b
     return p;
 }
 
-// Columns [a.n0, a.n1) of a matrix repacked by --repack (a.n0 a multiple of 16): decode-sized calls
-// with prepared activation rows go to the panel GEMV, all others to the panel GEMM; both give the block
-// kernel's bits (the super-block integer chain), and neither reads the blocks.
-void run_panels(const Forward::Proj& p, const kernels::MatmulArgs& a) {
-    const kernels::panel::PanelMatrix pm{p.type, p.panels, p.n_out, p.n_in};
-    if (a.m <= 2 && a.xq) {  // xq: prepared in the kernel's format (Q8_K, or Q8_0's per 32), the panel GEMV's
-        for (int64_t r = 0; r < a.m; ++r) {
-            auto* row = static_cast<unsigned char*>(const_cast<void*>(a.xq)) + static_cast<size_t>(r) * a.xq_stride;
-            kernels::panel::panel_gemv_avx512(pm, ref::act_q8_row(row, a.K), a.n0, a.n1, a.y + r * a.ldy);
-        }
-        return;
-    }
-    kernels::panel::panel_gemm_avx512(pm, a);
-}
-
 // Rows of a batch below which a row-local op (norm, RoPE, activation quantization) stays on the
 // calling thread: one pool dispatch costs more than the op on a few rows.
 constexpr int64_t kParallelRows = 16;
@@ -189,7 +174,9 @@ void Forward::project_many(ThreadPool& pool, const Proj* const* ps, float* const
             a.K = p.n_in;
             a.n0 = n0;
             a.n1 = n1;
-            if (p.panels) run_panels(p, a);
+            // --repack's panels (a.n0 a multiple of 16): only types with a panel GEMM are repacked
+            // (Model::repack_dense), so every call is served and the blocks are never read
+            if (p.panels) kernels::panel::panel_matmul({p.type, p.panels, p.n_out, p.n_in}, a, true);
             else (*p.kernel)(a);
             if (p.bias)
                 for (int64_t r = 0; r < n; ++r)

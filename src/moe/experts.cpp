@@ -111,17 +111,7 @@ ExpertMatrix make_matrix(const TensorView& t, const kernels::CpuKernels& k) {
 void run_matrix(const ExpertMatrix& m, int e, const kernels::MatmulArgs& a) {
     if (m.panels && a.n0 % 16 == 0) {
         const kernels::panel::PanelMatrix pm{m.type, m.panels + static_cast<size_t>(e) * m.panel_bytes, m.N, m.K};
-        if (a.m <= 2 && a.xq) {
-            for (int64_t r = 0; r < a.m; ++r) {
-                const auto* row = static_cast<const unsigned char*>(a.xq) + static_cast<size_t>(r) * a.xq_stride;
-                kernels::panel::panel_gemv_avx512(pm, ref::act_q8_row(const_cast<unsigned char*>(row), a.K), a.n0, a.n1, a.y + r * a.ldy);
-            }
-            return;
-        }
-        if (m.panels_serve_all) {
-            kernels::panel::panel_gemm_avx512(pm, a);
-            return;
-        }
+        if (kernels::panel::panel_matmul(pm, a, m.panels_serve_all)) return;
     }
     (*m.kernel)(a);
 }

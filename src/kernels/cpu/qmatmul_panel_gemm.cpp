@@ -268,3 +268,21 @@ void panel_gemm_avx512(const PanelMatrix& w, const MatmulArgs& a) {
 
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
+
+// Outside the AVX-512 target region: portable code that only calls the kernels above.
+namespace moe::kernels::panel {
+
+bool panel_matmul(const PanelMatrix& w, const MatmulArgs& a, bool gemm) {
+    if (a.m <= 2 && a.xq) {
+        for (int64_t r = 0; r < a.m; ++r) {
+            auto* row = static_cast<unsigned char*>(const_cast<void*>(a.xq)) + static_cast<size_t>(r) * a.xq_stride;
+            panel_gemv_avx512(w, ref::act_q8_row(row, a.K), a.n0, a.n1, a.y + r * a.ldy);
+        }
+        return true;
+    }
+    if (!gemm) return false;
+    panel_gemm_avx512(w, a);
+    return true;
+}
+
+}  // namespace moe::kernels::panel
