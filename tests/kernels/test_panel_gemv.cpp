@@ -71,6 +71,34 @@ TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
     }
 }
 
+// The AVX-512 repack (repack_matrix's fast path for whole Q8_0 / Q4_K panels) writes exactly the
+// scalar repack_panel's bytes, on random bytes, with tight and padded row strides; it declines
+// (writing nothing) what it does not cover.
+TEST(PanelGemv, Avx512RepackEqualsTheScalarRepack) {
+    if (!panel::panel_gemv_usable()) {
+        std::printf("[ SKIPPED-PATH ] AVX-512 repack: this CPU lacks AVX-512 VNNI/GFNI; the scalar repack is the only path\n");
+        return;
+    }
+    Rng rng(0x4e9a3);
+    for (DType t : {DType::Q8_0, DType::Q4_K})
+        for (int64_t K : {256, 2048, 2816})
+            for (size_t pad : {size_t{0}, size_t{7}}) {
+                const size_t stride = static_cast<size_t>(K / 256) * blk(t) + pad;
+                std::vector<uint8_t> w(16 * stride);
+                for (auto& b : w) b = static_cast<uint8_t>(rng.next());
+                std::vector<uint8_t> fast(panel::panel_bytes(t, K), 0xCD), slow(fast.size(), 0x3C);
+                ASSERT_TRUE(panel::repack_panel_avx512(t, w.data(), stride, K, 16, fast.data()));
+                panel::repack_panel(t, w.data(), stride, K, 16, slow.data());
+                ASSERT_EQ(0, std::memcmp(fast.data(), slow.data(), fast.size())) << dtype_name(t) << " K=" << K << " pad=" << pad;
+            }
+    std::vector<uint8_t> w(16 * 8 * 34 * 2), out(panel::panel_bytes(DType::Q8_0, 512), 0xCD);
+    const std::vector<uint8_t> before = out;
+    EXPECT_FALSE(panel::repack_panel_avx512(DType::Q8_0, w.data(), 8 * 34 * 2, 512, 15, out.data()));  // a tail panel
+    EXPECT_FALSE(panel::repack_panel_avx512(DType::Q6_K, w.data(), 210, 256, 16, out.data()));         // not covered
+    EXPECT_FALSE(panel::repack_panel_avx512(DType::Q8_0, w.data(), size_t{1} << 28, 512, 16, out.data()));  // offsets past int32
+    EXPECT_EQ(before, out);
+}
+
 // y of the engine's kernel of type t (isa) for one activation row, prepared once (Q8_K; Q8_0: kActQ8_0).
 std::vector<float> engine_gemv(Isa isa, DType t, const std::vector<uint8_t>& w, int64_t N, int64_t K, const std::vector<float>& x,
                                const std::vector<unsigned char>& xq) {

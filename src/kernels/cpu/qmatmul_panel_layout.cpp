@@ -431,8 +431,12 @@ void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* 
 
 void repack_matrix(DType t, const uint8_t* w, size_t row_stride, int64_t N, int64_t K, uint8_t* out) {
     const size_t pb = panel_bytes(t, K);
-    for (int64_t n = 0; n < N; n += 16)
-        repack_panel(t, w + n * row_stride, row_stride, K, static_cast<int>(N - n < 16 ? N - n : 16), out + (n / 16) * pb);
+    const bool fast = panel_gemv_usable();  // AVX-512 F/BW/VL and more
+    for (int64_t n = 0; n < N; n += 16) {
+        const int nr = static_cast<int>(N - n < 16 ? N - n : 16);
+        if (!(fast && repack_panel_avx512(t, w + n * row_stride, row_stride, K, nr, out + (n / 16) * pb)))
+            repack_panel(t, w + n * row_stride, row_stride, K, nr, out + (n / 16) * pb);
+    }
 }
 
 bool panel_gemv_usable() {

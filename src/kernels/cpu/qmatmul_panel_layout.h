@@ -115,7 +115,12 @@ void repack_panel(DType t, const uint8_t* rows, size_t row_stride, int64_t K, in
 void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* rows, size_t row_stride);
 // A whole matrix of N rows: ceil(N / 16) panels back to back (the last one padded).
 size_t panel_matrix_bytes(DType t, int64_t N, int64_t K);
+// (repack_panel for every panel, or repack_panel_avx512 where it applies and the CPU has AVX-512.)
 void repack_matrix(DType t, const uint8_t* w, size_t row_stride, int64_t N, int64_t K, uint8_t* out);
+// AVX-512 repack_panel of a whole panel (nrows == 16) of Q8_0 or Q4_K with 16 * row_stride <
+// 2^31: the same bytes (qmatmul_panel_repack_avx512.cpp). Returns false, writing nothing, where it
+// does not apply. Call only where the CPU has AVX-512 F/BW/VL.
+bool repack_panel_avx512(DType t, const uint8_t* rows, size_t row_stride, int64_t K, int nrows, uint8_t* out);
 
 // y[n - n0] = row n . x for n in [n0, n1) of a repacked matrix (n0 a multiple of 16), with the
 // Q8_K activation row x: the super-block integer chain of qmatmul.h (S = sum_g sc_g I_g exact in
