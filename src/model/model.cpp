@@ -2,12 +2,14 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <utility>
 
 #include "core/error.h"
 #include "core/huge_pages.h"
+#include "core/mem_limit.h"
 #include "format/gguf.h"
 #include "kernels/cpu/qmatmul_panel_gemm.h"
 #include "model/param_count.h"
@@ -89,6 +91,10 @@ std::unique_ptr<Model> Model::load(gguf::File file, const ModelOptions& opts) {
         b->use_shared_scratch(&m->moe_scratch_);
         m->moe_[static_cast<size_t>(il)] = std::move(b);
     }
+    if (o.cache.repack_auto && !o.cache.repack && !o.cache.repack_experts) {
+        o.cache.repack = m->auto_repack(o.cache.mem_budget);
+        m->opts_.cache.repack = o.cache.repack;
+    }
     if (o.cache.repack_experts || o.cache.repack) {
         if (o.cache.mem_budget > 0)
             throw_error("model", o.cache.repack ? "--repack" : "--repack-experts",
@@ -111,8 +117,41 @@ std::unique_ptr<Model> Model::load(gguf::File file, const ModelOptions& opts) {
         }
     }
     if (o.cache.repack) m->repack_dense();
+    if (o.cache.repack_auto && o.cache.repack && m->panel_bytes_ == 0 && m->dense_panel_bytes_ == 0)
+        m->repack_note_ = "nothing repacked: no weight has a panel layout here (types Q2_K / Q3_K / Q4_K / Q6_K / Q8_0 with "
+                          "rows of whole 256-value super-blocks, on a CPU with AVX-512 VNNI and GFNI)";
     if (o.cache.mem_budget > 0) m->attach_expert_cache();
     return m;
+}
+
+bool repack_by_default(uint64_t mem_budget, uint64_t file_bytes, const MemLimit* limit, std::string* note) {
+    if (mem_budget > 0) {
+        *note = "no repack: --mem streams the experts (the panels need every expert resident)";
+        return false;
+    }
+    if (!limit) {
+        *note = "no repack: no memory limit could be read (--repack forces it)";
+        return false;
+    }
+    if (file_bytes > auto_memory_budget(*limit)) {
+        *note = "no repack: the file (" + std::to_string(file_bytes >> 20) + " MiB) does not fit the memory limit (" +
+                std::to_string(limit->bytes >> 20) + " MiB, " + limit->source + ") with a margin; --repack forces it";
+        return false;
+    }
+    *note = "repacked by default (the file fits the memory limit of " + std::to_string(limit->bytes >> 20) + " MiB, " +
+            limit->source + "); --no-repack turns it off";
+    return true;
+}
+
+// Without a repack a file larger than memory still runs from the page cache; its panels,
+// anonymous memory, would not: hence the limit check (repack_by_default).
+bool Model::auto_repack(uint64_t mem_budget) {
+    std::optional<MemLimit> lim;
+    try {
+        lim = process_memory_limit();
+    } catch (const Error&) {
+    }
+    return repack_by_default(mem_budget, file_->file_size(), lim ? &*lim : nullptr, &repack_note_);
 }
 
 // --repack: each dense projection and the lm head with panels (experts.h panels_fit) whose type

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/arena.h"
+#include "core/mem_limit.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/ref/rope.h"
 #include "model/arch_spec.h"
@@ -46,6 +47,11 @@ struct ExpertCacheOptions {
     bool swa_full = false;         // sliding-window layers keep every position (SessionOptions::swa_full)
     bool repack_experts = false;   // --repack-experts: Q2_K / Q3_K / Q4_K / Q6_K / Q8_0 routed experts as panels (blocks released)
     bool repack = false;           // --repack: the same plus the dense projections and the lm head (Model::dense_panels)
+    // The CLI's default (off here, for library users and tests): as --repack where nothing asks
+    // otherwise (no repack flag, no --mem) and the file fits in the process's memory limit with a
+    // margin (the panels are anonymous memory: a file that does not fit would no longer page from
+    // disk but be killed); else no repack. Model::repack_note says which and why.
+    bool repack_auto = false;
 };
 
 // What the budget is spent on (filled when the cache is on).
@@ -59,6 +65,11 @@ struct MemoryBudget {
     int slots = 0;
     int total_experts = 0;   // MoE layers x n_expert
 };
+
+// ExpertCacheOptions::repack_auto's rule: repack where no --mem is given (mem_budget 0) and a file
+// of file_bytes fits auto_memory_budget(*limit) (the --mem auto margin); limit null: none could be
+// read. *note says which and why (Model::repack_note).
+bool repack_by_default(uint64_t mem_budget, uint64_t file_bytes, const MemLimit* limit, std::string* note);
 
 struct ModelOptions {
     int n_threads = 0;        // largest thread pool forward() will be given; <= 0: hardware threads
@@ -111,6 +122,8 @@ public:
     // Bytes of those panels, and of their blocks released from the mapping (not the tied lm head's:
     // the embedding lookup still reads token_embd's rows).
     size_t dense_panel_bytes() const { return dense_panel_bytes_; }
+    // ExpertCacheOptions::repack_auto: what it decided and why (empty without repack_auto).
+    const std::string& repack_note() const { return repack_note_; }
     size_t dense_released_bytes() const { return dense_released_bytes_; }
     size_t dense_matrices() const { return dense_.size(); }
 
@@ -136,8 +149,10 @@ private:
     std::vector<std::pair<const void*, const uint8_t*>> dense_;  // (blocks, panels) of each repacked matrix
     size_t dense_panel_bytes_ = 0;
     size_t dense_released_bytes_ = 0;
+    std::string repack_note_;
     void attach_expert_cache();
     void repack_dense();
+    bool auto_repack(uint64_t mem_budget);  // ExpertCacheOptions::repack_auto's decision (sets repack_note_)
 };
 
 }  // namespace moe::model

@@ -200,6 +200,46 @@ TEST_P(ForwardRepack, CallsReadThePanelsAndNeverTheDenseBlocks) {
         << "decode ignored the panels";
 }
 
+// The CLI's default (ExpertCacheOptions::repack_auto): the same panels as --repack where the file
+// fits the memory limit, hence the same logits as the blocks; and the rule itself on made-up limits.
+TEST_P(ForwardRepack, RepackAutoIsRepackWhereTheFileFits) {
+    model::ModelOptions mo;
+    mo.n_threads = 2;
+    mo.max_batch = 32;
+    mo.n_ctx = 64;
+    mo.cache.repack_auto = true;
+    auto plain = load(false, GetParam()), packed = load(true, GetParam()), deflt = model::Model::load(q4km_model(GetParam()), mo);
+    // this machine's memory holds a file of a few MiB many times over
+    const bool made = packed->panel_bytes() + packed->dense_panel_bytes() > 0;  // none on a path without panels
+    EXPECT_NE(deflt->repack_note().find(made ? "repacked by default" : "nothing repacked"), std::string::npos)
+        << deflt->repack_note();
+    EXPECT_TRUE(deflt->options().cache.repack);
+    EXPECT_EQ(deflt->panel_bytes(), packed->panel_bytes());
+    EXPECT_EQ(deflt->dense_panel_bytes(), packed->dense_panel_bytes());
+    EXPECT_EQ(deflt->dense_matrices(), packed->dense_matrices());
+    EXPECT_TRUE(plain->repack_note().empty());
+    const std::vector<float> a = run(*plain), b = run(*deflt);
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+}
+
+TEST(RepackByDefault, OnlyWithoutMemAndWhereTheFileFitsTheLimitWithAMargin) {
+    const MemLimit lim{8ull << 30, "cgroup v2 /sys/fs/cgroup/t/memory.max"};
+    const uint64_t fits = auto_memory_budget(lim);
+    std::string note;
+    EXPECT_TRUE(model::repack_by_default(0, fits, &lim, &note));
+    EXPECT_NE(note.find("repacked by default"), std::string::npos) << note;
+    EXPECT_NE(note.find("8192 MiB"), std::string::npos) << note;
+    EXPECT_FALSE(model::repack_by_default(0, fits + 1, &lim, &note));
+    EXPECT_NE(note.find("does not fit"), std::string::npos) << note;
+    EXPECT_NE(note.find("--repack forces it"), std::string::npos) << note;
+    EXPECT_NE(note.find("memory.max"), std::string::npos) << note;
+    EXPECT_FALSE(model::repack_by_default(1ull << 30, 1 << 20, &lim, &note));
+    EXPECT_NE(note.find("--mem"), std::string::npos) << note;
+    EXPECT_FALSE(model::repack_by_default(0, 1 << 20, nullptr, &note));
+    EXPECT_NE(note.find("no memory limit"), std::string::npos) << note;
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, ForwardRepack, testing::Bool(), [](const testing::TestParamInfo<bool>& i) {
     return i.param ? std::string("Q8_0") : std::string("Q4_K_M");
 });

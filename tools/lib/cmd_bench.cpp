@@ -286,7 +286,7 @@ int cmd_bench(int argc, char** argv) {
     double bw_given = 0;
     DType kv_type = DType::F32;
     bool swa_full = false;
-    model::ModelOptions mo;
+    model::ModelOptions mo = cli_model_options();
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "-h" || a == "--help") {
@@ -499,12 +499,13 @@ int cmd_bench(int argc, char** argv) {
                 human_size(rss).c_str(), rss / (file + kv_bytes), human_size(file).c_str(), human_size(kv_bytes).c_str(),
                 load_s, touch_s);
     print_page_sizes(*m);
+    if (!m->repack_note().empty()) std::printf("%s\n", m->repack_note().c_str());
     if (m->panel_bytes() > 0 || m->dense_panel_bytes() > 0)
         std::printf("%s: %s of panels (Q2_K / Q3_K / Q4_K / Q6_K / Q8_0 routed and shared experts, made during the load above); "
                     "%s of blocks released (stacks whose prefill reads the panels too)\n",
-                    mo.cache.repack ? "--repack" : "--repack-experts", human_size(m->panel_bytes()).c_str(),
+                    m->options().cache.repack ? "--repack" : "--repack-experts", human_size(m->panel_bytes()).c_str(),
                     human_size(m->released_bytes()).c_str());
-    if (mo.cache.repack)
+    if (m->options().cache.repack)
         std::printf("--repack: %s of panels (dense projections and lm head, %zu matrices), %s of their blocks released\n",
                     human_size(m->dense_panel_bytes()).c_str(), m->dense_matrices(), human_size(m->dense_released_bytes()).c_str());
     std::printf("\nbuild: moe-engine %s (%s)\n", MOE_VERSION, MOE_BUILD_FLAGS);

@@ -37,7 +37,7 @@ int cmd_eval(int argc, char** argv) {
     EpArgs epa;
     std::string model, out_path, token_arg, trace_path;
     bool have_tokens = false;
-    model::ModelOptions mo;
+    model::ModelOptions mo = cli_model_options();
     runtime::SessionOptions so;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];

@@ -64,7 +64,7 @@ int cmd_perplexity(int argc, char** argv) {
     int64_t n_ctx = 512, max_chunks = -1;
     DType kv_type = DType::F32;
     int top_k = 0;  // --top-k: experts per token override (0: the model's)
-    model::ModelOptions mo;
+    model::ModelOptions mo = cli_model_options();
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "-h" || a == "--help") {

@@ -47,7 +47,7 @@ int cmd_run(int argc, char** argv) {
     std::string model, prompt, trace_path;
     bool have_prompt = false;
     runtime::GenerateOptions gen;
-    model::ModelOptions mo;
+    model::ModelOptions mo = cli_model_options();
     runtime::SessionOptions so;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];

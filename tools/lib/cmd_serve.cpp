@@ -54,7 +54,7 @@ void serve_usage(std::FILE* out) {
 int cmd_serve(int argc, char** argv) {
     const char* cmd = "serve";
     std::string model;
-    model::ModelOptions mo;
+    model::ModelOptions mo = cli_model_options();
     server::ServerSpec spec;
     runtime::SessionOptions so;
     for (int i = 1; i < argc; ++i) {

@@ -133,10 +133,18 @@ bool parse_cache_option(int argc, char** argv, int& i, const char* cmd, model::E
         o.repack_experts = true;
     } else if (a == "--repack") {
         o.repack = true;
+    } else if (a == "--no-repack") {
+        o.repack = o.repack_experts = o.repack_auto = false;
     } else {
         return false;
     }
     return true;
+}
+
+model::ModelOptions cli_model_options() {
+    model::ModelOptions mo;
+    mo.cache.repack_auto = true;
+    return mo;
 }
 
 std::string default_model(bool& generated, std::string* what) {

@@ -25,8 +25,12 @@ std::string read_file(const std::string& path, const char* cmd);
 // or auto (core/mem_limit.h; prints the limit it used to stderr). Result > 0.
 uint64_t parse_mem(const std::string& s, const char* cmd);
 // The expert-cache options of run/eval/perplexity/bench (--mem, --cache-policy, --cache-profile,
-// --expert-io, --no-direct, --no-prefetch, --repack-experts, --repack); true when argv[i] was one of them (value consumed).
+// --expert-io, --no-direct, --no-prefetch, --repack-experts, --repack, --no-repack); true when argv[i] was one of them (value consumed).
 bool parse_cache_option(int argc, char** argv, int& i, const char* cmd, model::ExpertCacheOptions& o);
+// The model options run/eval/perplexity/bench/serve start from: the library's defaults plus the
+// CLI's repack default (ExpertCacheOptions::repack_auto; --no-repack, --repack, --repack-experts
+// and --mem override it).
+model::ModelOptions cli_model_options();
 inline constexpr const char* kCacheUsage =
     "  --mem SIZE|auto  memory budget (K/M/G = powers of 1024): routed experts stream from the file\n"
     "                   into a cache of what is left after the resident part (docs/TIERING.md);\n"
@@ -38,10 +42,13 @@ inline constexpr const char* kCacheUsage =
     "  --no-prefetch    no router-lookahead prefetch of the next layer's experts\n"
     "  --repack-experts repack the Q2_K / Q3_K / Q4_K / Q6_K / Q8_0 routed and shared experts at load into\n"
     "                   panels (16 rows column-interleaved, on 2 MiB pages) that decode and prefill read\n"
-    "                   instead of the blocks, whose pages are released: same output, faster decode, load\n"
-    "                   time; not with --mem (docs/PERFORMANCE.md)\n"
+    "                   instead of the blocks, whose pages are released: same output, faster decode and\n"
+    "                   prefill, load time; not with --mem (docs/PERFORMANCE.md)\n"
     "  --repack         --repack-experts plus the dense projections (attention, dense FFN) and the\n"
-    "                   lm head of those types: all read as panels, their blocks released too\n";
+    "                   lm head of those types: all read as panels, their blocks released too.\n"
+    "                   The default where no --mem is given and the file fits the memory limit\n"
+    "                   (cgroup, else MemAvailable) with a margin\n"
+    "  --no-repack      read the blocks in the file mapping (no load-time repack)\n";
 
 // The built-in default model: the Shakespeare MoE trained by `moe train` and committed as
 // models/shakespeare-moe.gguf (docs/TRAINING.md; its path is compiled in as MOE_DEFAULT_MODEL).
