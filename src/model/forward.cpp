@@ -9,6 +9,7 @@
 #include "core/timer.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/qmatmul.h"
+#include "kernels/cpu/qmatmul_panel_amx.h"
 #include "kernels/cpu/qmatmul_panel_gemm.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/ref/elementwise.h"
@@ -87,7 +88,8 @@ void run_panels(const Forward::Proj& p, const kernels::MatmulArgs& a) {
         }
         return;
     }
-    kernels::panel::panel_gemm_avx512(pm, a);
+    if (p.kernel->amx && kernels::panel::panel_amx_supported(p.type)) kernels::panel::panel_gemm_amx(pm, a);
+    else kernels::panel::panel_gemm_avx512(pm, a);
 }
 
 // Rows of a batch below which a row-local op (norm, RoPE, activation quantization) stays on the

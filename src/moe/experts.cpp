@@ -11,6 +11,7 @@
 #include "core/huge_pages.h"
 #include "kernels/cpu/glu.h"
 #include "kernels/cpu/qmatmul.h"
+#include "kernels/cpu/qmatmul_panel_amx.h"
 #include "kernels/cpu/qmatmul_panel_gemm.h"
 #include "kernels/cpu/qmatmul_panel_layout.h"
 #include "kernels/ref/quantize_act.h"
@@ -119,7 +120,8 @@ void run_matrix(const ExpertMatrix& m, int e, const kernels::MatmulArgs& a) {
             return;
         }
         if (m.panels_serve_all) {
-            kernels::panel::panel_gemm_avx512(pm, a);
+            if (m.kernel->amx && kernels::panel::panel_amx_supported(m.type)) kernels::panel::panel_gemm_amx(pm, a);
+            else kernels::panel::panel_gemm_avx512(pm, a);
             return;
         }
     }
