@@ -176,7 +176,7 @@ void Forward::project_many(ThreadPool& pool, const Proj* const* ps, float* const
             a.n1 = n1;
             // --repack's panels (a.n0 a multiple of 16): only types with a panel GEMM are repacked
             // (Model::repack_dense), so every call is served and the blocks are never read
-            if (p.panels) kernels::panel::panel_matmul({p.type, p.panels, p.n_out, p.n_in}, a, true);
+            if (p.panels) kernels::panel::panel_matmul({p.type, p.panels, p.n_out, p.n_in}, a, true, p.kernel->amx);
             else (*p.kernel)(a);
             if (p.bias)
                 for (int64_t r = 0; r < n; ++r)

@@ -111,7 +111,7 @@ ExpertMatrix make_matrix(const TensorView& t, const kernels::CpuKernels& k) {
 void run_matrix(const ExpertMatrix& m, int e, const kernels::MatmulArgs& a) {
     if (m.panels && a.n0 % 16 == 0) {
         const kernels::panel::PanelMatrix pm{m.type, m.panels + static_cast<size_t>(e) * m.panel_bytes, m.N, m.K};
-        if (kernels::panel::panel_matmul(pm, a, m.panels_serve_all)) return;
+        if (kernels::panel::panel_matmul(pm, a, m.panels_serve_all, m.kernel->amx)) return;
     }
     (*m.kernel)(a);
 }

@@ -44,10 +44,12 @@ std::string supported_list() {
 }
 }  // namespace
 
-CpuKernels::CpuKernels(Isa isa) : isa_(isa) {
+CpuKernels::CpuKernels(Isa isa, bool amx) : isa_(isa), amx_(amx) {
     if (!isa_supported(isa))
         throw_error("kernels", "this CPU cannot run the ", isa_name(isa), " kernels (best available: ",
                     isa_name(best_isa()), ")");
+    if (amx && isa != Isa::Avx512) throw_error("kernels", "the AMX panel GEMM runs on the avx512 path, not ", isa_name(isa));
+    if (amx && !amx_usable()) throw_error("kernels", "AMX requested but not usable here: ", amx_absent_reason());
     for (size_t i = 0; i < std::size(kMatmulTypes); ++i) {
         const DType t = kMatmulTypes[i];
         MatmulKernel k;
@@ -62,6 +64,7 @@ CpuKernels::CpuKernels(Isa isa) : isa_(isa) {
             k.fn = qmm_kernel(t, isa);
             k.act_q8 = act_quant(t);
         }
+        k.amx = amx;
         MOE_ASSERT(k.fn != nullptr, "no kernel for ", dtype_name(t));
         kernels_[i] = k;
     }
@@ -69,9 +72,13 @@ CpuKernels::CpuKernels(Isa isa) : isa_(isa) {
 
 CpuKernels CpuKernels::from_env() {
     const char* v = std::getenv("MOE_FORCE_ISA");
-    if (!v || !*v) return CpuKernels(best_isa());
+    if (!v || !*v) return CpuKernels(best_isa(), best_isa() == Isa::Avx512 && amx_usable());
+    if (std::string_view(v) == "amx") {
+        if (!amx_usable()) throw_error("kernels", "MOE_FORCE_ISA=amx: AMX is not usable here: ", amx_absent_reason());
+        return CpuKernels(Isa::Avx512, true);
+    }
     auto isa = isa_from_name(v);
-    if (!isa) throw_error("kernels", "MOE_FORCE_ISA='", v, "' is not one of scalar, avx2, avx512");
+    if (!isa) throw_error("kernels", "MOE_FORCE_ISA='", v, "' is not one of scalar, avx2, avx512, amx");
     return CpuKernels(*isa);
 }
 

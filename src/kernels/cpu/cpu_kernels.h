@@ -32,6 +32,9 @@ struct MatmulKernel {
     // this kind, kernels::quantize_act_rows) may be given instead of x. Kernels with equal act_q8
     // can share one prepared input.
     ref::ActQuant act_q8 = ref::kActNone;
+    // The prefill GEMM over this type's repacked panels runs on AMX tiles (panel_gemm_amx) where
+    // the type has an AMX kernel; set by CpuKernels on the avx512 path where amx_usable().
+    bool amx = false;
     void operator()(const MatmulArgs& a) const { fn(a); }
 };
 
@@ -41,8 +44,9 @@ void matmul_f32_avx512(const MatmulArgs& a);
 
 class CpuKernels {
 public:
-    // Throws moe::Error if this CPU cannot run `isa`.
-    explicit CpuKernels(Isa isa);
+    // Throws moe::Error if this CPU cannot run `isa` (amx: the avx512 path with the panel GEMMs on
+    // AMX tiles; throws unless isa is Avx512 and amx_usable()).
+    explicit CpuKernels(Isa isa, bool amx = false);
     // Weight types that have a matmul kernel (on every path).
     static constexpr DType kMatmulTypes[] = {
         DType::F32,    DType::F16,    DType::BF16,    DType::Q8_0,  DType::Q4_0,    DType::Q4_1,
@@ -51,16 +55,19 @@ public:
         DType::IQ2_XS, DType::IQ2_XXS, DType::IQ1_M,  DType::IQ1_S, DType::TQ1_0,   DType::TQ2_0,
         DType::MXFP4,
     };
-    // best_isa(), or the path named by MOE_FORCE_ISA (scalar|avx2|avx512; read here, once).
+    // best_isa() (with AMX where amx_usable()), or the path named by MOE_FORCE_ISA
+    // (scalar|avx2|avx512|amx; avx512 turns AMX off, amx throws naming what is missing; read here, once).
     static CpuKernels from_env();
 
     Isa isa() const { return isa_; }
+    bool amx() const { return amx_; }
     bool has_matmul(DType t) const;
     // The matmul for weights of type t; throws moe::Error naming `tensor` and the type if none.
     const MatmulKernel& matmul(DType t, const std::string& tensor) const;
 
 private:
     Isa isa_;
+    bool amx_ = false;
     MatmulKernel kernels_[std::size(kMatmulTypes)];
 };
 

@@ -3,6 +3,12 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+#include <cstdint>
 
 namespace moe::kernels {
 
@@ -43,6 +49,34 @@ bool cpu_has_f16c() {
     return false;
 #endif
 }
+
+namespace {
+// The first failed AMX condition, or "" (see amx_usable).
+const char* amx_check() {
+#if defined(__x86_64__) && defined(__linux__)
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || !(edx & (1u << 24)) || !(edx & (1u << 25)))
+        return "the CPU reports no AMX-TILE / AMX-INT8 (CPUID.(7,0):EDX bits 24, 25)";
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & bit_OSXSAVE)) return "the OS has not enabled XSAVE (no XGETBV)";
+    uint32_t lo = 0, hi = 0;
+    asm volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17)) return "the OS has not enabled the AMX tile state (XCR0 bits 17, 18)";
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0)
+        return "the kernel refused the AMX tile permission (arch_prctl(ARCH_REQ_XCOMP_PERM); Linux >= 5.16)";
+    return "";
+#else
+    return "AMX needs x86-64 Linux";
+#endif
+}
+}  // namespace
+
+const char* amx_absent_reason() {
+    static const char* const reason = amx_check();  // once, thread-safe
+    return reason;
+}
+
+bool amx_usable() { return amx_absent_reason()[0] == '\0'; }
 
 Isa best_isa() {
     if (isa_supported(Isa::Avx512)) return Isa::Avx512;

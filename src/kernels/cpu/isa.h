@@ -1,7 +1,9 @@
 #pragma once
 // Instruction-set paths of the CPU kernels. The SIMD kernels are compiled with per-function
 // target attributes, so even the portable (-march=x86-64) build contains them and picks one at
-// run time; MOE_FORCE_ISA=scalar|avx2|avx512 forces a path (read once, by CpuKernels::from_env).
+// run time; MOE_FORCE_ISA=scalar|avx2|avx512|amx forces a path (read once, by CpuKernels::from_env).
+// AMX is not an Isa of its own: it is the avx512 path whose panel GEMMs (prefill over --repack /
+// --repack-experts panels) run on AMX tiles (CpuKernels::amx, qmatmul_panel_amx.h).
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -18,5 +20,11 @@ std::vector<Isa> supported_isas();                         // every path this CP
 // F16C (CPUID.1:ECX bit 29), read with <cpuid.h>: clang's __builtin_cpu_supports has no "f16c",
 // and the fuzz build (fuzz/fuzz.cmake) compiles the kernels with clang.
 bool cpu_has_f16c();
+// AMX-INT8 usable by this process: CPUID.(7,0):EDX AMX-TILE (bit 24) and AMX-INT8 (bit 25), the OS
+// enabling the tile state in XCR0 (bits 17, 18: XTILECFG, XTILEDATA) and, on Linux, the kernel
+// granting the permission (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0). Computed once
+// (thread-safe); amx_absent_reason() says which condition failed ("" when usable).
+bool amx_usable();
+const char* amx_absent_reason();
 
 }  // namespace moe::kernels

@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/qmatmul.h"
+#include "kernels/cpu/qmatmul_panel_amx.h"
 #include "kernels/cpu/qmatmul_panel_gemm.h"
 #include "kernels/cpu/qmatmul_panel_layout.h"
 #include "kernels/ref/quantize_act.h"
@@ -272,7 +273,7 @@ void panel_gemm_avx512(const PanelMatrix& w, const MatmulArgs& a) {
 // Outside the AVX-512 target region: portable code that only calls the kernels above.
 namespace moe::kernels::panel {
 
-bool panel_matmul(const PanelMatrix& w, const MatmulArgs& a, bool gemm) {
+bool panel_matmul(const PanelMatrix& w, const MatmulArgs& a, bool gemm, bool amx) {
     if (a.m <= 2 && a.xq) {
         for (int64_t r = 0; r < a.m; ++r) {
             auto* row = static_cast<unsigned char*>(const_cast<void*>(a.xq)) + static_cast<size_t>(r) * a.xq_stride;
@@ -281,7 +282,8 @@ bool panel_matmul(const PanelMatrix& w, const MatmulArgs& a, bool gemm) {
         return true;
     }
     if (!gemm) return false;
-    panel_gemm_avx512(w, a);
+    if (amx && panel_amx_supported(w.type)) panel_gemm_amx(w, a);
+    else panel_gemm_avx512(w, a);
     return true;
 }
 

@@ -20,8 +20,10 @@ void panel_gemm_avx512(const PanelMatrix& w, const MatmulArgs& a);
 // the dense projections (model/forward.cpp): decode-sized calls (a.m <= 2) with prepared
 // activation rows (a.xq in the type's act_quant format: Q8_K, Q8_0's per 32) take the panel GEMV
 // row by row; the others the panel GEMM if `gemm` (the caller's panels serve every call: the type
-// has a panel GEMM). Returns false, having computed nothing, where neither applies: the caller
-// runs the block kernel. Call only where panel_gemv_usable(); a.n0 must be a multiple of 16.
-bool panel_matmul(const PanelMatrix& w, const MatmulArgs& a, bool gemm);
+// has a panel GEMM): on AMX tiles if `amx` (MatmulKernel::amx) and the type has an AMX kernel
+// (qmatmul_panel_amx.h), else AVX-512 VNNI; the same bits. Returns false, having computed nothing,
+// where neither applies: the caller runs the block kernel. Call only where panel_gemv_usable();
+// a.n0 must be a multiple of 16.
+bool panel_matmul(const PanelMatrix& w, const MatmulArgs& a, bool gemm, bool amx);
 
 }  // namespace moe::kernels::panel

@@ -1,0 +1,21 @@
+#pragma once
+// The AMX-INT8 prefill GEMM over a repacked panel matrix (qmatmul_panel_layout.h): the same
+// calls and the same bits as panel_gemm_avx512 (qmatmul_panel_gemm.h), with the integer granule
+// sums taken by tile dot products (qmatmul_panel_amx.cpp says how and what is verified where).
+#include "core/dtype.h"
+#include "kernels/cpu/qmatmul_panel_layout.h"
+#include "kernels/ref/matmul_ref.h"
+
+namespace moe::kernels::panel {
+
+// True for the types whose panels the AMX GEMM reads (Q8_0, Q4_K, Q6_K, Q3_K, Q2_K).
+bool panel_amx_supported(DType t);
+// As panel_gemm_avx512, on AMX tiles: call only where amx_usable() (isa.h) and panel_gemv_usable().
+// Throws moe::Error ([kernels]) on a type without an AMX kernel, a K that is not the panels' or a
+// column range check_range refuses.
+void panel_gemm_amx(const PanelMatrix& w, const MatmulArgs& a);
+// The same kernel on the scalar tile emulator (amx_tiles.h EmuTiles), for tests: needs only
+// panel_gemv_usable() (AVX-512 VNNI, for the f32 chain and the activation quantizer).
+void panel_gemm_amx_emulated(const PanelMatrix& w, const MatmulArgs& a);
+
+}  // namespace moe::kernels::panel
