@@ -71,7 +71,7 @@ TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
     }
 }
 
-// The AVX-512 repack (repack_matrix's fast path for whole Q8_0 / Q4_K panels) writes exactly the
+// The AVX-512 repack (repack_matrix's fast path for whole Q8_0 / Q4_K / Q6_K panels) writes exactly the
 // scalar repack_panel's bytes, on random bytes, with tight and padded row strides; it declines
 // (writing nothing) what it does not cover.
 TEST(PanelGemv, Avx512RepackEqualsTheScalarRepack) {
@@ -80,7 +80,7 @@ TEST(PanelGemv, Avx512RepackEqualsTheScalarRepack) {
         return;
     }
     Rng rng(0x4e9a3);
-    for (DType t : {DType::Q8_0, DType::Q4_K})
+    for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q6_K})
         for (int64_t K : {256, 2048, 2816})
             for (size_t pad : {size_t{0}, size_t{7}}) {
                 const size_t stride = static_cast<size_t>(K / 256) * blk(t) + pad;
@@ -94,7 +94,7 @@ TEST(PanelGemv, Avx512RepackEqualsTheScalarRepack) {
     std::vector<uint8_t> w(16 * 8 * 34 * 2), out(panel::panel_bytes(DType::Q8_0, 512), 0xCD);
     const std::vector<uint8_t> before = out;
     EXPECT_FALSE(panel::repack_panel_avx512(DType::Q8_0, w.data(), 8 * 34 * 2, 512, 15, out.data()));  // a tail panel
-    EXPECT_FALSE(panel::repack_panel_avx512(DType::Q6_K, w.data(), 210, 256, 16, out.data()));         // not covered
+    EXPECT_FALSE(panel::repack_panel_avx512(DType::Q3_K, w.data(), 110, 256, 16, out.data()));         // not covered
     EXPECT_FALSE(panel::repack_panel_avx512(DType::Q8_0, w.data(), size_t{1} << 28, 512, 16, out.data()));  // offsets past int32
     EXPECT_EQ(before, out);
 }

@@ -1,4 +1,4 @@
-// AVX-512 load-time repack of whole 16-row panels (qmatmul_panel_layout.h) for Q8_0 and Q4_K:
+// AVX-512 load-time repack of whole 16-row panels (qmatmul_panel_layout.h) for Q8_0, Q4_K and Q6_K:
 // the same bytes as the scalar repack_panel, which stays the reference (test_panel_repack).
 // Why: --repack / --repack-experts repack every weight at load, and the scalar byte-by-byte
 // transposition ran at ~0.75 GB/s per core (a 6.9 GiB Q8_0 file: 9 s with the page cache warm,
@@ -80,15 +80,61 @@ void repack_q4k_16(const uint8_t* rows, size_t row_stride, __m512i idx, int64_t 
     }
 }
 
+// Q6_K: levels [nsb][3072]: the low nibbles [8 octets o][4 vectors v][64] as Q4_K's levels, then the
+// top two bits [8 octets][2 vectors h][64] (byte 4 c + i: bits 2 q, 2 q + 1 = top bits of value
+// 32 o + 16 h + 4 q + i); scales [nsb][16 granules][16 columns] int8; d [nsb][16 columns] f16.
+// Octet o = 4 n + j holds values 128 n + 32 j ..: low nibbles = nibble j / 2 of ql[64 n + 32 (j % 2)
+// ..], top bits = bits 2 j, 2 j + 1 of qh[32 n ..] (repack_q6k in qmatmul_panel_layout.cpp), so the
+// gathers of one n serve 2 (nibbles) or 4 (top bits) octets.
+void repack_q6k_16(const uint8_t* rows, size_t row_stride, __m512i idx, int64_t nsb, uint8_t* out) {
+    const __m512i lo = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
+    uint8_t* S0 = out + static_cast<size_t>(nsb) * kQ6kSbLevelBytes;
+    uint8_t* D0 = S0 + static_cast<size_t>(nsb) * kQ6kSbScaleBytes;
+    const auto srl = [](__m512i v, int n) { return n ? _mm512_srli_epi16(v, n) : v; };
+    const auto sll = [](__m512i v, int n) { return n ? _mm512_slli_epi16(v, n) : v; };
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const size_t at = static_cast<size_t>(sb) * kQ6kBlockBytes;
+        uint8_t* L = out + static_cast<size_t>(sb) * kQ6kSbLevelBytes;
+        for (int n = 0; n < 2; ++n) {
+            for (int j2 = 0; j2 < 2; ++j2)  // octets 4 n + j2 (nibble 0) and 4 n + j2 + 2 (nibble 1)
+                for (int v = 0; v < 4; ++v) {
+                    const __m512i A = rows_dword(rows, idx, at + 64 * n + 32 * j2 + 8 * v);
+                    const __m512i B = rows_dword(rows, idx, at + 64 * n + 32 * j2 + 8 * v + 4);
+                    _mm512_storeu_si512(L + 256 * (4 * n + j2) + 64 * v, _mm512_ternarylogic_epi32(A, _mm512_slli_epi16(B, 4), lo, 0xE4));
+                    _mm512_storeu_si512(L + 256 * (4 * n + j2 + 2) + 64 * v,
+                                        _mm512_ternarylogic_epi32(_mm512_srli_epi16(A, 4), B, lo, 0xE4));
+                }
+            for (int h = 0; h < 2; ++h) {
+                __m512i T[4];
+                for (int q = 0; q < 4; ++q) T[q] = rows_dword(rows, idx, at + 128 + 32 * n + 16 * h + 4 * q);
+                for (int j = 0; j < 4; ++j) {  // octet 4 n + j: bits 2 j, 2 j + 1 of each byte
+                    __m512i r = _mm512_setzero_si512();
+                    for (int q = 0; q < 4; ++q) r = _mm512_or_si512(r, sll(_mm512_and_si512(srl(T[q], 2 * j), m3), 2 * q));
+                    _mm512_storeu_si512(L + 2048 + 128 * (4 * n + j) + 64 * h, r);
+                }
+            }
+        }
+        uint8_t* S = S0 + static_cast<size_t>(sb) * kQ6kSbScaleBytes;
+        for (int c = 0; c < 16; ++c) {
+            const uint8_t* b = rows + c * row_stride + at;
+            for (int g = 0; g < 16; ++g) S[16 * g + c] = b[192 + g];
+        }
+        // d: the high half of the dword at byte 206 (scales 14, 15, then d; never past the block)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(D0 + static_cast<size_t>(sb) * kQ6kSbDBytes),
+                            _mm512_cvtepi32_epi16(_mm512_srli_epi32(rows_dword(rows, idx, at + 206), 16)));
+    }
+}
+
 }  // namespace
 
 bool repack_panel_avx512(DType t, const uint8_t* rows, size_t row_stride, int64_t K, int nrows, uint8_t* out) {
     if (nrows != 16 || K <= 0 || K % 256 != 0 || row_stride > static_cast<size_t>(INT_MAX / 16)) return false;
-    if (t != DType::Q8_0 && t != DType::Q4_K) return false;
+    if (t != DType::Q8_0 && t != DType::Q4_K && t != DType::Q6_K) return false;
     const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                            _mm512_set1_epi32(static_cast<int>(row_stride)));
     if (t == DType::Q8_0) repack_q80_16(rows, idx, K / 256, out);
-    else repack_q4k_16(rows, row_stride, idx, K / 256, out);
+    else if (t == DType::Q4_K) repack_q4k_16(rows, row_stride, idx, K / 256, out);
+    else repack_q6k_16(rows, row_stride, idx, K / 256, out);
     return true;
 }
 
