@@ -27,6 +27,7 @@
 #include "kernels/cpu/qmatmul_panel_amx.h"
 #include "kernels/cpu/qmatmul_panel_gemm.h"
 #include "kernels/cpu/qmatmul_panel_layout.h"
+#include "kernels/panel_case_util.h"
 #include "kernels/ref/quant_random.h"
 #include "kernels/ref/quantize_act.h"
 
@@ -127,53 +128,11 @@ TEST(AmxEmulator, LoadsZeroPastTheShapeAndBadShapesAreErrors) {
 // ---------------------------------------------------------------- the kernel
 
 constexpr DType kTypes[] = {DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q3_K, DType::Q2_K};
-size_t blk(DType t) { return t == DType::Q4_K ? 144 : t == DType::Q3_K ? 110 : t == DType::Q2_K ? 84 : t == DType::Q6_K ? 210 : 272; }
-int64_t blocks256(DType t) { return t == DType::Q8_0 ? 8 : 1; }
-
 bool simd_here() { return kernels::isa_supported(Isa::Avx512) && panel::panel_gemv_usable(); }
 
-struct Case {
-    DType t;
-    int64_t N, K, m;
-    std::vector<uint8_t> w, P;
-    std::vector<float> x;
-    std::vector<unsigned char> xq;
-    size_t xq_stride = 0;
-};
-
-Case make_case(Rng& rng, DType t, int64_t N, int64_t K, int64_t m, int xcase) {
-    Case c{t, N, K, m, {}, {}, {}, {}, 0};
-    c.w.resize(static_cast<size_t>(N * (K / 256)) * blk(t));
-    EXPECT_TRUE(ref::fill_random_blocks(t, rng, c.w.data(), N * (K / 256) * blocks256(t), 1.0f));
-    c.P.resize(panel::panel_matrix_bytes(t, N, K));
-    panel::repack_matrix(t, c.w.data(), static_cast<size_t>(K / 256) * blk(t), N, K, c.P.data());
-    c.x.resize(static_cast<size_t>(m * K));
-    for (auto& v : c.x) v = xcase == 0 ? rng.normal() : (rng.next() % 2 ? 1.0f : -1.0f);
-    c.xq_stride = ref::act_q8_row_bytes(K);
-    c.xq.resize(c.xq_stride * static_cast<size_t>(m));
-    kernels::quantize_act_rows(Isa::Scalar, kernels::act_quant(t), c.x.data(), K, m, K, c.xq.data(), c.xq_stride);
-    return c;
-}
-
-kernels::MatmulArgs args(const Case& c, std::vector<float>& y, int64_t n0, int64_t n1, bool prepared) {
-    y.assign(static_cast<size_t>(c.m * (n1 - n0)), -1.0f);
-    kernels::MatmulArgs a;
-    a.w = c.w.data();
-    a.w_row_stride = static_cast<size_t>(c.K / 256) * blk(c.t);
-    a.x = c.x.data();
-    a.ldx = c.K;
-    a.y = y.data();
-    a.ldy = n1 - n0;
-    a.m = c.m;
-    a.K = c.K;
-    a.n0 = n0;
-    a.n1 = n1;
-    if (prepared) {
-        a.xq = c.xq.data();
-        a.xq_stride = c.xq_stride;
-    }
-    return a;
-}
+using testutil::PanelCase;
+const auto make_case = testutil::make_panel_case;
+const auto args = testutil::panel_case_args;
 
 using GemmFn = void (*)(const panel::PanelMatrix&, const kernels::MatmulArgs&);
 
@@ -190,7 +149,7 @@ void expect_bit_exact(GemmFn fn, const char* what, bool many) {
                     if (!many && K == 2048 && m != 40) continue;
                     const int64_t N = 70;
                     SCOPED_TRACE(std::string(what) + " " + dtype_name(t) + " K=" + std::to_string(K) + " m=" + std::to_string(m) + " x case " + std::to_string(xcase));
-                    const Case c = make_case(rng, t, N, K, m, xcase);
+                    const PanelCase c = make_case(rng, t, N, K, m, xcase);
                     const panel::PanelMatrix pm{t, c.P.data(), N, K};
                     // whole, from a later panel with a tail, one partial panel, one panel pair + tail
                     for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, N}, {16, N - 1}, {48, 53}, {32, 69}}) {
@@ -234,7 +193,7 @@ TEST(PanelAmx, RealTilesEqualVnniAndScalarBitForBit) {
 TEST(PanelAmx, BadCallsAreOneClearError) {
     if (!simd_here()) GTEST_SKIP() << "no AVX-512 VNNI here: the panel GEMMs are never called";
     Rng rng(0xa3c7);
-    const Case c = make_case(rng, DType::Q8_0, 32, 512, 3, 0);
+    const PanelCase c = make_case(rng, DType::Q8_0, 32, 512, 3, 0);
     const panel::PanelMatrix pm{DType::Q8_0, c.P.data(), 32, 512};
     const auto expect_error = [&](const kernels::MatmulArgs& a, const panel::PanelMatrix& w, const char* what) {
         try {
