@@ -500,7 +500,7 @@ int cmd_bench(int argc, char** argv) {
                 load_s, touch_s);
     print_page_sizes(*m);
     if (m->panel_bytes() > 0 || m->dense_panel_bytes() > 0)
-        std::printf("%s: %s of panels (Q2_K / Q3_K / Q4_K / Q6_K / Q8_0 routed and shared experts, made during the load above); "
+        std::printf("%s: %s of panels (Q2_K / Q3_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K routed and shared experts, made during the load above); "
                     "%s of blocks released (stacks whose prefill reads the panels too)\n",
                     mo.cache.repack ? "--repack" : "--repack-experts", human_size(m->panel_bytes()).c_str(),
                     human_size(m->released_bytes()).c_str());

@@ -36,10 +36,10 @@ inline constexpr const char* kCacheUsage =
     "  --expert-io M    expert reads: uring (default, io_uring) or pread\n"
     "  --no-direct      buffered expert reads instead of O_DIRECT\n"
     "  --no-prefetch    no router-lookahead prefetch of the next layer's experts\n"
-    "  --repack-experts repack the Q2_K / Q3_K / Q4_K / Q6_K / Q8_0 routed and shared experts at load into\n"
-    "                   panels (16 rows column-interleaved, on 2 MiB pages) that decode and prefill read\n"
-    "                   instead of the blocks, whose pages are released: same output, faster decode, load\n"
-    "                   time; not with --mem (docs/PERFORMANCE.md)\n"
+    "  --repack-experts repack the Q2_K / Q3_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K routed and shared experts\n"
+    "                   at load into panels (16 rows column-interleaved, on 2 MiB pages) that decode and\n"
+    "                   prefill read instead of the blocks, whose pages are released: same output, faster\n"
+    "                   decode, load time; not with --mem (docs/PERFORMANCE.md)\n"
     "  --repack         --repack-experts plus the dense projections (attention, dense FFN) and the\n"
     "                   lm head of those types: all read as panels, their blocks released too\n";
 
