@@ -214,9 +214,9 @@ void fill_q40(const uint8_t* P, int64_t nsb, const Panel& p) {
 
 // Q5_K (as DQ45_K<true>): Q4_K's granules, scales, mins and chain with 5-bit levels. rows_block
 // cannot read them in place (its kNibbles form is 4 bits), so fill_q5k writes the int8 quads: quad
-// 2 v of granule g = (nibble vector v & 0x0F) | bit 2 v of the granule's fifth-bit vector moved to
-// bit 4, quad 2 v + 1 = (v >> 4 & 0x0F) | bit 2 v + 1 (16-bit shifts by at most 4: the bit never
-// crosses bytes before the 0x10 mask); the scale buffers as fill_q4k.
+// 2 v of granule g = (level vector v & 7) | bits 2 v, 2 v + 1 of the granule's side vector moved to
+// bits 3-4, quad 2 v + 1 = v >> 3 (16-bit shifts by at most 3: the masks drop what crosses bytes);
+// the scale buffers as fill_q4k.
 struct PanelQ5K {
     static constexpr int kShift = -1, kSbElems = 256, kG = 32;
     static constexpr bool kMin = true, kSbInt = true;
@@ -224,19 +224,18 @@ struct PanelQ5K {
 void fill_q5k(const uint8_t* P, int64_t nsb, const Panel& p) {
     const uint8_t* S0 = P + static_cast<size_t>(nsb) * kQ5kSbLevelBytes;
     const uint8_t* D0 = S0 + static_cast<size_t>(nsb) * kQ5kSbScaleBytes;
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
+    const __m512i m7 = _mm512_set1_epi8(7), m18 = _mm512_set1_epi8(0x18), m1f = _mm512_set1_epi8(0x1F);
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const uint8_t* L = P + sb * kQ5kSbLevelBytes;
         for (int g = 0; g < 8; ++g) {
             __m512i* q = p.q + sb * 64 + 8 * g;
             const __m512i H = _mm512_loadu_si512(L + 2048 + 64 * g);
-            // bit 2 v (low quads) and 2 v + 1 (high quads) at bit 4
-            const __m512i Tl[4] = {_mm512_slli_epi16(H, 4), _mm512_slli_epi16(H, 2), H, _mm512_srli_epi16(H, 2)};
-            const __m512i Th[4] = {_mm512_slli_epi16(H, 3), _mm512_slli_epi16(H, 1), _mm512_srli_epi16(H, 1), _mm512_srli_epi16(H, 3)};
+            // bits 2 v, 2 v + 1 of the side byte at bits 3-4
+            const __m512i T[4] = {_mm512_slli_epi16(H, 3), _mm512_slli_epi16(H, 1), _mm512_srli_epi16(H, 1), _mm512_srli_epi16(H, 3)};
             for (int v = 0; v < 4; ++v) {
                 const __m512i V = _mm512_loadu_si512(L + 256 * g + 64 * v);
-                _mm512_store_si512(q + 2 * v, _mm512_ternarylogic_epi32(_mm512_and_si512(V, m4), Tl[v], m10, 0xF8));
-                _mm512_store_si512(q + 2 * v + 1, _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(V, 4), m4), Th[v], m10, 0xF8));
+                _mm512_store_si512(q + 2 * v, _mm512_ternarylogic_epi32(_mm512_and_si512(V, m7), T[v], m18, 0xF8));
+                _mm512_store_si512(q + 2 * v + 1, _mm512_and_si512(_mm512_srli_epi16(V, 3), m1f));
             }
         }
         const uint8_t* S = S0 + sb * kQ5kSbScaleBytes;

@@ -12,8 +12,8 @@
 // and M = sum m_g nsum_g (one vpdpwssd per octet against the broadcast nsum pair), then the two
 // FMAs of gemv16_q2k. Q4_K: plain nibbles, no GFNI (panels_q4k below). Q6_K: Q4_K's nibbles and
 // Q2_K's top bits (panels_q6k below). Q8_0: the stored quads are vpdpbusd operands as they are
-// (panels_q80 below). Q4_0: Q4_K's nibbles per block (panels_q40); Q5_K: Q4_K's nibbles and a
-// fifth-bit vector per granule (panels_q5k).
+// (panels_q80 below). Q4_0: Q4_K's nibbles per block (panels_q40); Q5_K: one quad's level in place
+// and the other's low bits beside it, its top bits in a side vector per granule (panels_q5k).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -378,19 +378,22 @@ void panels_q40(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
     }
 }
 
-// Q5_K: as panels_q4k with 5-bit levels. Per granule the fifth-bit vector is loaded once; quad 2 v's
-// level vector is (V & 0x0F) | its bit (bit 2 v of byte p moved to bit 4 by one vgf2p8affineqb, all
-// other bits zero) by one vpternlogd, quad 2 v + 1's likewise from V >> 4 and bit 2 v + 1 (the
-// nibble cannot stay in place: the fifth bit would be bit 8). |I_g| <= 32 x 31 x 128 < 2^17, so
+// Q5_K: as panels_q4k with 5-bit levels. Per granule 4 level vectors and one side vector, each
+// loaded once. Vector v's quad 2 v + 1 stays in place (v & 0xF8 = 8 x level: its sums come out x 8,
+// exact, shifted back per granule); quad 2 v's level vector is (v & 7) | its bits 3-4 (bits 2 v,
+// 2 v + 1 of the side byte, moved by one vgf2p8affineqb, all other bits zero) by one vpternlogd.
+// (Measured against Q4_K's nibbles plus a fifth-bit vector, which needs a vgf2p8affineqb and a
+// vpternlogd for every quad and a shift for the high nibbles: 0.83-0.97x the block GEMV there,
+// panel_gemv_bench Q5_K 64 1024 2048; port 0 bound.) |I_g| <= 32 x 31 x 128 < 2^17, so
 // S += sc_g I_g by vpmulld; M as mins32; per super-block the two FMAs of the Q5_K block kernels
 // (gemv16<G45_K<true>>, DQ45_K<true>), their bits.
-constexpr int kBit[8][1] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}, kTo4[1] = {4};
-constexpr long long kQ5Hi[8] = {gf_matrix(1, kBit[0], kTo4), gf_matrix(1, kBit[1], kTo4), gf_matrix(1, kBit[2], kTo4), gf_matrix(1, kBit[3], kTo4),
-                                gf_matrix(1, kBit[4], kTo4), gf_matrix(1, kBit[5], kTo4), gf_matrix(1, kBit[6], kTo4), gf_matrix(1, kBit[7], kTo4)};
+constexpr int kSide[4][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}}, kTo34[2] = {3, 4};
+constexpr long long kQ5Side[4] = {gf_matrix(2, kSide[0], kTo34), gf_matrix(2, kSide[1], kTo34), gf_matrix(2, kSide[2], kTo34),
+                                  gf_matrix(2, kSide[3], kTo34)};
 template <int NP>
 void panels_q5k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& x, const uint8_t* stop, __m512 (&acc)[NP]) {
     const int64_t share = NP * pb / nsb;
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i m7 = _mm512_set1_epi8(7), mf8 = _mm512_set1_epi8(static_cast<char>(0xF8));
     for (int j = 0; j < NP; ++j) acc[j] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const uint8_t* L[NP];
@@ -409,9 +412,9 @@ void panels_q5k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
         for (int g = 0; g < 8; ++g) {
             prefetch_next(np, g);
             const int8_t* xg = xq + 32 * g;
-            __m512i I[NP], H[NP];
+            __m512i Il[NP], Ih[NP], H[NP];
             for (int j = 0; j < NP; ++j) {
-                I[j] = _mm512_setzero_si512();
+                Il[j] = Ih[j] = _mm512_setzero_si512();
                 H[j] = load_once(L[j] + 2048 + 64 * g);
             }
 #pragma GCC unroll 4
@@ -419,15 +422,14 @@ void panels_q5k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
                 const __m512i xl = bcast(xg + 8 * v), xh = bcast(xg + 8 * v + 4);
                 for (int j = 0; j < NP; ++j) {
                     const __m512i V = load_once(L[j] + 256 * g + 64 * v);
-                    const __m512i la = _mm512_ternarylogic_epi32(gf(H[j], kQ5Hi[2 * v]), V, m4, 0xF8);  // A | (B & C)
-                    const __m512i lb = _mm512_ternarylogic_epi32(gf(H[j], kQ5Hi[2 * v + 1]), _mm512_srli_epi16(V, 4), m4, 0xF8);
-                    I[j] = _mm512_dpbusd_epi32(I[j], la, xl);
-                    I[j] = _mm512_dpbusd_epi32(I[j], lb, xh);
+                    const __m512i la = _mm512_ternarylogic_epi32(gf(H[j], kQ5Side[v]), V, m7, 0xF8);  // A | (B & C)
+                    Il[j] = _mm512_dpbusd_epi32(Il[j], la, xl);
+                    Ih[j] = _mm512_dpbusd_epi32(Ih[j], _mm512_and_si512(V, mf8), xh);
                 }
             }
             for (int j = 0; j < NP; ++j) {
                 const __m512i scg = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scs[j] + 16 * g)));
-                S[j] = _mm512_add_epi32(S[j], _mm512_mullo_epi32(I[j], scg));
+                S[j] = _mm512_add_epi32(S[j], _mm512_mullo_epi32(_mm512_add_epi32(Il[j], _mm512_srai_epi32(Ih[j], 3)), scg));
             }
         }
 #pragma GCC unroll 4

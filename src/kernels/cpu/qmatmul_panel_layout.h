@@ -82,11 +82,12 @@
 //
 // Q5_K (176-byte blocks: f16 d, f16 dmin, scales[12] as Q4_K, qh[32], qs[128]; value 64 j + 32 h + l
 // (l < 32) = nibble h of qs[32 j + l] + 16 x bit 2 j + h of qh[l]; granule g = 2 j + h: value =
-// d sc_g q - dmin m_g) as Q4_K plus a fifth-bit vector per granule:
-//   levels  [nsb][2560 bytes]: first the low 4 bits [8 granules g][4 vectors v][64 bytes] exactly
-//           as Q4_K's (2048 bytes), then the fifth bits [8 granules g][64 bytes]: byte 4 c + i, bit
-//           2 v = fifth bit of value 32 g + 8 v + i of column c, bit 2 v + 1 = of value 32 g + 8 v + 4 + i
-//           (512 bytes)
+// d sc_g q - dmin m_g) in Q4_K's regions, the 5-bit levels as level vectors and a side vector:
+//   levels  [nsb][2560 bytes]: first [8 granules g][4 vectors v][64 bytes] (2048 bytes): byte
+//           4 c + i of vector v: bits 3-7 = level of value 32 g + 8 v + 4 + i of column c (in
+//           place: v & 0xF8 = 8 x level), bits 0-2 = the low 3 bits of the level of value
+//           32 g + 8 v + i; then the side vectors [8 granules g][64 bytes] (512 bytes): byte 4 c + i,
+//           bits 2 v, 2 v + 1 = level bits 3, 4 of value 32 g + 8 v + i of column c
 //   scales  [nsb][256 bytes] as Q4_K's (sc_g bytes, then the mins' word-pair bytes)
 //   d       [nsb][2][16 columns]  f16 d, then dmin                                64 bytes
 // 2880 bytes per 16 rows x 256 values against 16 x 176 = 2816 (+64, 2.3 %: the 6-bit scales and

@@ -13,17 +13,23 @@ namespace {
 
 // Level byte (of a super-block's level region) of value k (< 256), column c, and the nibble's
 // shift: 32-value granule / block k / 32, vector (k % 32) / 8, byte 4 c + i (i = k % 4), nibble
-// (k % 8) / 4 -- Q4_K's nibble vectors, shared by Q4_0 and Q5_K.
+// (k % 8) / 4 -- Q4_K's nibble vectors, Q4_0's too (Q5_K: the same byte positions).
 inline size_t nib_byte(int k, int c) { return static_cast<size_t>(256 * (k / 32) + 64 * ((k % 32) / 8) + 4 * c + k % 4); }
 inline int nib_shift(int k) { return 4 * ((k % 8) / 4); }
 
 // ---- Q4_0: value j of a block = nibble j / 16 of qs[j % 16].
 inline size_t q40_d_byte(int b, int c) { return static_cast<size_t>(32 * b + 2 * c); }
 
-// ---- Q5_K: the fifth bit of value k, column c: byte 2048 + 64 g + 4 c + i, bit 2 v + h (value
-// k = 32 g + 8 v + 4 h + i); in the block bit k / 32 of qh[k % 32].
-inline size_t q5k_hi_byte(int k, int c) { return static_cast<size_t>(2048 + 64 * (k / 32) + 4 * c + k % 4); }
-inline int q5k_hi_shift(int k) { return (k % 32) / 4; }
+// ---- Q5_K: value k = 32 g + 8 v + 4 h + i of a super-block, column c. Its level byte (as
+// nib_byte) holds, for h = 1, the level in bits 3-7; for h = 0 the level's bits 0-2 in bits 0-2,
+// and its bits 3-4 are bits 2 v, 2 v + 1 of the granule's side byte 2048 + 64 g + 4 c + i. In the
+// block: nibble h' = (k % 64) / 32 of qs[32 (k / 64) + k % 32] + 16 x bit k / 32 of qh[k % 32].
+inline size_t q5k_side_byte(int k, int c) { return static_cast<size_t>(2048 + 64 * (k / 32) + 4 * c + k % 4); }
+inline int q5k_level(const uint8_t* L, int k, int c) {
+    const int b = L[nib_byte(k, c)];
+    if ((k % 8) / 4) return b >> 3;
+    return (b & 7) | ((L[q5k_side_byte(k, c)] >> (2 * ((k % 32) / 8))) & 3) << 3;
+}
 // Scale region bytes as Q4_K's: sc_g of column c; m_g of column c.
 inline size_t q5k_sc_byte(int g, int c) { return static_cast<size_t>(16 * g + c); }
 inline size_t q5k_m_byte(int g, int c) { return static_cast<size_t>(128 + 32 * (g / 2) + 2 * c + g % 2); }
@@ -95,19 +101,19 @@ void repack_q5k(const uint8_t* rows, size_t row_stride, int64_t nsb, int nrows, 
         uint8_t* D = out + dreg + sb * kQ5kSbDBytes;
         for (int c = 0; c < nrows; ++c) {
             const uint8_t* b = rows + c * row_stride + sb * kQ5kBlockBytes;
-            const uint8_t* qh = b + 16;
-            for (int g = 0; g < 8; ++g) {
-                const uint8_t* q = b + 48 + 32 * (g / 2);
-                const int sh = 4 * (g % 2);
+            // the 256 levels 32 at a time (granule g: nibble g % 2 of qs[32 (g / 2) ..], bit g of qh)
+            uint8_t lev[256];
+            for (int g = 0; g < 8; ++g)
+                for (int l = 0; l < 32; ++l)
+                    lev[32 * g + l] = static_cast<uint8_t>(((b[48 + 32 * (g / 2) + l] >> (4 * (g % 2))) & 0xF) | ((b[16 + l] >> g) & 1) << 4);
+            for (int g = 0; g < 8; ++g)
                 for (int v = 0; v < 4; ++v)
                     for (int i = 0; i < 4; ++i) {
-                        const int l0 = 8 * v + i, l1 = 8 * v + 4 + i;
-                        L[256 * g + 64 * v + 4 * c + i] = static_cast<uint8_t>(((q[l0] >> sh) & 0xF) | ((q[l1] >> sh) & 0xF) << 4);
-                        // bits 2 v, 2 v + 1 of the fifth-bit byte
-                        L[2048 + 64 * g + 4 * c + i] = static_cast<uint8_t>(L[2048 + 64 * g + 4 * c + i] | ((qh[l0] >> g) & 1) << (2 * v) |
-                                                                             ((qh[l1] >> g) & 1) << (2 * v + 1));
+                        const int l0 = lev[32 * g + 8 * v + i], l1 = lev[32 * g + 8 * v + 4 + i];
+                        L[256 * g + 64 * v + 4 * c + i] = static_cast<uint8_t>((l0 & 7) | l1 << 3);
+                        uint8_t& side = L[2048 + 64 * g + 4 * c + i];
+                        side = static_cast<uint8_t>(side | (l0 >> 3) << (2 * v));
                     }
-            }
             for (int gi = 0; gi < 8; ++gi) {
                 uint8_t sc, m;
                 ref::get_scale_min_k4(gi, b + 4, &sc, &m);
@@ -137,11 +143,11 @@ void unpack_q5k(const uint8_t* panel, int64_t nsb, int nrows, uint8_t* rows, siz
             }
             ref::pack_scale_min_k4(sc, m, b + 4);
             std::memset(b + 16, 0, 160);
-            for (int k = 0; k < 256; ++k) {  // value by value
-                const int lv = (L[nib_byte(k, c)] >> nib_shift(k)) & 0xF, hi = (L[q5k_hi_byte(k, c)] >> q5k_hi_shift(k)) & 1;
+            for (int k = 0; k < 256; ++k) {  // value by value (repack goes by vector bytes: the test compares both)
+                const int lv = q5k_level(L, k, c);
                 uint8_t& q = b[48 + 32 * (k / 64) + k % 32];
-                q = static_cast<uint8_t>(q | lv << (4 * ((k % 64) / 32)));
-                b[16 + k % 32] = static_cast<uint8_t>(b[16 + k % 32] | hi << (k / 32));
+                q = static_cast<uint8_t>(q | (lv & 0xF) << (4 * ((k % 64) / 32)));
+                b[16 + k % 32] = static_cast<uint8_t>(b[16 + k % 32] | (lv >> 4) << (k / 32));
             }
         }
     }
@@ -159,8 +165,7 @@ float dot_q5k(const uint8_t* P, int64_t nsb, int c, const ref::ActQ8Row& x) {
         for (int gi = 0; gi < 8; ++gi) {
             int32_t I = 0;
             for (int k = 32 * gi; k < 32 * gi + 32; ++k) {
-                const int lv = ((L[nib_byte(k, c)] >> nib_shift(k)) & 0xF) | ((L[q5k_hi_byte(k, c)] >> q5k_hi_shift(k)) & 1) << 4;
-                I += lv * x.qs[256 * sb + k];
+                I += q5k_level(L, k, c) * x.qs[256 * sb + k];
             }
             S += S8[q5k_sc_byte(gi, c)] * I;
             M += S8[q5k_m_byte(gi, c)] * (x.nsum[64 * sb + 8 * gi] + x.nsum[64 * sb + 8 * gi + 4]);
