@@ -382,9 +382,11 @@ void panels_q40(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
 // loaded once. Vector v's quad 2 v + 1 stays in place (v & 0xF8 = 8 x level: its sums come out x 8,
 // exact, shifted back per granule); quad 2 v's level vector is (v & 7) | its bits 3-4 (bits 2 v,
 // 2 v + 1 of the side byte, moved by one vgf2p8affineqb, all other bits zero) by one vpternlogd.
-// (Measured against Q4_K's nibbles plus a fifth-bit vector, which needs a vgf2p8affineqb and a
-// vpternlogd for every quad and a shift for the high nibbles: 0.83-0.97x the block GEMV there,
-// panel_gemv_bench Q5_K 64 1024 2048; port 0 bound.) |I_g| <= 32 x 31 x 128 < 2^17, so
+// (The first layout, Q4_K's nibbles plus a fifth-bit vector, needs a vgf2p8affineqb and a
+// vpternlogd for every quad and a shift per high nibble: panel_gemv_bench Q5_K 64 1024 2048, one
+// thread, 17.3-17.5 GB/s against 18.1-18.9 with this one. From memory both stay below the block
+// GEMV, 0.84-0.98x; in L3 this one runs 1.5-1.6x, in L2 2.9x. Interleaving the side vector with
+// its granule's 4 vectors, one 320-byte stream, measured no better: 16.3-17.6.) |I_g| <= 32 x 31 x 128 < 2^17, so
 // S += sc_g I_g by vpmulld; M as mins32; per super-block the two FMAs of the Q5_K block kernels
 // (gemv16<G45_K<true>>, DQ45_K<true>), their bits.
 constexpr int kSide[4][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}}, kTo34[2] = {3, 4};
