@@ -1,4 +1,4 @@
-// The prefill GEMM over the Q4_K / Q3_K / Q2_K / Q6_K / Q8_0 panel layouts (kernels/cpu/qmatmul_panel_gemm.h): on random valid
+// The prefill GEMM over the Q4_K / Q3_K / Q2_K / Q6_K / Q8_0 / Q4_0 / Q5_K panel layouts (kernels/cpu/qmatmul_panel_gemm.h): on random valid
 // blocks and fresh activations (random normal, and all at +-max), for batch sizes around the
 // kernel's 4-row blocks, column ranges starting at later panels and panels at 64-byte aligned or
 // misaligned addresses (Q8_0 reads aligned quads in place, copies the others), it gives exactly the bits of
@@ -28,10 +28,13 @@ namespace {
 using kernels::Isa;
 namespace panel = kernels::panel;
 
-constexpr DType kTypes[] = {DType::Q4_K, DType::Q3_K, DType::Q2_K, DType::Q6_K, DType::Q8_0};
-// Bytes of 256 values of a row (Q8_0: 8 blocks of 34) and blocks per 256 values.
-size_t blk(DType t) { return t == DType::Q4_K ? 144 : t == DType::Q3_K ? 110 : t == DType::Q2_K ? 84 : t == DType::Q6_K ? 210 : 272; }
-int64_t blocks256(DType t) { return t == DType::Q8_0 ? 8 : 1; }
+constexpr DType kTypes[] = {DType::Q4_K, DType::Q3_K, DType::Q2_K, DType::Q6_K, DType::Q8_0, DType::Q4_0, DType::Q5_K};
+// Bytes of 256 values of a row (Q8_0: 8 blocks of 34; Q4_0: 8 of 18) and blocks per 256 values.
+size_t blk(DType t) {
+    return t == DType::Q4_K ? 144 : t == DType::Q3_K ? 110 : t == DType::Q2_K ? 84 : t == DType::Q6_K ? 210 : t == DType::Q4_0 ? 144
+         : t == DType::Q5_K ? 176 : 272;
+}
+int64_t blocks256(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 ? 8 : 1; }
 
 bool simd_here() {
     bool avx512 = false;
@@ -148,8 +151,19 @@ TEST(PanelGemm, BadCallsAreOneClearError) {
     a.K = 256;
     expect_error(a, pm, "K = 256");
     panel::PanelMatrix q5 = pm;
-    q5.type = DType::Q5_K;
-    expect_error(args(c, y, 0, 32, true), q5, "q5_K");
+    q5.type = DType::Q5_0;
+    expect_error(args(c, y, 0, 32, true), q5, "q5_0");
+    // Q4_0 / Q5_K: the same range and K checks
+    for (DType t : {DType::Q4_0, DType::Q5_K}) {
+        SCOPED_TRACE(dtype_name(t));
+        const Case c4 = make_case(rng, t, 32, 512, 3, 0);
+        const panel::PanelMatrix p4{t, c4.P.data(), 32, 512};
+        expect_error(args(c4, y, 8, 32, true), p4, "multiple of 16");
+        expect_error(args(c4, y, 0, 33, true), p4, "must lie in the matrix");
+        kernels::MatmulArgs a4 = args(c4, y, 0, 32, true);
+        a4.K = 256;
+        expect_error(a4, p4, "K = 256");
+    }
 }
 
 }  // namespace

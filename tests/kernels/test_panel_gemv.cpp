@@ -1,8 +1,8 @@
-// The Q3_K / Q2_K / Q4_K / Q6_K / Q8_0 panel layouts (kernels/cpu/qmatmul_panel_layout.h): the repack is a
-// bijection on the block bytes, and the decode GEMV over the panels (scalar reference and AVX-512)
+// The Q3_K / Q2_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K panel layouts (kernels/cpu/qmatmul_panel_layout.h): the
+// repack is a bijection on the block bytes, and the decode GEMV over the panels (scalar reference and AVX-512)
 // gives exactly the bits of the engine's kernel of the type (m = 1: the AVX-512 decode GEMVs
-// gemv16_q3k / gemv16_q2k / gemv16_q4k / gemv16_q6k / gemv16_q80, and the scalar path) on random valid blocks, random and saturated
-// activations.
+// gemv16_q3k / gemv16_q2k / gemv16_q4k / gemv16_q6k / gemv16_q80 / gemv16<G45_K<true>> (Q5_K), Q4_0's
+// direct_row, and the scalar path) on random valid blocks, random and saturated activations.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -24,16 +24,18 @@ namespace {
 using kernels::Isa;
 namespace panel = kernels::panel;
 
-constexpr DType kTypes[] = {DType::Q3_K, DType::Q2_K, DType::Q4_K, DType::Q6_K, DType::Q8_0};
-// Bytes of 256 values of a row (Q8_0: 8 blocks) and blocks per 256 values.
+constexpr DType kTypes[] = {DType::Q3_K, DType::Q2_K, DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q4_0, DType::Q5_K};
+// Bytes of 256 values of a row (Q8_0, Q4_0: 8 blocks) and blocks per 256 values.
 size_t blk(DType t) {
     return t == DType::Q3_K ? panel::kQ3kBlockBytes : t == DType::Q2_K ? panel::kQ2kBlockBytes : t == DType::Q4_K ? panel::kQ4kBlockBytes
-         : t == DType::Q6_K ? panel::kQ6kBlockBytes : 8 * panel::kQ80BlockBytes;
+         : t == DType::Q6_K ? panel::kQ6kBlockBytes : t == DType::Q4_0 ? 8 * panel::kQ40BlockBytes : t == DType::Q5_K ? panel::kQ5kBlockBytes
+         : 8 * panel::kQ80BlockBytes;
 }
-int64_t blocks256(DType t) { return t == DType::Q8_0 ? 8 : 1; }
+int64_t blocks256(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 ? 8 : 1; }
 int sb_bytes(DType t) {
     return t == DType::Q3_K ? panel::kQ3kSbPanelBytes : t == DType::Q2_K ? panel::kQ2kSbPanelBytes : t == DType::Q4_K ? panel::kQ4kSbPanelBytes
-         : t == DType::Q6_K ? panel::kQ6kSbPanelBytes : panel::kQ80SbPanelBytes;
+         : t == DType::Q6_K ? panel::kQ6kSbPanelBytes : t == DType::Q4_0 ? panel::kQ40SbPanelBytes : t == DType::Q5_K ? panel::kQ5kSbPanelBytes
+         : panel::kQ80SbPanelBytes;
 }
 
 std::vector<uint8_t> random_rows(Rng& rng, DType t, int64_t N, int64_t K) {
@@ -168,8 +170,9 @@ TEST(PanelGemv, BadShapesAreOneClearError) {
     const size_t kBlk = blk(t);
     EXPECT_THROW(panel::panel_bytes(t, 300), Error);
     EXPECT_THROW(panel::panel_bytes(t, 0), Error);
-    EXPECT_THROW(panel::panel_bytes(DType::Q5_K, 256), Error);
-    EXPECT_THROW(panel::panel_bytes(DType::Q4_0, 256), Error);
+    EXPECT_THROW(panel::panel_bytes(DType::Q5_0, 256), Error);
+    EXPECT_THROW(panel::panel_bytes(DType::IQ4_XS, 256), Error);
+    EXPECT_THROW(panel::panel_bytes(DType::Q4_0, 2880), Error);  // 90 blocks
     EXPECT_THROW(panel::panel_bytes(DType::Q8_0, 2880), Error);  // 90 blocks: not whole super-blocks of 8
     std::vector<uint8_t> w(kBlk * 17), P(panel::panel_matrix_bytes(t, 17, 256));
     EXPECT_THROW(panel::repack_panel(t, w.data(), kBlk, 256, 17, P.data()), Error);
@@ -207,20 +210,24 @@ TEST(PanelGemv, BadShapesAreOneClearError) {
         EXPECT_THROW(panel::panel_gemv_avx512(pm6, ref::act_q8_row(xq.data(), 256), 4, 17, y.data()), Error);
         EXPECT_THROW(panel::panel_gemv_avx512(pm6, ref::act_q8_row(xq.data(), 256), 0, 18, y.data()), Error);
     }
-    // Q8_0 likewise
-    const DType t8 = DType::Q8_0;
-    const size_t kB8 = 8 * panel::kQ80BlockBytes;
-    EXPECT_THROW(panel::panel_bytes(t8, 32), Error);
-    std::vector<uint8_t> w8(kB8 * 17), P8(panel::panel_matrix_bytes(t8, 17, 256));
-    EXPECT_THROW(panel::repack_panel(t8, w8.data(), kB8, 256, 17, P8.data()), Error);
-    EXPECT_THROW(panel::unpack_panel(t8, P8.data(), 256, 0, w8.data(), kB8), Error);
-    panel::repack_matrix(t8, w8.data(), kB8, 17, 256, P8.data());
-    const panel::PanelMatrix pm8{t8, P8.data(), 17, 256};
-    EXPECT_THROW(panel::panel_gemv_ref(pm8, ref::act_q8_row(xq.data(), 256), 4, 17, y.data()), Error);
-    EXPECT_THROW(panel::panel_gemv_ref(pm8, ref::act_q8_row(xq.data(), 256), 16, 18, y.data()), Error);
-    if (panel::panel_gemv_usable()) {
-        EXPECT_THROW(panel::panel_gemv_avx512(pm8, ref::act_q8_row(xq.data(), 256), 4, 17, y.data()), Error);
-        EXPECT_THROW(panel::panel_gemv_avx512(pm8, ref::act_q8_row(xq.data(), 256), 0, 18, y.data()), Error);
+    // Q8_0, Q4_0 and Q5_K likewise
+    for (DType t8 : {DType::Q8_0, DType::Q4_0, DType::Q5_K}) {
+        SCOPED_TRACE(dtype_name(t8));
+        const size_t kB8 = blk(t8);
+        EXPECT_THROW(panel::panel_bytes(t8, 32), Error);
+        EXPECT_THROW(panel::panel_bytes(t8, 384), Error);
+        std::vector<uint8_t> w8(kB8 * 17), P8(panel::panel_matrix_bytes(t8, 17, 256));
+        EXPECT_THROW(panel::repack_panel(t8, w8.data(), kB8, 256, 17, P8.data()), Error);
+        EXPECT_THROW(panel::unpack_panel(t8, P8.data(), 256, 0, w8.data(), kB8), Error);
+        EXPECT_THROW(panel::unpack_panel(t8, P8.data(), 384, 16, w8.data(), kB8), Error);
+        panel::repack_matrix(t8, w8.data(), kB8, 17, 256, P8.data());
+        const panel::PanelMatrix pm8{t8, P8.data(), 17, 256};
+        EXPECT_THROW(panel::panel_gemv_ref(pm8, ref::act_q8_row(xq.data(), 256), 4, 17, y.data()), Error);
+        EXPECT_THROW(panel::panel_gemv_ref(pm8, ref::act_q8_row(xq.data(), 256), 16, 18, y.data()), Error);
+        if (panel::panel_gemv_usable()) {
+            EXPECT_THROW(panel::panel_gemv_avx512(pm8, ref::act_q8_row(xq.data(), 256), 4, 17, y.data()), Error);
+            EXPECT_THROW(panel::panel_gemv_avx512(pm8, ref::act_q8_row(xq.data(), 256), 0, 18, y.data()), Error);
+        }
     }
     try {
         panel::panel_bytes(t, 300);

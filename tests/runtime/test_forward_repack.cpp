@@ -7,7 +7,8 @@
 //    corrupting the panels changes the logits.
 // The model: `moe gen` small-olmoe (rows of 512 values: whole super-blocks), one layer, rewritten with
 // the matrix types of a Q4_K_M file (Q4_K attention q/k/o and expert gate/up; Q6_K attn_v, expert down
-// and the lm head).
+// and the lm head), of a Q5_K_M file (Q5_K where Q4_K_M has Q4_K), or every matrix Q8_0 or Q4_0
+// (llama.cpp's --pure).
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -36,23 +37,28 @@ const fs::path& temp_dir() {
     return testutil::binary_temp_dir("forward-repack");
 }
 
-// The Q4_K_M-like type of a tensor of the F32 file (F32 kept for vectors, the router, token_embd),
-// or Q8_0 for every matrix (q8: the Q8_0 panels, whose decode GEMV reads Q8_0's activation rows).
-DType q4km_type(const gguf::TensorInfo& t, bool q8) {
+// The model kinds (the test's parameter): Q4_K_M-like, every matrix Q8_0 (the Q8_0 panels, whose
+// decode GEMV reads Q8_0's activation rows) or Q4_0 (likewise), Q5_K_M-like.
+enum Kind { kQ4KM, kQ8, kQ40, kQ5KM, kKinds };
+const char* const kKindName[kKinds] = {"Q4_K_M", "Q8_0", "Q4_0", "Q5_K_M"};
+
+// The type of a tensor of the F32 file in a file of kind k (F32 kept for vectors, the router, token_embd).
+DType q4km_type(const gguf::TensorInfo& t, int k) {
     if (t.n_dims < 2 || t.ne[0] % 256 != 0 || t.name == "token_embd.weight" ||
         t.name.find("ffn_gate_inp") != std::string::npos)
         return t.type;
-    if (q8) return DType::Q8_0;
+    if (k == kQ8) return DType::Q8_0;
+    if (k == kQ40) return DType::Q4_0;
     if (t.name == "output.weight" || t.name.find("attn_v.") != std::string::npos ||
         t.name.find("ffn_down") != std::string::npos)
         return DType::Q6_K;
-    return DType::Q4_K;
+    return k == kQ5KM ? DType::Q5_K : DType::Q4_K;
 }
 
 // Written once per test binary and kind.
-std::string write_model(bool q8) {
+std::string write_model(int q8) {
     const fs::path f32 = temp_dir() / "small-olmoe-f32.gguf",
-                   out = temp_dir() / (q8 ? "small-olmoe-q8.gguf" : "small-olmoe-q4km.gguf");
+                   out = temp_dir() / ("small-olmoe-" + std::string(kKindName[q8]) + ".gguf");
     model::GenSpec g;
     g.preset = "small-olmoe";
     g.layers = 1;
@@ -89,12 +95,13 @@ std::string write_model(bool q8) {
     return out.string();
 }
 
-const std::string& q4km_model(bool q8) {
-    static const std::string k = write_model(false), q = write_model(true);
-    return q8 ? q : k;
+const std::string& q4km_model(int q8) {
+    static std::string path[kKinds];
+    if (path[q8].empty()) path[q8] = write_model(q8);
+    return path[q8];
 }
 
-std::unique_ptr<model::Model> load(bool repack, bool q8) {
+std::unique_ptr<model::Model> load(bool repack, int q8) {
     model::ModelOptions mo;
     mo.n_threads = 2;
     mo.max_batch = 32;
@@ -131,7 +138,7 @@ std::vector<const TensorView*> dense_matrices(const model::Model& m) {
     return {&w.wq, &w.wk, &w.wv, &w.wo, &m.weights().output};
 }
 
-class ForwardRepack : public testing::TestWithParam<bool> {};  // param: the all-Q8_0 model
+class ForwardRepack : public testing::TestWithParam<int> {};  // param: the model's Kind
 
 TEST_P(ForwardRepack, LogitsEqualTheBlockKernelsBitForBit) {
     auto plain = load(false, GetParam()), packed = load(true, GetParam());
@@ -240,8 +247,8 @@ TEST(RepackByDefault, OnlyWithoutMemAndWhereTheFileFitsTheLimitWithAMargin) {
     EXPECT_NE(note.find("no memory limit"), std::string::npos) << note;
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, ForwardRepack, testing::Bool(), [](const testing::TestParamInfo<bool>& i) {
-    return i.param ? std::string("Q8_0") : std::string("Q4_K_M");
+INSTANTIATE_TEST_SUITE_P(Types, ForwardRepack, testing::Range(0, static_cast<int>(kKinds)), [](const testing::TestParamInfo<int>& i) {
+    return std::string(kKindName[i.param]);
 });
 
 }  // namespace

@@ -1,4 +1,4 @@
-// AVX-512 VNNI prefill GEMM (calls with m > 2 activation rows) over the Q4_K, Q3_K, Q2_K, Q6_K and Q8_0 panel
+// AVX-512 VNNI prefill GEMM (calls with m > 2 activation rows) over the Q4_K, Q3_K, Q2_K, Q6_K, Q8_0, Q4_0 and Q5_K panel
 // layouts (qmatmul_panel_layout.h), so a repacked expert stack serves prefill as well as decode and its
 // original blocks need not stay resident (moe/experts.cpp drops their pages).
 //
@@ -7,7 +7,8 @@
 // into a column-interleaved int8 buffer that rows_block then reads. The stored panel is already
 // column-interleaved, so filling that buffer is a bit-field split per 64 bytes (and, shift) and
 // extensions of the stored scale bytes (Q6_K: and an OR of the nibbles with the top bits; Q4_K: only the scales; its nibbles are read in place;
-// Q8_0: only the f32 d, its stored quads are the buffer's quads): the same buffer contents, hence the same
+// Q8_0: only the f32 d, its stored quads are the buffer's quads; Q4_0: only the f32 d, its nibbles are read in
+// place as Q4_K's; Q5_K: nibble | fifth bit per quad): the same buffer contents, hence the same
 // rows_block, the same integer sums and f32 chain, and the same bits as every other path of the type.
 #include <immintrin.h>
 
@@ -199,6 +200,57 @@ void fill_q80(const uint8_t* P, int64_t nsb, const Panel& p) {
         _mm512_store_ps(p.ws + g * 16, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D + 32 * g))));
 }
 
+// Q4_0 (as DQ4_0 in qmatmul_avx512_q8k.cpp): 32-value granules (blocks), levels 0..15 with offset 8
+// (kShift 3), the per-granule f32 chain. Its level region is Q4_K's nibble layout ([K/32][4][64]),
+// so rows_block reads it in place (kNibbles) and fill_q40 gives only ws, f32 d [block][column].
+struct PanelQ40 {
+    static constexpr int kShift = 3, kSbElems = 64, kG = 32;
+    static constexpr bool kMin = false, kNibbles = true;
+};
+void fill_q40(const uint8_t* P, int64_t nsb, const Panel& p) {
+    const uint8_t* D = P + static_cast<size_t>(nsb) * kQ40SbLevelBytes;
+    for (int64_t g = 0; g < 8 * nsb; ++g)
+        _mm512_store_ps(p.ws + g * 16, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D + 32 * g))));
+}
+
+// Q5_K (as DQ45_K<true>): Q4_K's granules, scales, mins and chain with 5-bit levels. rows_block
+// cannot read them in place (its kNibbles form is 4 bits), so fill_q5k writes the int8 quads: quad
+// 2 v of granule g = (level vector v & 7) | bits 2 v, 2 v + 1 of the granule's side vector moved to
+// bits 3-4, quad 2 v + 1 = v >> 3 (16-bit shifts by at most 3: the masks drop what crosses bytes);
+// the scale buffers as fill_q4k.
+struct PanelQ5K {
+    static constexpr int kShift = -1, kSbElems = 256, kG = 32;
+    static constexpr bool kMin = true, kSbInt = true;
+};
+void fill_q5k(const uint8_t* P, int64_t nsb, const Panel& p) {
+    const uint8_t* S0 = P + static_cast<size_t>(nsb) * kQ5kSbLevelBytes;
+    const uint8_t* D0 = S0 + static_cast<size_t>(nsb) * kQ5kSbScaleBytes;
+    const __m512i m7 = _mm512_set1_epi8(7), m18 = _mm512_set1_epi8(0x18), m1f = _mm512_set1_epi8(0x1F);
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const uint8_t* L = P + sb * kQ5kSbLevelBytes;
+        for (int g = 0; g < 8; ++g) {
+            __m512i* q = p.q + sb * 64 + 8 * g;
+            const __m512i H = _mm512_loadu_si512(L + 2048 + 64 * g);
+            // bits 2 v, 2 v + 1 of the side byte at bits 3-4
+            const __m512i T[4] = {_mm512_slli_epi16(H, 3), _mm512_slli_epi16(H, 1), _mm512_srli_epi16(H, 1), _mm512_srli_epi16(H, 3)};
+            for (int v = 0; v < 4; ++v) {
+                const __m512i V = _mm512_loadu_si512(L + 256 * g + 64 * v);
+                _mm512_store_si512(q + 2 * v, _mm512_ternarylogic_epi32(_mm512_and_si512(V, m7), T[v], m18, 0xF8));
+                _mm512_store_si512(q + 2 * v + 1, _mm512_and_si512(_mm512_srli_epi16(V, 3), m1f));
+            }
+        }
+        const uint8_t* S = S0 + sb * kQ5kSbScaleBytes;
+        for (int g = 0; g < 8; ++g)
+            _mm512_store_si512(p.ws + (sb * 8 + g) * 16, _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(S + 16 * g))));
+        for (int k = 0; k < 4; ++k)
+            _mm512_store_si512(p.wm + (sb * 8 + k) * 16,
+                               _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(S + 128 + 32 * k))));
+        const uint8_t* D = D0 + sb * kQ5kSbDBytes;
+        _mm512_store_ps(p.wd + sb * 32, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D))));
+        _mm512_store_ps(p.wd + sb * 32 + 16, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D + 32))));
+    }
+}
+
 template <class D>
 constexpr bool quads_in_place() {
     if constexpr (requires { D::kQuadsInPlace; }) return D::kQuadsInPlace;
@@ -208,7 +260,8 @@ constexpr bool quads_in_place() {
 }  // namespace
 
 bool panel_gemm_supported(DType t) {
-    return t == DType::Q4_K || t == DType::Q3_K || t == DType::Q2_K || t == DType::Q6_K || t == DType::Q8_0;
+    return t == DType::Q4_K || t == DType::Q3_K || t == DType::Q2_K || t == DType::Q6_K || t == DType::Q8_0 || t == DType::Q4_0 ||
+           t == DType::Q5_K;
 }
 
 namespace {
@@ -254,13 +307,15 @@ void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const uin
 void panel_gemm_avx512(const PanelMatrix& w, const MatmulArgs& a) {
     check_range(w, a.n0, a.n1);
     if (!panel_gemm_supported(w.type))
-        throw_error("kernels", "panel GEMM: weight type ", dtype_name(w.type), " has none (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0); use the block kernel");
+        throw_error("kernels", "panel GEMM: weight type ", dtype_name(w.type), " has none (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K); use the block kernel");
     if (a.K != w.K) throw_error("kernels", "panel GEMM: K = ", a.K, " but the panels hold rows of ", w.K);
     switch (w.type) {
         case DType::Q4_K: gemm_over<PanelQ4K>(w, a, fill_q4k); break;
         case DType::Q3_K: gemm_over<PanelQ3K>(w, a, fill_k23<DType::Q3_K>); break;
         case DType::Q6_K: gemm_over<PanelQ6K>(w, a, fill_q6k); break;
         case DType::Q8_0: gemm_over<PanelQ80>(w, a, fill_q80); break;
+        case DType::Q4_0: gemm_over<PanelQ40>(w, a, fill_q40); break;
+        case DType::Q5_K: gemm_over<PanelQ5K>(w, a, fill_q5k); break;
         default: gemm_over<PanelQ2K>(w, a, fill_k23<DType::Q2_K>); break;
     }
 }

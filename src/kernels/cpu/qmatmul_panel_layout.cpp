@@ -1,5 +1,5 @@
 // The Q3_K / Q2_K / Q4_K / Q6_K / Q8_0 panel layouts (qmatmul_panel_layout.h): scalar repack / unpack and the
-// scalar reference GEMV over them.
+// scalar reference GEMV over them (Q4_0 and Q5_K: qmatmul_panel_q40_q5k.cpp).
 #include "kernels/cpu/qmatmul_panel_layout.h"
 
 #include <cmath>
@@ -25,12 +25,14 @@ Geo geo(DType t) {
     if (t == DType::Q4_K) return {kQ4kBlockBytes, 4, 256, kQ4kSbLevelBytes, kQ4kSbScaleBytes, kQ4kSbDBytes};
     if (t == DType::Q6_K) return {kQ6kBlockBytes, 6, 384, kQ6kSbLevelBytes, kQ6kSbScaleBytes, kQ6kSbDBytes};
     if (t == DType::Q8_0) return {8 * kQ80BlockBytes, 8, 512, kQ80SbLevelBytes, 0, kQ80SbDBytes};  // block: 8 blocks' bytes
-    throw_error("kernels", "panel layout: weight type ", dtype_name(t), " has none (only Q2_K, Q3_K, Q4_K, Q6_K and Q8_0)");
+    if (t == DType::Q4_0) return {8 * kQ40BlockBytes, 4, 256, kQ40SbLevelBytes, 0, kQ40SbDBytes};
+    if (t == DType::Q5_K) return {kQ5kBlockBytes, 5, 320, kQ5kSbLevelBytes, kQ5kSbScaleBytes, kQ5kSbDBytes};
+    throw_error("kernels", "panel layout: weight type ", dtype_name(t), " has none (only Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0 and Q5_K)");
 }
 
 void check_k(int64_t K) {
     if (K <= 0 || K % 256 != 0)
-        throw_error("kernels", "panel layout: K = ", K, " is not a positive multiple of 256 (the K-quant super-block; Q8_0: 8 blocks); only whole super-blocks can be repacked");
+        throw_error("kernels", "panel layout: K = ", K, " is not a positive multiple of 256 (the K-quant super-block; Q8_0 / Q4_0: 8 blocks); only whole super-blocks can be repacked");
 }
 void check_rows(int nrows) {
     if (nrows < 1 || nrows > 16) throw_error("kernels", "panel layout: ", nrows, " rows; a panel holds 1 to 16 rows");
@@ -326,7 +328,8 @@ float dot_q80(const uint8_t* P, int64_t nsb, int c, const ref::ActQ8Row& x) {
 }  // namespace
 
 bool panel_supported(DType t) {
-    return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q6_K || t == DType::Q8_0;
+    return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q6_K || t == DType::Q8_0 || t == DType::Q4_0 ||
+           t == DType::Q5_K;
 }
 
 int panel_sb_bytes(DType t) {
@@ -353,6 +356,8 @@ void repack_panel(DType t, const uint8_t* rows, size_t row_stride, int64_t K, in
     if (t == DType::Q4_K) return repack_q4k(rows, row_stride, nsb, nrows, out);
     if (t == DType::Q6_K) return repack_q6k(rows, row_stride, nsb, nrows, out);
     if (t == DType::Q8_0) return repack_q80(rows, row_stride, nsb, nrows, out);
+    if (t == DType::Q4_0) return detail::repack_q40(rows, row_stride, nsb, nrows, out);
+    if (t == DType::Q5_K) return detail::repack_q5k(rows, row_stride, nsb, nrows, out);
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const SbRegions r = regions(g, nsb, sb);
         uint8_t* L = out + r.lev;
@@ -399,6 +404,8 @@ void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* 
     if (t == DType::Q4_K) return unpack_q4k(panel, nsb, nrows, rows, row_stride);
     if (t == DType::Q6_K) return unpack_q6k(panel, nsb, nrows, rows, row_stride);
     if (t == DType::Q8_0) return unpack_q80(panel, nsb, nrows, rows, row_stride);
+    if (t == DType::Q4_0) return detail::unpack_q40(panel, nsb, nrows, rows, row_stride);
+    if (t == DType::Q5_K) return detail::unpack_q5k(panel, nsb, nrows, rows, row_stride);
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const SbRegions r = regions(g, nsb, sb);
         const uint8_t* L = panel + r.lev;
@@ -461,8 +468,12 @@ void panel_gemv_ref(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, in
     for (int64_t n = n0; n < n1; ++n) {
         const uint8_t* P = w.panels + (n / 16) * pb;
         const int c = static_cast<int>(n % 16);
-        if (t == DType::Q4_K || t == DType::Q6_K || t == DType::Q8_0) {
-            y[n - n0] = t == DType::Q4_K ? dot_q4k(P, nsb, c, x) : t == DType::Q6_K ? dot_q6k(P, nsb, c, x) : dot_q80(P, nsb, c, x);
+        if (t == DType::Q4_K || t == DType::Q6_K || t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_K) {
+            y[n - n0] = t == DType::Q4_K ? dot_q4k(P, nsb, c, x)
+                      : t == DType::Q6_K ? dot_q6k(P, nsb, c, x)
+                      : t == DType::Q8_0 ? dot_q80(P, nsb, c, x)
+                      : t == DType::Q4_0 ? detail::dot_q40(P, nsb, c, x)
+                                         : detail::dot_q5k(P, nsb, c, x);
             continue;
         }
         float acc = 0.0f;

@@ -1,5 +1,5 @@
 #pragma once
-// A load-time "panel" layout of Q3_K, Q2_K, Q4_K, Q6_K and Q8_0 weights for the decode GEMV (used for the routed
+// A load-time "panel" layout of Q3_K, Q2_K, Q4_K, Q6_K, Q8_0, Q4_0 and Q5_K weights for the decode GEMV (used for the routed
 // experts with --repack-experts: moe/experts.h repack_expert_panels). The AVX-512 decode GEMV over the original blocks (gemv16_q3k,
 // qmatmul_avx512_kq_gemv.cpp) gets one zmm per row and 64 values and must reduce the 16 rows'
 // lanes to [granule][row] sums (granule_sums: ~44 shuffles/adds per 16 rows x 64 values). Here the
@@ -68,6 +68,30 @@
 //   d       [nsb][8 blocks][16 columns]  f16          256 bytes per super-block
 // 4352 bytes per 16 rows x 256 values = 16 x 8 x 34: the same size as the blocks. Quad vectors are
 // the block GEMM's int8 buffer as is (levels q ^ 0x80, [K/4] quads), so its fill is a copy.
+//
+// Q4_0 (18-byte blocks: f16 d, qs[16]; value j < 16 = low nibble of qs[j], 16 + j = high nibble;
+// value = d (nibble - 8)) in 256-value super-blocks of 8 blocks as Q8_0 (K % 256 == 0 only), the
+// nibbles as Q4_K's level vectors:
+//   levels  [nsb][8 blocks b][4 vectors v][64 bytes]   2048 bytes per super-block; byte 4 c + i of
+//           vector v: low nibble = nibble of value 8 v + i of block 8 sb + b of column c, high
+//           nibble = of value 8 v + 4 + i (so the level region is [K/32 blocks][256 bytes], Q4_K's
+//           [granule][4][64]: the block GEMM reads it in place, kNibbles, with the offset 8 as its
+//           kShift 3 seed)
+//   d       [nsb][8 blocks][16 columns]  f16          256 bytes per super-block
+// 2304 bytes per 16 rows x 256 values = 16 x 8 x 18: the same size as the blocks.
+//
+// Q5_K (176-byte blocks: f16 d, f16 dmin, scales[12] as Q4_K, qh[32], qs[128]; value 64 j + 32 h + l
+// (l < 32) = nibble h of qs[32 j + l] + 16 x bit 2 j + h of qh[l]; granule g = 2 j + h: value =
+// d sc_g q - dmin m_g) in Q4_K's regions, the 5-bit levels as level vectors and a side vector:
+//   levels  [nsb][2560 bytes]: first [8 granules g][4 vectors v][64 bytes] (2048 bytes): byte
+//           4 c + i of vector v: bits 3-7 = level of value 32 g + 8 v + 4 + i of column c (in
+//           place: v & 0xF8 = 8 x level), bits 0-2 = the low 3 bits of the level of value
+//           32 g + 8 v + i; then the side vectors [8 granules g][64 bytes] (512 bytes): byte 4 c + i,
+//           bits 2 v, 2 v + 1 = level bits 3, 4 of value 32 g + 8 v + i of column c
+//   scales  [nsb][256 bytes] as Q4_K's (sc_g bytes, then the mins' word-pair bytes)
+//   d       [nsb][2][16 columns]  f16 d, then dmin                                64 bytes
+// 2880 bytes per 16 rows x 256 values against 16 x 176 = 2816 (+64, 2.3 %: the 6-bit scales and
+// mins as bytes).
 #include <cstddef>
 #include <cstdint>
 
@@ -90,6 +114,12 @@ inline constexpr int kQ6kSbPanelBytes = kQ6kSbLevelBytes + kQ6kSbScaleBytes + kQ
 inline constexpr int kQ80BlockBytes = 34;  // per 32 values
 inline constexpr int kQ80SbLevelBytes = 4096, kQ80SbDBytes = 256;
 inline constexpr int kQ80SbPanelBytes = kQ80SbLevelBytes + kQ80SbDBytes;  // 4352
+inline constexpr int kQ40BlockBytes = 18;  // per 32 values
+inline constexpr int kQ40SbLevelBytes = 2048, kQ40SbDBytes = 256;
+inline constexpr int kQ40SbPanelBytes = kQ40SbLevelBytes + kQ40SbDBytes;  // 2304
+inline constexpr int kQ5kBlockBytes = 176;
+inline constexpr int kQ5kSbLevelBytes = 2560, kQ5kSbScaleBytes = 256, kQ5kSbDBytes = 64;
+inline constexpr int kQ5kSbPanelBytes = kQ5kSbLevelBytes + kQ5kSbScaleBytes + kQ5kSbDBytes;  // 2880
 
 // Where level bit b of quad qi (of an octet) lives: vector (0 A, 1 B, 2 C) and bit of its byte.
 struct PanelBit {
@@ -100,12 +130,12 @@ inline constexpr PanelBit kQ3kPanelBits[8][3] = {
     {{1, 3}, {1, 4}, {1, 5}}, {{1, 6}, {1, 7}, {2, 7}}, {{2, 0}, {2, 1}, {2, 2}}, {{2, 3}, {2, 4}, {2, 5}},
 };
 
-// True for the weight types with a panel layout (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0).
+// True for the weight types with a panel layout (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K).
 bool panel_supported(DType t);
 // Bytes of one super-block of one panel (16 rows x 256 values) of type t.
 int panel_sb_bytes(DType t);
 // Bytes of one panel (16 rows) of K values; throws moe::Error ([kernels]) unless t has a panel
-// layout and K is a positive multiple of 256 (the K-quant super-block; Q8_0: 8 blocks).
+// layout and K is a positive multiple of 256 (the K-quant super-block; Q8_0 / Q4_0: 8 blocks).
 size_t panel_bytes(DType t, int64_t K);
 
 // Rows (nrows <= 16 rows of type t, K values each, row_stride bytes apart) -> one panel at out
@@ -126,7 +156,8 @@ bool repack_panel_avx512(DType t, const uint8_t* rows, size_t row_stride, int64_
 // Q8_K activation row x: the super-block integer chain of qmatmul.h (S = sum_g sc_g I_g exact in
 // int32, acc = fma(float(S), d * dx, acc) per super-block; Q2_K / Q4_K then M = sum_g m_g nsum_g,
 // acc = fma(float(M), dmin * dx, acc); Q6_K: levels - 32), so the bits equal those of every kernel path of the type.
-// Q8_0 (x: a kActQ8_0 row): the per-block chain, acc = fma(float(I_b), d_b * dx_b, acc) per 32 values.
+// Q8_0 / Q4_0 (x: a kActQ8_0 row): the per-block chain, acc = fma(float(I_b), d_b * dx_b, acc) per 32
+// values (Q4_0: levels - 8). Q5_K: Q4_K's chain with 5-bit levels.
 struct PanelMatrix {
     DType type = DType::Q3_K;
     const uint8_t* panels = nullptr;  // repack_matrix's output
@@ -139,5 +170,14 @@ void panel_gemv_ref(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, in
 // AVX-512 VNNI + GFNI; call only where panel_gemv_usable().
 void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y);
 bool panel_gemv_usable();
+
+namespace detail {  // Q4_0 and Q5_K (qmatmul_panel_q40_q5k.cpp): nsb super-blocks, nrows <= 16 rows
+void repack_q40(const uint8_t* rows, size_t row_stride, int64_t nsb, int nrows, uint8_t* out);
+void unpack_q40(const uint8_t* panel, int64_t nsb, int nrows, uint8_t* rows, size_t row_stride);
+float dot_q40(const uint8_t* panel, int64_t nsb, int c, const ref::ActQ8Row& x);  // row c of the panel . x
+void repack_q5k(const uint8_t* rows, size_t row_stride, int64_t nsb, int nrows, uint8_t* out);
+void unpack_q5k(const uint8_t* panel, int64_t nsb, int nrows, uint8_t* rows, size_t row_stride);
+float dot_q5k(const uint8_t* panel, int64_t nsb, int c, const ref::ActQ8Row& x);
+}  // namespace detail
 
 }  // namespace moe::kernels::panel
