@@ -19,6 +19,7 @@
 #include "kernels/cpu/qmatmul.h"
 #include "kernels/cpu/qmatmul_panel_gemm.h"
 #include "kernels/cpu/qmatmul_panel_layout.h"
+#include "kernels/panel_case_util.h"
 #include "kernels/ref/quant_random.h"
 #include "kernels/ref/quantize_act.h"
 
@@ -29,61 +30,15 @@ using kernels::Isa;
 namespace panel = kernels::panel;
 
 constexpr DType kTypes[] = {DType::Q4_K, DType::Q3_K, DType::Q2_K, DType::Q6_K, DType::Q8_0, DType::Q4_0, DType::Q5_K};
-// Bytes of 256 values of a row (Q8_0: 8 blocks of 34; Q4_0: 8 of 18) and blocks per 256 values.
-size_t blk(DType t) {
-    return t == DType::Q4_K ? 144 : t == DType::Q3_K ? 110 : t == DType::Q2_K ? 84 : t == DType::Q6_K ? 210 : t == DType::Q4_0 ? 144
-         : t == DType::Q5_K ? 176 : 272;
-}
-int64_t blocks256(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 ? 8 : 1; }
-
 bool simd_here() {
     bool avx512 = false;
     for (Isa isa : kernels::supported_isas()) avx512 |= isa == Isa::Avx512;
     return avx512 && panel::panel_gemv_usable();
 }
 
-struct Case {
-    DType t;
-    int64_t N, K, m;
-    std::vector<uint8_t> w, P;
-    std::vector<float> x;
-    std::vector<unsigned char> xq;
-    size_t xq_stride = 0;
-};
-
-Case make_case(Rng& rng, DType t, int64_t N, int64_t K, int64_t m, int xcase) {
-    Case c{t, N, K, m, {}, {}, {}, {}, 0};
-    c.w.resize(static_cast<size_t>(N * (K / 256)) * blk(t));
-    EXPECT_TRUE(ref::fill_random_blocks(t, rng, c.w.data(), N * (K / 256) * blocks256(t), 1.0f));
-    c.P.resize(panel::panel_matrix_bytes(t, N, K));
-    panel::repack_matrix(t, c.w.data(), static_cast<size_t>(K / 256) * blk(t), N, K, c.P.data());
-    c.x.resize(static_cast<size_t>(m * K));
-    for (auto& v : c.x) v = xcase == 0 ? rng.normal() : (rng.next() % 2 ? 1.0f : -1.0f);
-    c.xq_stride = ref::act_q8_row_bytes(K);
-    c.xq.resize(c.xq_stride * static_cast<size_t>(m));
-    kernels::quantize_act_rows(Isa::Scalar, kernels::act_quant(t), c.x.data(), K, m, K, c.xq.data(), c.xq_stride);
-    return c;
-}
-
-kernels::MatmulArgs args(const Case& c, std::vector<float>& y, int64_t n0, int64_t n1, bool prepared) {
-    y.assign(static_cast<size_t>(c.m * (n1 - n0)), -1.0f);
-    kernels::MatmulArgs a;
-    a.w = c.w.data();
-    a.w_row_stride = static_cast<size_t>(c.K / 256) * blk(c.t);
-    a.x = c.x.data();
-    a.ldx = c.K;
-    a.y = y.data();
-    a.ldy = n1 - n0;
-    a.m = c.m;
-    a.K = c.K;
-    a.n0 = n0;
-    a.n1 = n1;
-    if (prepared) {
-        a.xq = c.xq.data();
-        a.xq_stride = c.xq_stride;
-    }
-    return a;
-}
+using testutil::PanelCase;
+const auto make_case = testutil::make_panel_case;
+const auto args = testutil::panel_case_args;
 
 TEST(PanelGemm, EqualsTheBlockKernelsBitForBit) {
     if (!simd_here()) {
@@ -99,7 +54,7 @@ TEST(PanelGemm, EqualsTheBlockKernelsBitForBit) {
                 for (int xcase = 0; xcase < 2; ++xcase) {
                     if (xcase == 1 && m > 4) continue;  // the saturated case needs one shape per K, N
                     SCOPED_TRACE(std::string(dtype_name(t)) + " K=" + std::to_string(K) + " N=" + std::to_string(N) + " m=" + std::to_string(m) + " x case " + std::to_string(xcase));
-                    const Case c = make_case(rng, t, N, K, m, xcase);
+                    const PanelCase c = make_case(rng, t, N, K, m, xcase);
                     const panel::PanelMatrix pm{t, c.P.data(), N, K};
                     // the panels again at a 64-byte aligned address and 16 bytes past one
                     const size_t span = (c.P.size() + 63) / 64 * 64 + 64;
@@ -133,7 +88,7 @@ TEST(PanelGemm, EqualsTheBlockKernelsBitForBit) {
 TEST(PanelGemm, BadCallsAreOneClearError) {
     if (!simd_here()) GTEST_SKIP() << "no AVX-512 VNNI + GFNI here: the panel GEMM is never called";
     Rng rng(0x9e33a2);
-    const Case c = make_case(rng, DType::Q4_K, 32, 512, 3, 0);
+    const PanelCase c = make_case(rng, DType::Q4_K, 32, 512, 3, 0);
     const panel::PanelMatrix pm{DType::Q4_K, c.P.data(), 32, 512};
     const auto expect_error = [&](const kernels::MatmulArgs& a, const panel::PanelMatrix& w, const char* what) {
         try {
@@ -156,7 +111,7 @@ TEST(PanelGemm, BadCallsAreOneClearError) {
     // Q4_0 / Q5_K: the same range and K checks
     for (DType t : {DType::Q4_0, DType::Q5_K}) {
         SCOPED_TRACE(dtype_name(t));
-        const Case c4 = make_case(rng, t, 32, 512, 3, 0);
+        const PanelCase c4 = make_case(rng, t, 32, 512, 3, 0);
         const panel::PanelMatrix p4{t, c4.P.data(), 32, 512};
         expect_error(args(c4, y, 8, 32, true), p4, "multiple of 16");
         expect_error(args(c4, y, 0, 33, true), p4, "must lie in the matrix");
