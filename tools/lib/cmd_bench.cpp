@@ -371,7 +371,8 @@ int cmd_bench(int argc, char** argv) {
     const double kv_bytes = static_cast<double>(session.kv().cache().bytes());  // rings included
 
     const std::string name = m->config().arch + " " + m->config().name;
-    const std::string backend = std::string("CPU (") + kernels::isa_name(m->kernels().isa()) + ")";
+    // "+amx": the panel GEMMs (prefill over repacked weights) run on AMX tiles (kernels/cpu/isa.h amx_usable)
+    const std::string backend = std::string("CPU (") + kernels::isa_name(m->kernels().isa()) + (m->kernels().amx() ? "+amx" : "") + ")";
     std::vector<Row> rows;
     // --mem large enough for every expert: load them all now, so the warm-up and the timed runs
     // see the steady state (all hits) rather than the first misses of rarely routed experts.
