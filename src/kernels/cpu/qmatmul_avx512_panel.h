@@ -105,15 +105,25 @@ void repack(const MatmulArgs& a, int64_t n, int nc, int64_t nblocks, int64_t nsb
 // Q4_K / Q5_K: M = sum_g m_g nsum_g (int32, exact) of super-block sb, lane c = column c, from the
 // 8 mins per 32 values as word pairs mp[k] = m_2k | m_2k+1 << 16: one vpdpwssd per pair of
 // granules (the mins 0..63 and the granule sums |nsum| <= 32 * 128 fit int16).
-inline __m512i mins32(const __m512i mp[4], const ref::ActQ8Row& x, int64_t sb) {
+inline void mins32_pairs(const ref::ActQ8Row& x, int64_t sb, __m512i pr[4]) {
     const auto ns32 = [&](int64_t g) { return x.nsum[8 * g] + x.nsum[8 * g + 4]; };  // granule g of 32
-    __m512i M = _mm512_setzero_si512();
     for (int k = 0; k < 4; ++k) {
         const int64_t g = 8 * sb + 2 * k;
         const uint32_t pair = (static_cast<uint32_t>(ns32(g)) & 0xFFFFu) | (static_cast<uint32_t>(ns32(g + 1)) << 16);
-        M = _mm512_dpwssd_epi32(M, mp[k], _mm512_set1_epi32(static_cast<int32_t>(pair)));
+        pr[k] = _mm512_set1_epi32(static_cast<int32_t>(pair));
     }
+}
+// mins32 from the activation row's pairs (mins32_pairs), which rows_block forms once per row and
+// super-block for all its panels
+inline __m512i mins32(const __m512i mp[4], const __m512i pr[4]) {
+    __m512i M = _mm512_setzero_si512();
+    for (int k = 0; k < 4; ++k) M = _mm512_dpwssd_epi32(M, mp[k], pr[k]);
     return M;
+}
+inline __m512i mins32(const __m512i mp[4], const ref::ActQ8Row& x, int64_t sb) {
+    __m512i pr[4];
+    mins32_pairs(x, sb, pr);
+    return mins32(mp, pr);
 }
 
 // M of super-block sb from its packed mins (pack_scales' wm for the super-block): Q2_K 16 granules
@@ -206,16 +216,34 @@ void rows_block(const MatmulArgs& a, const unsigned char* act, size_t act_stride
                     for (int i = 0; i < MR; ++i) S[i][j] = _mm512_add_epi32(S[i][j], _mm512_mullo_epi32(I[i][j], sc));
                 }
             }
-            for (int j = 0; j < NP; ++j) {
-                const __m512 d = _mm512_load_ps(p[j].wd + sb * 32);
-                for (int i = 0; i < MR; ++i) {
-                    const __m512 dx = _mm512_set1_ps(x[i].dxv[64 * sb]);
-                    acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[i][j]), _mm512_mul_ps(d, dx), acc[i][j]);
-                    if constexpr (min16_of<D>() || D::kMin) {
+            // per row: the activation side (dx, the mins' pairs) formed once for the NP panels; each
+            // acc[i][j] keeps its own chain order (S term, then M term)
+            for (int i = 0; i < MR; ++i) {
+                const __m512 dx = _mm512_set1_ps(x[i].dxv[64 * sb]);
+                if constexpr (min16_of<D>()) {
+                    for (int j = 0; j < NP; ++j) {
+                        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[i][j]), _mm512_mul_ps(_mm512_load_ps(p[j].wd + sb * 32), dx),
+                                                    acc[i][j]);
                         const __m512i M = sb_mins<D>(p[j].wm + sb * wm_per_sb<D>() * 16, x[i], sb);
                         acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(_mm512_load_ps(p[j].wd + sb * 32 + 16), dx),
                                                     acc[i][j]);
                     }
+                } else if constexpr (D::kMin) {
+                    __m512i pr[4];
+                    mins32_pairs(x[i], sb, pr);
+                    for (int j = 0; j < NP; ++j) {
+                        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[i][j]), _mm512_mul_ps(_mm512_load_ps(p[j].wd + sb * 32), dx),
+                                                    acc[i][j]);
+                        const float* wm = p[j].wm + sb * wm_per_sb<D>() * 16;
+                        const __m512i mp[4] = {_mm512_load_si512(wm), _mm512_load_si512(wm + 16), _mm512_load_si512(wm + 32),
+                                               _mm512_load_si512(wm + 48)};
+                        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins32(mp, pr)),
+                                                    _mm512_mul_ps(_mm512_load_ps(p[j].wd + sb * 32 + 16), dx), acc[i][j]);
+                    }
+                } else {
+                    for (int j = 0; j < NP; ++j)
+                        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[i][j]), _mm512_mul_ps(_mm512_load_ps(p[j].wd + sb * 32), dx),
+                                                    acc[i][j]);
                 }
             }
         }
