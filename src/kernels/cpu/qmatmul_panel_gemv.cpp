@@ -67,6 +67,10 @@ struct NextPanel {
 inline void prefetch_next(const NextPanel& np, int o) {
     for (int64_t off = 64 * o; off < np.len; off += 64 * 8) asm volatile("prefetcht2 %0" : : "m"(np.p[off]));
 }
+// The same spread over n slots (slot i: lines i, i + n, ...).
+inline void prefetch_next_spread(const NextPanel& np, int i, int n) {
+    for (int64_t off = 64 * i; off < np.len; off += 64 * n) asm volatile("prefetcht2 %0" : : "m"(np.p[off]));
+}
 
 // 16 columns of one panel (nsb super-blocks) against x: lane c of the result = row c's output.
 // Prefetches the bytes [P + pb, stop) of the next panel during its steps.
@@ -389,6 +393,16 @@ void panels_q40(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
 // its granule's 4 vectors, one 320-byte stream, measured no better: 16.3-17.6.) |I_g| <= 32 x 31 x 128 < 2^17, so
 // S += sc_g I_g by vpmulld; M as mins32; per super-block the two FMAs of the Q5_K block kernels
 // (gemv16<G45_K<true>>, DQ45_K<true>), their bits.
+// Memory stream (panel_gemv_bench Q5_K 64 1024 2048, medians of 5 alternations, a noisy shared
+// host): two panels at a time (not four), the next two panels' PREFETCHT2 spread over the 32
+// (granule, vector) steps (not 8 bursts), and PREFETCHT0 of granule g + 4's 5 lines (4 level
+// vectors, the side vector) of the current panels: one thread 15.7-17.6 -> 19.4-22.0 GB/s (0.81-1.02
+// -> 0.98-1.32x the block GEMV), two 26.0-29.4 -> 29.2-37.6 (0.94-1.01 -> 1.04-1.30x); in L3 57 ->
+// 62 (one thread). Four panels at a time with the same prefetches: 18.1-20.2, one thread (the three
+// changes alone: +0-10 %, within the noise). Measured worse or no better: no software prefetch (8-12 GB/s), PREFETCHT0 or
+// PREFETCHNTA for the next panels (9-10), every other line only (13-14), T1 (as T2), prefetching
+// 2 groups ahead, the current group's next super-blocks at a call's first group (+0-5 %, noise),
+// the L1 prefetch 1-3, 6 or 8 granules ahead (4 best).
 constexpr int kSide[4][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}}, kTo34[2] = {3, 4};
 constexpr long long kQ5Side[4] = {gf_matrix(2, kSide[0], kTo34), gf_matrix(2, kSide[1], kTo34), gf_matrix(2, kSide[2], kTo34),
                                   gf_matrix(2, kSide[3], kTo34)};
@@ -412,7 +426,14 @@ void panels_q5k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
         const NextPanel np{nx, std::min<int64_t>(share, reinterpret_cast<const char*>(stop) - nx)};
 #pragma GCC unroll 8
         for (int g = 0; g < 8; ++g) {
-            prefetch_next(np, g);
+            // into L1: the 5 lines (4 level vectors, the side vector) of granule g + 4 of each panel
+            const int ga = g + 4;
+            if (ga < 8 || sb + 1 < nsb)
+                for (int j = 0; j < NP; ++j) {
+                    const char* a = reinterpret_cast<const char*>(L[j]) + (ga >= 8 ? kQ5kSbLevelBytes : 0);
+                    for (int v = 0; v < 4; ++v) asm volatile("prefetcht0 %0" : : "m"(a[256 * (ga & 7) + 64 * v]));
+                    asm volatile("prefetcht0 %0" : : "m"(a[2048 + 64 * (ga & 7)]));
+                }
             const int8_t* xg = xq + 32 * g;
             __m512i Il[NP], Ih[NP], H[NP];
             for (int j = 0; j < NP; ++j) {
@@ -422,6 +443,7 @@ void panels_q5k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
 #pragma GCC unroll 4
             for (int v = 0; v < 4; ++v) {
                 const __m512i xl = bcast(xg + 8 * v), xh = bcast(xg + 8 * v + 4);
+                prefetch_next_spread(np, g + 8 * v, 32);
                 for (int j = 0; j < NP; ++j) {
                     const __m512i V = load_once(L[j] + 256 * g + 64 * v);
                     const __m512i la = _mm512_ternarylogic_epi32(gf(H[j], kQ5Side[v]), V, m7, 0xF8);  // A | (B & C)
@@ -471,7 +493,7 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     using NP4 = std::integral_constant<int, 4>;
     using NP2 = std::integral_constant<int, 2>;
     const int64_t pbi = static_cast<int64_t>(pb);
-    // Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K: four panels at a time while four whole ones are left, then two
+    // Q4_K / Q6_K / Q8_0 / Q4_0: four panels at a time while four whole ones are left, then two (Q5_K: two only)
     if (w.type == DType::Q8_0) {
         multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q80<4>(p, pbi, nsb, x, acc); }, NP4{});
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q80<2>(p, pbi, nsb, x, acc); }, NP2{});
@@ -485,7 +507,6 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
         multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q40<4>(p, pbi, nsb, x, stop, acc); }, NP4{});
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q40<2>(p, pbi, nsb, x, stop, acc); }, NP2{});
     } else if (w.type == DType::Q5_K) {
-        multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q5k<4>(p, pbi, nsb, x, stop, acc); }, NP4{});
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q5k<2>(p, pbi, nsb, x, stop, acc); }, NP2{});
     }
     for (; n < n1; n += 16) {
