@@ -120,7 +120,7 @@ void run_matrix(const ExpertMatrix& m, int e, const kernels::MatmulArgs& a) {
 void PanelBuffer::Free::operator()(uint8_t* p) const { std::free(p); }
 
 bool panels_fit(DType t, int64_t K, const kernels::MatmulKernel& kernel) {
-    return kernels::panel::panel_gemv_usable() && kernels::panel::panel_supported(t) && K % 256 == 0 &&
+    return kernels::panel::panel_gemv_usable() && kernels::panel::panel_supported(t) && K % kernels::panel::panel_k_step(t) == 0 &&
            kernel.isa == kernels::Isa::Avx512;
 }
 

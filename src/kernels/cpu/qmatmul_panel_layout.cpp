@@ -30,9 +30,11 @@ Geo geo(DType t) {
     throw_error("kernels", "panel layout: weight type ", dtype_name(t), " has none (only Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0 and Q5_K)");
 }
 
-void check_k(int64_t K) {
-    if (K <= 0 || K % 256 != 0)
-        throw_error("kernels", "panel layout: K = ", K, " is not a positive multiple of 256 (the K-quant super-block; Q8_0 / Q4_0: 8 blocks); only whole super-blocks can be repacked");
+void check_k(DType t, int64_t K) {
+    const int step = panel_k_step(t);
+    if (K <= 0 || K % step != 0)
+        throw_error("kernels", "panel layout: K = ", K, " is not a positive multiple of ", step, " (", dtype_name(t),
+                    "'s panel step); only whole steps can be repacked");
 }
 void check_rows(int nrows) {
     if (nrows < 1 || nrows > 16) throw_error("kernels", "panel layout: ", nrows, " rows; a panel holds 1 to 16 rows");
@@ -337,10 +339,16 @@ int panel_sb_bytes(DType t) {
     return g.lev + g.sc + g.d;
 }
 
+int panel_k_step(DType t) {
+    geo(t);  // throws for a type without a panel layout
+    return 256;
+}
+
 size_t panel_bytes(DType t, int64_t K) {
-    const int sbb = panel_sb_bytes(t);
-    check_k(K);
-    return static_cast<size_t>(checked_mul(static_cast<uint64_t>(K / 256), static_cast<uint64_t>(sbb), "kernels", "panel size"));
+    const int sbb = panel_sb_bytes(t), step = panel_k_step(t);
+    check_k(t, K);
+    const uint64_t step_bytes = static_cast<uint64_t>(sbb) * static_cast<uint64_t>(step) / 256;
+    return static_cast<size_t>(checked_mul(static_cast<uint64_t>(K / step), step_bytes, "kernels", "panel size"));
 }
 
 size_t panel_matrix_bytes(DType t, int64_t N, int64_t K) {
@@ -399,7 +407,7 @@ void repack_panel(DType t, const uint8_t* rows, size_t row_stride, int64_t K, in
 void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* rows, size_t row_stride) {
     check_rows(nrows);
     const Geo g = geo(t);
-    check_k(K);
+    check_k(t, K);
     const int64_t nsb = K / 256;
     if (t == DType::Q4_K) return unpack_q4k(panel, nsb, nrows, rows, row_stride);
     if (t == DType::Q6_K) return unpack_q6k(panel, nsb, nrows, rows, row_stride);

@@ -134,8 +134,11 @@ inline constexpr PanelBit kQ3kPanelBits[8][3] = {
 bool panel_supported(DType t);
 // Bytes of one super-block of one panel (16 rows x 256 values) of type t.
 int panel_sb_bytes(DType t);
+// The K values a panel of type t is made of: K must be a positive multiple of it (256 for every
+// type with a panel today: the K-quant super-block; Q8_0 / Q4_0: 8 blocks).
+int panel_k_step(DType t);
 // Bytes of one panel (16 rows) of K values; throws moe::Error ([kernels]) unless t has a panel
-// layout and K is a positive multiple of 256 (the K-quant super-block; Q8_0 / Q4_0: 8 blocks).
+// layout and K is a positive multiple of panel_k_step(t).
 size_t panel_bytes(DType t, int64_t K);
 
 // Rows (nrows <= 16 rows of type t, K values each, row_stride bytes apart) -> one panel at out
