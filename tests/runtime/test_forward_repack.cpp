@@ -7,23 +7,27 @@
 //    corrupting the panels changes the logits.
 // The model: `moe gen` small-olmoe (rows of 512 values: whole super-blocks), one layer, rewritten with
 // the matrix types of a Q4_K_M file (Q4_K attention q/k/o and expert gate/up; Q6_K attn_v, expert down
-// and the lm head), of a Q5_K_M file (Q5_K where Q4_K_M has Q4_K), or every matrix Q8_0 or Q4_0
-// (llama.cpp's --pure).
+// and the lm head), of a Q5_K_M file (Q5_K where Q4_K_M has Q4_K), or every matrix Q8_0, Q4_0 or
+// Q5_0 (llama.cpp's --pure; Q5_0 has no quantizer here: random valid blocks at each row's scale).
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "common/temp_dir.h"
+#include "core/rng.h"
 #include "format/gguf.h"
 #include "format/gguf_writer.h"
 #include "kernels/cpu/qmatmul.h"
 #include "kernels/cpu/qmatmul_panel_layout.h"
 #include "kernels/ref/quant_formats.h"
+#include "kernels/ref/quant_random.h"
 #include "model/gen.h"
 #include "model/model.h"
 #include "runtime/session.h"
@@ -38,9 +42,9 @@ const fs::path& temp_dir() {
 }
 
 // The model kinds (the test's parameter): Q4_K_M-like, every matrix Q8_0 (the Q8_0 panels, whose
-// decode GEMV reads Q8_0's activation rows) or Q4_0 (likewise), Q5_K_M-like.
-enum Kind { kQ4KM, kQ8, kQ40, kQ5KM, kKinds };
-const char* const kKindName[kKinds] = {"Q4_K_M", "Q8_0", "Q4_0", "Q5_K_M"};
+// decode GEMV reads Q8_0's activation rows) or Q4_0 (likewise), Q5_K_M-like, every matrix Q5_0.
+enum Kind { kQ4KM, kQ8, kQ40, kQ5KM, kQ50, kKinds };
+const char* const kKindName[kKinds] = {"Q4_K_M", "Q8_0", "Q4_0", "Q5_K_M", "Q5_0"};
 
 // The type of a tensor of the F32 file in a file of kind k (F32 kept for vectors, the router, token_embd).
 DType q4km_type(const gguf::TensorInfo& t, int k) {
@@ -49,6 +53,7 @@ DType q4km_type(const gguf::TensorInfo& t, int k) {
         return t.type;
     if (k == kQ8) return DType::Q8_0;
     if (k == kQ40) return DType::Q4_0;
+    if (k == kQ50) return DType::Q5_0;
     if (t.name == "output.weight" || t.name.find("attn_v.") != std::string::npos ||
         t.name.find("ffn_down") != std::string::npos)
         return DType::Q6_K;
@@ -85,9 +90,16 @@ std::string write_model(int q8) {
         }
         const int64_t K = t.ne[0], rows = t.ne[1] * t.ne[2] * t.ne[3];
         row.resize(row_bytes(types[i], static_cast<uint64_t>(K)));
+        Rng rng(0x50 + i);
         for (int64_t r = 0; r < rows; ++r) {
-            EXPECT_TRUE(
-                ref::quantize_row(types[i], reinterpret_cast<const float*>(src) + r * K, row.data(), K));
+            const float* x = reinterpret_cast<const float*>(src) + r * K;
+            if (ref::can_quantize(types[i])) {
+                EXPECT_TRUE(ref::quantize_row(types[i], x, row.data(), K));
+            } else {
+                float amax = 0;
+                for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(x[k]));
+                EXPECT_TRUE(ref::fill_random_blocks(types[i], rng, row.data(), K / dtype_info(types[i]).block, amax));
+            }
             w.write_data(row.data(), row.size());
         }
     }

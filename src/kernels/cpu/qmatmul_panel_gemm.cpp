@@ -1,4 +1,4 @@
-// AVX-512 VNNI prefill GEMM (calls with m > 2 activation rows) over the Q4_K, Q3_K, Q2_K, Q6_K, Q8_0, Q4_0 and Q5_K panel
+// AVX-512 VNNI prefill GEMM (calls with m > 2 activation rows) over the Q4_K, Q3_K, Q2_K, Q6_K, Q8_0, Q4_0, Q5_K and Q5_0 panel
 // layouts (qmatmul_panel_layout.h), so a repacked expert stack serves prefill as well as decode and its
 // original blocks need not stay resident (moe/experts.cpp drops their pages).
 //
@@ -8,7 +8,7 @@
 // column-interleaved, so filling that buffer is a bit-field split per 64 bytes (and, shift) and
 // extensions of the stored scale bytes (Q6_K: and an OR of the nibbles with the top bits; Q4_K: only the scales; its nibbles are read in place;
 // Q8_0: only the f32 d, its stored quads are the buffer's quads; Q4_0: only the f32 d, its nibbles are read in
-// place as Q4_K's; Q5_K: nibble | fifth bit per quad): the same buffer contents, hence the same
+// place as Q4_K's; Q5_K, Q5_0: nibble | fifth bit per quad): the same buffer contents, hence the same
 // rows_block, the same integer sums and f32 chain, and the same bits as every other path of the type.
 #include <immintrin.h>
 
@@ -251,6 +251,32 @@ void fill_q5k(const uint8_t* P, int64_t nsb, const Panel& p) {
     }
 }
 
+// Q5_0 (as DLegacy<Q5_0> in qmatmul_avx512_legacy_k.cpp): 32-value granules (blocks), levels 0..31
+// with offset 16 (kShift 4), the per-granule f32 chain. fill_q50 writes the int8 quads as fill_q5k
+// does per granule (quad 2 v of block b = (vector v & 7) | side bits 2 v, 2 v + 1 at bits 3-4, quad
+// 2 v + 1 = v >> 3) and ws, f32 d [block][column]; nb = K / 32 blocks (its K step).
+struct PanelQ50 {
+    static constexpr int kShift = 4, kSbElems = 64, kG = 32;
+    static constexpr bool kMin = false;
+};
+void fill_q50(const uint8_t* P, int64_t nb, const Panel& p) {
+    const __m512i m7 = _mm512_set1_epi8(7), m18 = _mm512_set1_epi8(0x18), m1f = _mm512_set1_epi8(0x1F);
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* L = P + b * kQ50BlkLevelBytes;
+        __m512i* q = p.q + 8 * b;
+        const __m512i H = _mm512_loadu_si512(L + 256);
+        const __m512i T[4] = {_mm512_slli_epi16(H, 3), _mm512_slli_epi16(H, 1), _mm512_srli_epi16(H, 1), _mm512_srli_epi16(H, 3)};
+        for (int v = 0; v < 4; ++v) {
+            const __m512i V = _mm512_loadu_si512(L + 64 * v);
+            _mm512_store_si512(q + 2 * v, _mm512_ternarylogic_epi32(_mm512_and_si512(V, m7), T[v], m18, 0xF8));
+            _mm512_store_si512(q + 2 * v + 1, _mm512_and_si512(_mm512_srli_epi16(V, 3), m1f));
+        }
+    }
+    const uint8_t* D = P + static_cast<size_t>(nb) * kQ50BlkLevelBytes;
+    for (int64_t b = 0; b < nb; ++b)
+        _mm512_store_ps(p.ws + b * 16, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D + 32 * b))));
+}
+
 template <class D>
 constexpr bool quads_in_place() {
     if constexpr (requires { D::kQuadsInPlace; }) return D::kQuadsInPlace;
@@ -261,7 +287,7 @@ constexpr bool quads_in_place() {
 
 bool panel_gemm_supported(DType t) {
     return t == DType::Q4_K || t == DType::Q3_K || t == DType::Q2_K || t == DType::Q6_K || t == DType::Q8_0 || t == DType::Q4_0 ||
-           t == DType::Q5_K;
+           t == DType::Q5_K || t == DType::Q5_0;
 }
 
 namespace {
@@ -270,7 +296,7 @@ template <class D>
 void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const uint8_t*, int64_t, const Panel&)) {
     size_t act_stride = 0;
     const unsigned char* act = qmm_activations(a, Isa::Avx512, act_quant(w.type), &act_stride);
-    const int64_t nsb = w.K / 256;
+    const int64_t nsb = w.K / 256, nstep = w.K / panel_k_step(w.type);  // fill's unit: super-blocks (Q5_0: blocks)
     const size_t pb_bytes = panel_bytes(w.type, w.K);
     Panel p[2];  // rows_block's buffers for two panels (qmm512's)
     panel_pair(w.K, nsb, p);
@@ -285,7 +311,7 @@ void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const uin
         if constexpr (quads_in_place<D>())  // rows_block only reads p.q
             for (int j = 0; j < 2; ++j)
                 p[j].q = in_place ? reinterpret_cast<__m512i*>(const_cast<uint8_t*>(w.panels + static_cast<size_t>(n / 16 + j) * pb_bytes)) : qbuf[j];
-        fill(w.panels + static_cast<size_t>(n / 16) * pb_bytes, nsb, p[0]);
+        fill(w.panels + static_cast<size_t>(n / 16) * pb_bytes, nstep, p[0]);
         {
             // the next pair's panels (contiguous) requested now, to arrive while this pair computes
             const int64_t nn = std::min<int64_t>(a.n1, n + 64) - (n + 32);
@@ -294,7 +320,7 @@ void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const uin
                 for (size_t o = 0; o < static_cast<size_t>((nn + 15) / 16) * pb_bytes; o += 64) asm volatile("prefetcht2 %0" : : "m"(np[o]));
         }
         if (nc[1] > 0) {
-            fill(w.panels + static_cast<size_t>(n / 16 + 1) * pb_bytes, nsb, p[1]);
+            fill(w.panels + static_cast<size_t>(n / 16 + 1) * pb_bytes, nstep, p[1]);
             rows_all<D, 2>(a, act, act_stride, n, nc, p);
         } else {
             rows_all<D, 1>(a, act, act_stride, n, nc, p);
@@ -307,7 +333,7 @@ void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const uin
 void panel_gemm_avx512(const PanelMatrix& w, const MatmulArgs& a) {
     check_range(w, a.n0, a.n1);
     if (!panel_gemm_supported(w.type))
-        throw_error("kernels", "panel GEMM: weight type ", dtype_name(w.type), " has none (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K); use the block kernel");
+        throw_error("kernels", "panel GEMM: weight type ", dtype_name(w.type), " has none (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, Q5_0); use the block kernel");
     if (a.K != w.K) throw_error("kernels", "panel GEMM: K = ", a.K, " but the panels hold rows of ", w.K);
     switch (w.type) {
         case DType::Q4_K: gemm_over<PanelQ4K>(w, a, fill_q4k); break;
@@ -316,6 +342,7 @@ void panel_gemm_avx512(const PanelMatrix& w, const MatmulArgs& a) {
         case DType::Q8_0: gemm_over<PanelQ80>(w, a, fill_q80); break;
         case DType::Q4_0: gemm_over<PanelQ40>(w, a, fill_q40); break;
         case DType::Q5_K: gemm_over<PanelQ5K>(w, a, fill_q5k); break;
+        case DType::Q5_0: gemm_over<PanelQ50>(w, a, fill_q50); break;
         default: gemm_over<PanelQ2K>(w, a, fill_k23<DType::Q2_K>); break;
     }
 }

@@ -479,6 +479,7 @@ void panels_q5k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
 void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y) {
     const size_t pb = panel_bytes(w.type, w.K);
     check_range(w, n0, n1);
+    if (w.type == DType::Q5_0) return detail::panel_gemv_q50(w, x, n0, n1, y);  // K step 32: its own file
     const int64_t nsb = w.K / 256;
     const uint8_t* stop = w.panels + ((n1 + 15) / 16) * pb;
     int64_t n = n0;
