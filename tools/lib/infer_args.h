@@ -40,7 +40,7 @@ inline constexpr const char* kCacheUsage =
     "  --expert-io M    expert reads: uring (default, io_uring) or pread\n"
     "  --no-direct      buffered expert reads instead of O_DIRECT\n"
     "  --no-prefetch    no router-lookahead prefetch of the next layer's experts\n"
-    "  --repack-experts repack the Q2_K / Q3_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K routed and shared experts\n"
+    "  --repack-experts repack the Q2_K / Q3_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K / Q5_0 routed and shared experts\n"
     "                   at load into panels (16 rows column-interleaved, on 2 MiB pages) that decode and\n"
     "                   prefill read instead of the blocks, whose pages are released: same output, faster\n"
     "                   decode and prefill, load time; not with --mem (docs/PERFORMANCE.md)\n"
