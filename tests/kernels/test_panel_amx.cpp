@@ -214,6 +214,7 @@ TEST(PanelAmx, BadCallsAreOneClearError) {
     q5.type = DType::Q5_K;
     expect_error(args(c, y, 0, 32, true), q5, "q5_K");
     EXPECT_FALSE(panel::panel_amx_supported(DType::Q5_K));
+    EXPECT_FALSE(panel::panel_amx_supported(DType::Q5_0));  // declined: panel_matmul runs the AVX-512 panel GEMM
 }
 
 // ---------------------------------------------------------------- selection
