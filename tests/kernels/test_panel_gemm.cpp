@@ -1,4 +1,4 @@
-// The prefill GEMM over the Q4_K / Q3_K / Q2_K / Q6_K / Q8_0 / Q4_0 / Q5_K panel layouts (kernels/cpu/qmatmul_panel_gemm.h): on random valid
+// The prefill GEMM over the Q4_K / Q3_K / Q2_K / Q6_K / Q8_0 / Q4_0 / Q5_K / MXFP4 panel layouts (kernels/cpu/qmatmul_panel_gemm.h): on random valid
 // blocks and fresh activations (random normal, and all at +-max), for batch sizes around the
 // kernel's 4-row blocks, column ranges starting at later panels and panels at 64-byte aligned or
 // misaligned addresses (Q8_0 reads aligned quads in place, copies the others), it gives exactly the bits of
@@ -29,7 +29,9 @@ namespace {
 using kernels::Isa;
 namespace panel = kernels::panel;
 
-constexpr DType kTypes[] = {DType::Q4_K, DType::Q3_K, DType::Q2_K, DType::Q6_K, DType::Q8_0, DType::Q4_0, DType::Q5_K};
+constexpr DType kTypes[] = {DType::Q4_K, DType::Q3_K, DType::Q2_K, DType::Q6_K, DType::Q8_0, DType::Q4_0, DType::Q5_K, DType::MXFP4};
+// The K of the cases: whole steps of the type's panels (MXFP4: blocks of 32, gpt-oss's 2880 included).
+std::vector<int64_t> ks(DType t) { return t == DType::MXFP4 ? std::vector<int64_t>{32, 96, 2880, 2048} : std::vector<int64_t>{256, 1024, 2048}; }
 bool simd_here() {
     bool avx512 = false;
     for (Isa isa : kernels::supported_isas()) avx512 |= isa == Isa::Avx512;
@@ -48,7 +50,7 @@ TEST(PanelGemm, EqualsTheBlockKernelsBitForBit) {
     Rng rng(0x9e33a1);
     const kernels::CpuKernels scalar(Isa::Scalar), fast(Isa::Avx512);
     for (DType t : kTypes)
-    for (int64_t K : {256, 1024, 2048})
+    for (int64_t K : ks(t))
         for (int64_t N : {16, 48, 70})
             for (int64_t m : {3, 4, 7, 17, 64})
                 for (int xcase = 0; xcase < 2; ++xcase) {
@@ -108,8 +110,8 @@ TEST(PanelGemm, BadCallsAreOneClearError) {
     panel::PanelMatrix q5 = pm;
     q5.type = DType::Q5_0;
     expect_error(args(c, y, 0, 32, true), q5, "q5_0");
-    // Q4_0 / Q5_K: the same range and K checks
-    for (DType t : {DType::Q4_0, DType::Q5_K}) {
+    // Q4_0 / Q5_K / MXFP4: the same range and K checks
+    for (DType t : {DType::Q4_0, DType::Q5_K, DType::MXFP4}) {
         SCOPED_TRACE(dtype_name(t));
         const PanelCase c4 = make_case(rng, t, 32, 512, 3, 0);
         const panel::PanelMatrix p4{t, c4.P.data(), 32, 512};

@@ -1,8 +1,8 @@
-// The Q3_K / Q2_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K panel layouts (kernels/cpu/qmatmul_panel_layout.h): the
+// The Q3_K / Q2_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K / MXFP4 panel layouts (kernels/cpu/qmatmul_panel_layout.h): the
 // repack is a bijection on the block bytes, and the decode GEMV over the panels (scalar reference and AVX-512)
 // gives exactly the bits of the engine's kernel of the type (m = 1: the AVX-512 decode GEMVs
 // gemv16_q3k / gemv16_q2k / gemv16_q4k / gemv16_q6k / gemv16_q80 / gemv16<G45_K<true>> (Q5_K), Q4_0's
-// direct_row, and the scalar path) on random valid blocks, random and saturated activations.
+// direct_row, gemv16_mxfp4, and the scalar path) on random valid blocks, random and saturated activations.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -24,23 +24,25 @@ namespace {
 using kernels::Isa;
 namespace panel = kernels::panel;
 
-constexpr DType kTypes[] = {DType::Q3_K, DType::Q2_K, DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q4_0, DType::Q5_K};
+constexpr DType kTypes[] = {DType::Q3_K, DType::Q2_K, DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q4_0, DType::Q5_K, DType::MXFP4};
+// The K of the cases: whole steps of the type's panels (MXFP4: blocks of 32, gpt-oss's 2880 included).
+std::vector<int64_t> ks(DType t) { return t == DType::MXFP4 ? std::vector<int64_t>{32, 96, 2880, 2048} : std::vector<int64_t>{256, 768, 4096}; }
+size_t stride_of(DType t, int64_t K) { return static_cast<size_t>(row_bytes(t, static_cast<uint64_t>(K))); }
 // Bytes of 256 values of a row (Q8_0, Q4_0: 8 blocks) and blocks per 256 values.
 size_t blk(DType t) {
     return t == DType::Q3_K ? panel::kQ3kBlockBytes : t == DType::Q2_K ? panel::kQ2kBlockBytes : t == DType::Q4_K ? panel::kQ4kBlockBytes
          : t == DType::Q6_K ? panel::kQ6kBlockBytes : t == DType::Q4_0 ? 8 * panel::kQ40BlockBytes : t == DType::Q5_K ? panel::kQ5kBlockBytes
          : 8 * panel::kQ80BlockBytes;
 }
-int64_t blocks256(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 ? 8 : 1; }
 int sb_bytes(DType t) {
     return t == DType::Q3_K ? panel::kQ3kSbPanelBytes : t == DType::Q2_K ? panel::kQ2kSbPanelBytes : t == DType::Q4_K ? panel::kQ4kSbPanelBytes
          : t == DType::Q6_K ? panel::kQ6kSbPanelBytes : t == DType::Q4_0 ? panel::kQ40SbPanelBytes : t == DType::Q5_K ? panel::kQ5kSbPanelBytes
-         : panel::kQ80SbPanelBytes;
+         : t == DType::MXFP4 ? 8 * panel::kMxfp4BlockPanelBytes : panel::kQ80SbPanelBytes;
 }
 
 std::vector<uint8_t> random_rows(Rng& rng, DType t, int64_t N, int64_t K) {
-    std::vector<uint8_t> w(static_cast<size_t>(N * (K / 256)) * blk(t));
-    EXPECT_TRUE(ref::fill_random_blocks(t, rng, w.data(), N * (K / 256) * blocks256(t), 1.0f));
+    std::vector<uint8_t> w(static_cast<size_t>(N) * stride_of(t, K));
+    EXPECT_TRUE(ref::fill_random_blocks(t, rng, w.data(), N * (K / static_cast<int64_t>(dtype_info(t).block)), 1.0f));
     return w;
 }
 
@@ -53,17 +55,17 @@ bool has_avx512() {
 TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
     Rng rng(0x9a7e1);
     for (DType t : kTypes)
-    for (int64_t K : {256, 768, 4096}) {
+    for (int64_t K : ks(t)) {
         for (int64_t N : {16, 37, 64}) {
             // every byte random (hmask, qs, scales and d are all plain bit fields to the repack; Q8_0: any
             // byte, NaN d included)
-            std::vector<uint8_t> w(static_cast<size_t>(N * (K / 256)) * blk(t));
+            const size_t stride = stride_of(t, K);
+            std::vector<uint8_t> w(static_cast<size_t>(N) * stride);
             for (auto& b : w) b = static_cast<uint8_t>(rng.next());
-            const size_t stride = static_cast<size_t>(K / 256) * blk(t);
             std::vector<uint8_t> P(panel::panel_matrix_bytes(t, N, K), 0xCD);
             panel::repack_matrix(t, w.data(), stride, N, K, P.data());
             const int sbb = sb_bytes(t);
-            ASSERT_EQ(P.size(), static_cast<size_t>((N + 15) / 16 * (K / 256) * sbb));
+            ASSERT_EQ(P.size(), static_cast<size_t>((N + 15) / 16 * sbb * K / 256));
             std::vector<uint8_t> back(w.size(), 0x5A);
             const size_t pb = panel::panel_bytes(t, K);
             for (int64_t n = 0; n < N; n += 16)
@@ -109,7 +111,7 @@ std::vector<float> engine_gemv(Isa isa, DType t, const std::vector<uint8_t>& w, 
     std::vector<float> y(N, -1.0f);
     kernels::MatmulArgs a;
     a.w = w.data();
-    a.w_row_stride = static_cast<size_t>(K / 256) * blk(t);
+    a.w_row_stride = stride_of(t, K);
     a.x = x.data();
     a.ldx = K;
     a.y = y.data();
@@ -129,11 +131,11 @@ TEST(PanelGemv, EqualsTheEngineKernelBitForBit) {
     const bool simd = has_avx512() && panel::panel_gemv_usable();
     if (!simd) std::printf("note: no AVX-512 VNNI + GFNI here: only the scalar panel GEMV is checked (against the scalar path)\n");
     for (DType t : kTypes)
-    for (int64_t K : {256, 768, 4096}) {
+    for (int64_t K : ks(t)) {
         for (int64_t N : {16, 37, 64}) {
             const std::vector<uint8_t> w = random_rows(rng, t, N, K);
             std::vector<uint8_t> P(panel::panel_matrix_bytes(t, N, K));
-            panel::repack_matrix(t, w.data(), static_cast<size_t>(K / 256) * blk(t), N, K, P.data());
+            panel::repack_matrix(t, w.data(), stride_of(t, K), N, K, P.data());
             const panel::PanelMatrix pm{t, P.data(), N, K};
             for (int xcase = 0; xcase < 3; ++xcase) {
                 SCOPED_TRACE(std::string(dtype_name(t)) + " K=" + std::to_string(K) + " N=" + std::to_string(N) + " x case " + std::to_string(xcase));
@@ -227,6 +229,27 @@ TEST(PanelGemv, BadShapesAreOneClearError) {
         if (panel::panel_gemv_usable()) {
             EXPECT_THROW(panel::panel_gemv_avx512(pm8, ref::act_q8_row(xq.data(), 256), 4, 17, y.data()), Error);
             EXPECT_THROW(panel::panel_gemv_avx512(pm8, ref::act_q8_row(xq.data(), 256), 0, 18, y.data()), Error);
+        }
+    }
+    // MXFP4: whole blocks of 32 (K = 2880 fine), the same range checks
+    {
+        const DType tm = DType::MXFP4;
+        EXPECT_EQ(panel::panel_k_step(tm), 32);
+        EXPECT_EQ(panel::panel_bytes(tm, 2880), size_t{90 * 272});
+        EXPECT_THROW(panel::panel_bytes(tm, 48), Error);
+        EXPECT_THROW(panel::panel_bytes(tm, 0), Error);
+        std::vector<uint8_t> wm(17 * 2 * 17), Pm(panel::panel_matrix_bytes(tm, 17, 64));
+        EXPECT_THROW(panel::repack_panel(tm, wm.data(), 34, 64, 17, Pm.data()), Error);
+        EXPECT_THROW(panel::unpack_panel(tm, Pm.data(), 64, 0, wm.data(), 34), Error);
+        EXPECT_THROW(panel::unpack_panel(tm, Pm.data(), 40, 16, wm.data(), 34), Error);
+        panel::repack_matrix(tm, wm.data(), 34, 17, 64, Pm.data());
+        const panel::PanelMatrix pmm{tm, Pm.data(), 17, 64};
+        std::vector<unsigned char> xq64(ref::act_q8_row_bytes(64), 0);
+        EXPECT_THROW(panel::panel_gemv_ref(pmm, ref::act_q8_row(xq64.data(), 64), 4, 17, y.data()), Error);
+        EXPECT_THROW(panel::panel_gemv_ref(pmm, ref::act_q8_row(xq64.data(), 64), 16, 18, y.data()), Error);
+        if (panel::panel_gemv_usable()) {
+            EXPECT_THROW(panel::panel_gemv_avx512(pmm, ref::act_q8_row(xq64.data(), 64), 4, 17, y.data()), Error);
+            EXPECT_THROW(panel::panel_gemv_avx512(pmm, ref::act_q8_row(xq64.data(), 64), 0, 18, y.data()), Error);
         }
     }
     try {

@@ -1,5 +1,5 @@
 // The Q3_K / Q2_K / Q4_K / Q6_K / Q8_0 panel layouts (qmatmul_panel_layout.h): scalar repack / unpack and the
-// scalar reference GEMV over them (Q4_0 and Q5_K: qmatmul_panel_q40_q5k.cpp).
+// scalar reference GEMV over them (Q4_0 and Q5_K: qmatmul_panel_q40_q5k.cpp; MXFP4: qmatmul_panel_mxfp4.cpp).
 #include "kernels/cpu/qmatmul_panel_layout.h"
 
 #include <cmath>
@@ -27,7 +27,8 @@ Geo geo(DType t) {
     if (t == DType::Q8_0) return {8 * kQ80BlockBytes, 8, 512, kQ80SbLevelBytes, 0, kQ80SbDBytes};  // block: 8 blocks' bytes
     if (t == DType::Q4_0) return {8 * kQ40BlockBytes, 4, 256, kQ40SbLevelBytes, 0, kQ40SbDBytes};
     if (t == DType::Q5_K) return {kQ5kBlockBytes, 5, 320, kQ5kSbLevelBytes, kQ5kSbScaleBytes, kQ5kSbDBytes};
-    throw_error("kernels", "panel layout: weight type ", dtype_name(t), " has none (only Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0 and Q5_K)");
+    if (t == DType::MXFP4) return {8 * kMxfp4BlockBytes, 4, 256, 8 * kMxfp4BlockLevelBytes, 0, 8 * kMxfp4BlockEBytes};  // per 256 values
+    throw_error("kernels", "panel layout: weight type ", dtype_name(t), " has none (only Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K and MXFP4)");
 }
 
 void check_k(DType t, int64_t K) {
@@ -331,7 +332,7 @@ float dot_q80(const uint8_t* P, int64_t nsb, int c, const ref::ActQ8Row& x) {
 
 bool panel_supported(DType t) {
     return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q6_K || t == DType::Q8_0 || t == DType::Q4_0 ||
-           t == DType::Q5_K;
+           t == DType::Q5_K || t == DType::MXFP4;
 }
 
 int panel_sb_bytes(DType t) {
@@ -341,7 +342,7 @@ int panel_sb_bytes(DType t) {
 
 int panel_k_step(DType t) {
     geo(t);  // throws for a type without a panel layout
-    return 256;
+    return t == DType::MXFP4 ? 32 : 256;
 }
 
 size_t panel_bytes(DType t, int64_t K) {
@@ -360,6 +361,7 @@ void repack_panel(DType t, const uint8_t* rows, size_t row_stride, int64_t K, in
     check_rows(nrows);
     const Geo g = geo(t);
     std::memset(out, 0, panel_bytes(t, K));
+    if (t == DType::MXFP4) return detail::repack_mxfp4(rows, row_stride, K / 32, nrows, out);
     const int64_t nsb = K / 256;
     if (t == DType::Q4_K) return repack_q4k(rows, row_stride, nsb, nrows, out);
     if (t == DType::Q6_K) return repack_q6k(rows, row_stride, nsb, nrows, out);
@@ -408,6 +410,7 @@ void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* 
     check_rows(nrows);
     const Geo g = geo(t);
     check_k(t, K);
+    if (t == DType::MXFP4) return detail::unpack_mxfp4(panel, K / 32, nrows, rows, row_stride);
     const int64_t nsb = K / 256;
     if (t == DType::Q4_K) return unpack_q4k(panel, nsb, nrows, rows, row_stride);
     if (t == DType::Q6_K) return unpack_q6k(panel, nsb, nrows, rows, row_stride);
@@ -476,6 +479,10 @@ void panel_gemv_ref(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, in
     for (int64_t n = n0; n < n1; ++n) {
         const uint8_t* P = w.panels + (n / 16) * pb;
         const int c = static_cast<int>(n % 16);
+        if (t == DType::MXFP4) {
+            y[n - n0] = detail::dot_mxfp4(P, w.K / 32, c, x);
+            continue;
+        }
         if (t == DType::Q4_K || t == DType::Q6_K || t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_K) {
             y[n - n0] = t == DType::Q4_K ? dot_q4k(P, nsb, c, x)
                       : t == DType::Q6_K ? dot_q6k(P, nsb, c, x)
