@@ -1,14 +1,14 @@
 // Kernel benchmark of the decode panel layout (--repack-experts) (kernels/cpu/qmatmul_panel_layout.h): the
-// engine's Q3_K / Q2_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K decode GEMV (CpuKernels(Avx512).matmul, m = 1: gemv16_q3k /
-// gemv16_q2k / gemv16_q4k / gemv16_q6k / gemv16_q80 / direct_row<DQ4_0> / gemv16<G45_K<true>> over the original
+// engine's Q3_K / Q2_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K / MXFP4 decode GEMV (CpuKernels(Avx512).matmul, m = 1: gemv16_q3k /
+// gemv16_q2k / gemv16_q4k / gemv16_q6k / gemv16_q80 / direct_row<DQ4_0> / gemv16<G45_K<true>> / gemv16_mxfp4 over the original
 // blocks) against the panel GEMV over the repacked matrices, same activation row (the type's: Q8_K, Q8_0's per
 // 32; prepared once).
-// Usage: panel_gemv_bench [Q3_K|Q2_K|Q4_K|Q6_K|Q8_0|Q4_0|Q5_K] [matrices=16]
+// Usage: panel_gemv_bench [Q3_K|Q2_K|Q4_K|Q6_K|Q8_0|Q4_0|Q5_K|MXFP4] [matrices=16]
 // [N=1024] [K=2048] [alternations=3]
 // One thread: thread CPU time of a pass over all matrices, best of 5 (each timing 8 passes).
 // Two threads: each thread the same pass over its row half of every matrix; the pass time is the
 // slower thread's CPU time, best of 5. GB/s are bytes of the ORIGINAL weights per second (the
-// Q3_K panel reads 3.6 % more, the Q2_K, Q6_K, Q8_0 and Q4_0 panels as much, the Q4_K panel 2.8 %, Q5_K 2.3 % more); GFLOP/s =
+// Q3_K panel reads 3.6 % more, the Q2_K, Q6_K, Q8_0, Q4_0 and MXFP4 panels as much, the Q4_K panel 2.8 %, Q5_K 2.3 % more); GFLOP/s =
 // 2 N K per matrix and pass. Also times the scalar repack (one thread). Both the blocks and the
 // panels are on 2 MiB pages (huge_alloc, as the engine's file mapping and panels; MOE_HUGEPAGES=0: 4 KiB).
 #include <time.h>
@@ -132,18 +132,18 @@ double time_it(const Setup& s, int threads, const std::function<void(int64_t, in
 int main(int argc, char** argv) {
     Setup s;
     const std::string tn = argc > 1 ? argv[1] : "Q3_K";
-    if (tn != "Q3_K" && tn != "Q2_K" && tn != "Q4_K" && tn != "Q6_K" && tn != "Q8_0" && tn != "Q4_0" && tn != "Q5_K") {
-        std::fprintf(stderr, "panel_gemv_bench: type %s has no panel layout (Q3_K, Q2_K, Q4_K, Q6_K, Q8_0, Q4_0 or Q5_K)\n", tn.c_str());
+    if (tn != "Q3_K" && tn != "Q2_K" && tn != "Q4_K" && tn != "Q6_K" && tn != "Q8_0" && tn != "Q4_0" && tn != "Q5_K" && tn != "MXFP4") {
+        std::fprintf(stderr, "panel_gemv_bench: type %s has no panel layout (Q3_K, Q2_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K or MXFP4)\n", tn.c_str());
         return 2;
     }
     s.type = tn == "Q3_K" ? DType::Q3_K : tn == "Q2_K" ? DType::Q2_K : tn == "Q4_K" ? DType::Q4_K : tn == "Q6_K" ? DType::Q6_K
-           : tn == "Q4_0" ? DType::Q4_0 : tn == "Q5_K" ? DType::Q5_K : DType::Q8_0;
+           : tn == "Q4_0" ? DType::Q4_0 : tn == "Q5_K" ? DType::Q5_K : tn == "MXFP4" ? DType::MXFP4 : DType::Q8_0;
     s.nmat = argc > 2 ? std::atoi(argv[2]) : 16;
     s.N = argc > 3 ? std::atoll(argv[3]) : 1024;
     s.K = argc > 4 ? std::atoll(argv[4]) : 2048;
     const int alts = argc > 5 ? std::atoi(argv[5]) : 3;
-    if (s.nmat < 1 || s.N < 16 || s.K % 256 != 0 || s.K <= 0) {
-        std::fprintf(stderr, "panel_gemv_bench: need matrices >= 1, N >= 16, K a positive multiple of 256\n");
+    if (s.nmat < 1 || s.N < 16 || s.K <= 0 || s.K % panel::panel_k_step(s.type) != 0) {
+        std::fprintf(stderr, "panel_gemv_bench: need matrices >= 1, N >= 16, K a positive multiple of %d\n", panel::panel_k_step(s.type));
         return 2;
     }
     if (!panel::panel_gemv_usable()) {
@@ -155,10 +155,10 @@ int main(int argc, char** argv) {
                     : s.type == DType::Q4_K ? panel::kQ4kBlockBytes
                     : s.type == DType::Q6_K ? panel::kQ6kBlockBytes
                     : s.type == DType::Q5_K ? panel::kQ5kBlockBytes
-                    : s.type == DType::Q4_0 ? panel::kQ40BlockBytes  // per 32 values
+                    : s.type == DType::Q4_0 ? panel::kQ40BlockBytes     // per 32 values
+                    : s.type == DType::MXFP4 ? panel::kMxfp4BlockBytes  // per 32 values
                                             : panel::kQ80BlockBytes;  // per 32 values
-    const int64_t blocks256 = s.type == DType::Q8_0 || s.type == DType::Q4_0 ? 8 : 1;
-    s.stride = static_cast<size_t>(s.K / 256 * blocks256) * blk;
+    s.stride = static_cast<size_t>(row_bytes(s.type, static_cast<uint64_t>(s.K)));
     s.mat_bytes = s.stride * static_cast<size_t>(s.N);
     s.panel_bytes = panel::panel_matrix_bytes(s.type, s.N, s.K);
     s.w.resize(s.mat_bytes * s.nmat);

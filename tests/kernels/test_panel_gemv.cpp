@@ -75,7 +75,7 @@ TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
     }
 }
 
-// The AVX-512 repack (repack_matrix's fast path for whole Q8_0 / Q4_K / Q6_K panels) writes exactly the
+// The AVX-512 repack (repack_matrix's fast path for whole Q8_0 / Q4_K / Q6_K / MXFP4 panels) writes exactly the
 // scalar repack_panel's bytes, on random bytes, with tight and padded row strides; it declines
 // (writing nothing) what it does not cover.
 TEST(PanelGemv, Avx512RepackEqualsTheScalarRepack) {
@@ -84,10 +84,10 @@ TEST(PanelGemv, Avx512RepackEqualsTheScalarRepack) {
         return;
     }
     Rng rng(0x4e9a3);
-    for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q6_K})
-        for (int64_t K : {256, 2048, 2816})
+    for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::MXFP4})
+        for (int64_t K : t == DType::MXFP4 ? std::vector<int64_t>{32, 96, 2880} : std::vector<int64_t>{256, 2048, 2816})
             for (size_t pad : {size_t{0}, size_t{7}}) {
-                const size_t stride = static_cast<size_t>(K / 256) * blk(t) + pad;
+                const size_t stride = stride_of(t, K) + pad;
                 std::vector<uint8_t> w(16 * stride);
                 for (auto& b : w) b = static_cast<uint8_t>(rng.next());
                 std::vector<uint8_t> fast(panel::panel_bytes(t, K), 0xCD), slow(fast.size(), 0x3C);

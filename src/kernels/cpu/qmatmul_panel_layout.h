@@ -165,7 +165,7 @@ void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* 
 size_t panel_matrix_bytes(DType t, int64_t N, int64_t K);
 // (repack_panel for every panel, or repack_panel_avx512 where it applies and the CPU has AVX-512.)
 void repack_matrix(DType t, const uint8_t* w, size_t row_stride, int64_t N, int64_t K, uint8_t* out);
-// AVX-512 repack_panel of a whole panel (nrows == 16) of Q8_0, Q4_K or Q6_K with 16 * row_stride <
+// AVX-512 repack_panel of a whole panel (nrows == 16) of Q8_0, Q4_K, Q6_K or MXFP4 with 16 * row_stride <
 // 2^31: the same bytes (qmatmul_panel_repack_avx512.cpp). Returns false, writing nothing, where it
 // does not apply. Call only where the CPU has AVX-512 F/BW/VL.
 bool repack_panel_avx512(DType t, const uint8_t* rows, size_t row_stride, int64_t K, int nrows, uint8_t* out);
