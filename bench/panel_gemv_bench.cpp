@@ -1,14 +1,15 @@
 // Kernel benchmark of the decode panel layout (--repack-experts) (kernels/cpu/qmatmul_panel_layout.h): the
-// engine's Q3_K / Q2_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K / Q5_0 decode GEMV (CpuKernels(Avx512).matmul, m = 1: gemv16_q3k /
-// gemv16_q2k / gemv16_q4k / gemv16_q6k / gemv16_q80 / direct_row<DQ4_0> / gemv16<G45_K<true>> / direct_row<DLegacy<Q5_0>> over the original
+// engine's Q3_K / Q2_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K / Q5_0 / MXFP4 decode GEMV (CpuKernels(Avx512).matmul, m = 1: gemv16_q3k /
+// gemv16_q2k / gemv16_q4k / gemv16_q6k / gemv16_q80 / direct_row<DQ4_0> / gemv16<G45_K<true>> /
+// direct_row<DLegacy<Q5_0>> / gemv16_mxfp4 over the original
 // blocks) against the panel GEMV over the repacked matrices, same activation row (the type's: Q8_K, Q8_0's per
 // 32; prepared once).
-// Usage: panel_gemv_bench [Q3_K|Q2_K|Q4_K|Q6_K|Q8_0|Q4_0|Q5_K|Q5_0] [matrices=16]
-// [N=1024] [K=2048] [alternations=3]   (K a multiple of the type's panel_k_step: 256, Q5_0 32)
+// Usage: panel_gemv_bench [Q3_K|Q2_K|Q4_K|Q6_K|Q8_0|Q4_0|Q5_K|Q5_0|MXFP4] [matrices=16]
+// [N=1024] [K=2048] [alternations=3]   (K a multiple of the type's panel_k_step: 256; Q5_0, MXFP4: 32)
 // One thread: thread CPU time of a pass over all matrices, best of 5 (each timing 8 passes).
 // Two threads: each thread the same pass over its row half of every matrix; the pass time is the
 // slower thread's CPU time, best of 5. GB/s are bytes of the ORIGINAL weights per second (the
-// Q3_K panel reads 3.6 % more, the Q2_K, Q6_K, Q8_0, Q4_0 and Q5_0 panels as much, the Q4_K panel 2.8 %, Q5_K 2.3 % more); GFLOP/s =
+// Q3_K panel reads 3.6 % more, the Q2_K, Q6_K, Q8_0, Q4_0, Q5_0 and MXFP4 panels as much, the Q4_K panel 2.8 %, Q5_K 2.3 % more); GFLOP/s =
 // 2 N K per matrix and pass. Also times the scalar repack (one thread). Both the blocks and the
 // panels are on 2 MiB pages (huge_alloc, as the engine's file mapping and panels; MOE_HUGEPAGES=0: 4 KiB).
 #include <time.h>
@@ -132,12 +133,13 @@ double time_it(const Setup& s, int threads, const std::function<void(int64_t, in
 int main(int argc, char** argv) {
     Setup s;
     const std::string tn = argc > 1 ? argv[1] : "Q3_K";
-    if (tn != "Q3_K" && tn != "Q2_K" && tn != "Q4_K" && tn != "Q6_K" && tn != "Q8_0" && tn != "Q4_0" && tn != "Q5_K" && tn != "Q5_0") {
-        std::fprintf(stderr, "panel_gemv_bench: type %s has no panel layout (Q3_K, Q2_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K or Q5_0)\n", tn.c_str());
+    if (tn != "Q3_K" && tn != "Q2_K" && tn != "Q4_K" && tn != "Q6_K" && tn != "Q8_0" && tn != "Q4_0" && tn != "Q5_K" && tn != "Q5_0" && tn != "MXFP4") {
+        std::fprintf(stderr, "panel_gemv_bench: type %s has no panel layout (Q3_K, Q2_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, Q5_0 or MXFP4)\n", tn.c_str());
         return 2;
     }
     s.type = tn == "Q3_K" ? DType::Q3_K : tn == "Q2_K" ? DType::Q2_K : tn == "Q4_K" ? DType::Q4_K : tn == "Q6_K" ? DType::Q6_K
-           : tn == "Q4_0" ? DType::Q4_0 : tn == "Q5_K" ? DType::Q5_K : tn == "Q5_0" ? DType::Q5_0 : DType::Q8_0;
+           : tn == "Q4_0" ? DType::Q4_0 : tn == "Q5_K" ? DType::Q5_K : tn == "Q5_0" ? DType::Q5_0
+           : tn == "MXFP4" ? DType::MXFP4 : DType::Q8_0;
     s.nmat = argc > 2 ? std::atoi(argv[2]) : 16;
     s.N = argc > 3 ? std::atoll(argv[3]) : 1024;
     s.K = argc > 4 ? std::atoll(argv[4]) : 2048;
@@ -158,6 +160,7 @@ int main(int argc, char** argv) {
                     : s.type == DType::Q5_K ? panel::kQ5kBlockBytes
                     : s.type == DType::Q4_0 ? panel::kQ40BlockBytes  // per 32 values
                     : s.type == DType::Q5_0 ? panel::kQ50BlockBytes  // per 32 values
+                    : s.type == DType::MXFP4 ? panel::kMxfp4BlockBytes  // per 32 values
                                             : panel::kQ80BlockBytes;  // per 32 values
     s.stride = static_cast<size_t>(row_bytes(s.type, static_cast<uint64_t>(s.K)));
     s.mat_bytes = s.stride * static_cast<size_t>(s.N);

@@ -45,7 +45,7 @@ struct ExpertCacheOptions {
     int64_t kv_seqs = 1;           // sequences of n_ctx the KV cache will hold (moe serve: --parallel)
     DType kv_type = DType::F32;    // the KV cache's type (runtime::SessionOptions::kv_type)
     bool swa_full = false;         // sliding-window layers keep every position (SessionOptions::swa_full)
-    bool repack_experts = false;   // --repack-experts: Q2_K / Q3_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K / Q5_0 routed experts as panels (blocks released)
+    bool repack_experts = false;   // --repack-experts: Q2_K / Q3_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K / Q5_0 / MXFP4 routed experts as panels (blocks released)
     bool repack = false;           // --repack: the same plus the dense projections and the lm head (Model::dense_panels)
     // The CLI's default (off here, for library users and tests): as --repack where nothing asks
     // otherwise (no repack flag, no --mem) and the file fits in the process's memory limit with a

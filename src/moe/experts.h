@@ -64,7 +64,7 @@ ExpertFfn make_expert_ffn(const MoeSpec& spec, const TensorView& gate, const Ten
 ExpertFfn make_routed_ffn(const MoeSpec& spec, const MoeWeights& w, const kernels::CpuKernels& k);
 
 // Load-time repack of f's stacks (n_expert experts each) whose type has a panel layout (Q2_K,
-// Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K; K a multiple of 256) into the decode GEMV's panels, where this CPU runs the panel GEMV (AVX-512 VNNI + GFNI)
+// Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, Q5_0, MXFP4; K a multiple of panel_k_step: 256, Q5_0 and MXFP4 32) into the decode GEMV's panels, where this CPU runs the panel GEMV (AVX-512 VNNI + GFNI)
 // and the stack's kernel is the AVX-512 one: decode calls then need no row reduction (the same
 // bits: the super-block integer chain; Q8_0 the per-block one), and all other calls go to the panel GEMM
 // (ExpertMatrix::panels_serve_all), so the blocks are never read again (Model releases their

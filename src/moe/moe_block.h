@@ -71,7 +71,7 @@ public:
     // Routed experts from `store` (not owned; must outlive the block) instead of in place in the
     // weights' mapping; nullptr goes back to in place. Same results bitwise (expert_store.h).
     void set_expert_store(ExpertStore* store);
-    // Repack the routed Q2_K / Q3_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K expert stacks into panels that every call reads (experts.h,
+    // Repack the routed Q2_K / Q3_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K / Q5_0 / MXFP4 expert stacks into panels that every call reads (experts.h,
     // repack_expert_panels; moe run/bench/... --repack-experts); bytes allocated. Not with an
     // expert store (the cache's slots hold the blocks).
     size_t repack_experts();

@@ -1,4 +1,4 @@
-// The prefill GEMM over the Q4_K / Q3_K / Q2_K / Q6_K / Q8_0 / Q4_0 / Q5_K / Q5_0 panel layouts (kernels/cpu/qmatmul_panel_gemm.h): on random valid
+// The prefill GEMM over the Q4_K / Q3_K / Q2_K / Q6_K / Q8_0 / Q4_0 / Q5_K / Q5_0 / MXFP4 panel layouts (kernels/cpu/qmatmul_panel_gemm.h): on random valid
 // blocks and fresh activations (random normal, and all at +-max), for batch sizes around the
 // kernel's 4-row blocks, column ranges starting at later panels and panels at 64-byte aligned or
 // misaligned addresses (Q8_0 reads aligned quads in place, copies the others), it gives exactly the bits of
@@ -29,10 +29,11 @@ namespace {
 using kernels::Isa;
 namespace panel = kernels::panel;
 
-constexpr DType kTypes[] = {DType::Q4_K, DType::Q3_K, DType::Q2_K, DType::Q6_K, DType::Q8_0, DType::Q4_0, DType::Q5_K, DType::Q5_0};
-// Whole super-blocks; Q5_0 (K step 32) 1, 3, 44 (V2-Lite's K = 1408) and 64 blocks.
+constexpr DType kTypes[] = {DType::Q4_K, DType::Q3_K, DType::Q2_K, DType::Q6_K, DType::Q8_0, DType::Q4_0, DType::Q5_K, DType::Q5_0, DType::MXFP4};
+// Whole super-blocks; Q5_0 and MXFP4 (K step 32) 1 and 3 blocks, V2-Lite's K = 1408 (Q5_0), gpt-oss's 2880 (MXFP4), 2048.
 std::vector<int64_t> ks(DType t) {
     if (t == DType::Q5_0) return {32, 96, 1408, 2048};
+    if (t == DType::MXFP4) return {32, 96, 2880, 2048};
     return {256, 1024, 2048};
 }
 bool simd_here() {
@@ -113,8 +114,8 @@ TEST(PanelGemm, BadCallsAreOneClearError) {
     panel::PanelMatrix q5 = pm;
     q5.type = DType::Q5_1;
     expect_error(args(c, y, 0, 32, true), q5, "q5_1");
-    // Q4_0 / Q5_K / Q5_0: the same range and K checks
-    for (DType t : {DType::Q4_0, DType::Q5_K, DType::Q5_0}) {
+    // Q4_0 / Q5_K / Q5_0 / MXFP4: the same range and K checks
+    for (DType t : {DType::Q4_0, DType::Q5_K, DType::Q5_0, DType::MXFP4}) {
         SCOPED_TRACE(dtype_name(t));
         const PanelCase c4 = make_case(rng, t, 32, 512, 3, 0);
         const panel::PanelMatrix p4{t, c4.P.data(), 32, 512};

@@ -1,8 +1,8 @@
-// The Q3_K / Q2_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K / Q5_0 panel layouts (kernels/cpu/qmatmul_panel_layout.h): the
+// The Q3_K / Q2_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K / Q5_0 / MXFP4 panel layouts (kernels/cpu/qmatmul_panel_layout.h): the
 // repack is a bijection on the block bytes, and the decode GEMV over the panels (scalar reference and AVX-512)
 // gives exactly the bits of the engine's kernel of the type (m = 1: the AVX-512 decode GEMVs
 // gemv16_q3k / gemv16_q2k / gemv16_q4k / gemv16_q6k / gemv16_q80 / gemv16<G45_K<true>> (Q5_K), Q4_0's
-// and Q5_0's direct_row, and the scalar path; Q5_0 also at K not a multiple of 256) on random valid blocks, random and saturated activations.
+// and Q5_0's direct_row, gemv16_mxfp4, and the scalar path; Q5_0 and MXFP4 also at K not a multiple of 256) on random valid blocks, random and saturated activations.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -24,11 +24,12 @@ namespace {
 using kernels::Isa;
 namespace panel = kernels::panel;
 
-constexpr DType kTypes[] = {DType::Q3_K, DType::Q2_K, DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q4_0, DType::Q5_K, DType::Q5_0};
-// The row lengths checked: whole 256-value super-blocks; Q5_0 (K step 32) also 1 and 3 blocks and
-// V2-Lite's K = 1408 (44 blocks).
+constexpr DType kTypes[] = {DType::Q3_K, DType::Q2_K, DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q4_0, DType::Q5_K, DType::Q5_0, DType::MXFP4};
+// The row lengths checked: whole 256-value super-blocks; Q5_0 and MXFP4 (K step 32) also 1 and 3 blocks,
+// V2-Lite's K = 1408 (Q5_0, 44 blocks) and gpt-oss's 2880 (MXFP4, 90 blocks).
 std::vector<int64_t> ks(DType t) {
     if (t == DType::Q5_0) return {32, 96, 1408, 2048};
+    if (t == DType::MXFP4) return {32, 96, 2880, 2048};
     return {256, 768, 4096};
 }
 size_t stride_of(DType t, int64_t K) { return static_cast<size_t>(row_bytes(t, static_cast<uint64_t>(K))); }
@@ -41,12 +42,12 @@ size_t blk(DType t) {
 int sb_bytes(DType t) {
     return t == DType::Q3_K ? panel::kQ3kSbPanelBytes : t == DType::Q2_K ? panel::kQ2kSbPanelBytes : t == DType::Q4_K ? panel::kQ4kSbPanelBytes
          : t == DType::Q6_K ? panel::kQ6kSbPanelBytes : t == DType::Q4_0 ? panel::kQ40SbPanelBytes : t == DType::Q5_K ? panel::kQ5kSbPanelBytes
-         : t == DType::Q5_0 ? panel::kQ50SbPanelBytes : panel::kQ80SbPanelBytes;
+         : t == DType::Q5_0 ? panel::kQ50SbPanelBytes : t == DType::MXFP4 ? 8 * panel::kMxfp4BlockPanelBytes : panel::kQ80SbPanelBytes;
 }
 
 std::vector<uint8_t> random_rows(Rng& rng, DType t, int64_t N, int64_t K) {
     std::vector<uint8_t> w(static_cast<size_t>(N) * stride_of(t, K));
-    EXPECT_TRUE(ref::fill_random_blocks(t, rng, w.data(), N * K / static_cast<int64_t>(dtype_info(t).block), 1.0f));
+    EXPECT_TRUE(ref::fill_random_blocks(t, rng, w.data(), N * (K / static_cast<int64_t>(dtype_info(t).block)), 1.0f));
     return w;
 }
 
@@ -79,7 +80,7 @@ TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
     }
 }
 
-// The AVX-512 repack (repack_matrix's fast path for whole Q8_0 / Q4_K / Q6_K panels) writes exactly the
+// The AVX-512 repack (repack_matrix's fast path for whole Q8_0 / Q4_K / Q6_K / MXFP4 panels) writes exactly the
 // scalar repack_panel's bytes, on random bytes, with tight and padded row strides; it declines
 // (writing nothing) what it does not cover.
 TEST(PanelGemv, Avx512RepackEqualsTheScalarRepack) {
@@ -88,10 +89,10 @@ TEST(PanelGemv, Avx512RepackEqualsTheScalarRepack) {
         return;
     }
     Rng rng(0x4e9a3);
-    for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q6_K})
-        for (int64_t K : {256, 2048, 2816})
+    for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::MXFP4})
+        for (int64_t K : t == DType::MXFP4 ? std::vector<int64_t>{32, 96, 2880} : std::vector<int64_t>{256, 2048, 2816})
             for (size_t pad : {size_t{0}, size_t{7}}) {
-                const size_t stride = static_cast<size_t>(K / 256) * blk(t) + pad;
+                const size_t stride = stride_of(t, K) + pad;
                 std::vector<uint8_t> w(16 * stride);
                 for (auto& b : w) b = static_cast<uint8_t>(rng.next());
                 std::vector<uint8_t> fast(panel::panel_bytes(t, K), 0xCD), slow(fast.size(), 0x3C);
@@ -260,6 +261,27 @@ TEST(PanelGemv, BadShapesAreOneClearError) {
             ADD_FAILURE() << "no error for K = 48";
         } catch (const Error& e) {
             EXPECT_NE(std::string(e.what()).find("multiple of 32"), std::string::npos) << e.what();
+        }
+    }
+    // MXFP4: whole blocks of 32 (K = 2880 fine), the same range checks
+    {
+        const DType tm = DType::MXFP4;
+        EXPECT_EQ(panel::panel_k_step(tm), 32);
+        EXPECT_EQ(panel::panel_bytes(tm, 2880), size_t{90 * 272});
+        EXPECT_THROW(panel::panel_bytes(tm, 48), Error);
+        EXPECT_THROW(panel::panel_bytes(tm, 0), Error);
+        std::vector<uint8_t> wm(17 * 2 * 17), Pm(panel::panel_matrix_bytes(tm, 17, 64));
+        EXPECT_THROW(panel::repack_panel(tm, wm.data(), 34, 64, 17, Pm.data()), Error);
+        EXPECT_THROW(panel::unpack_panel(tm, Pm.data(), 64, 0, wm.data(), 34), Error);
+        EXPECT_THROW(panel::unpack_panel(tm, Pm.data(), 40, 16, wm.data(), 34), Error);
+        panel::repack_matrix(tm, wm.data(), 34, 17, 64, Pm.data());
+        const panel::PanelMatrix pmm{tm, Pm.data(), 17, 64};
+        std::vector<unsigned char> xq64(ref::act_q8_row_bytes(64), 0);
+        EXPECT_THROW(panel::panel_gemv_ref(pmm, ref::act_q8_row(xq64.data(), 64), 4, 17, y.data()), Error);
+        EXPECT_THROW(panel::panel_gemv_ref(pmm, ref::act_q8_row(xq64.data(), 64), 16, 18, y.data()), Error);
+        if (panel::panel_gemv_usable()) {
+            EXPECT_THROW(panel::panel_gemv_avx512(pmm, ref::act_q8_row(xq64.data(), 64), 4, 17, y.data()), Error);
+            EXPECT_THROW(panel::panel_gemv_avx512(pmm, ref::act_q8_row(xq64.data(), 64), 0, 18, y.data()), Error);
         }
     }
     try {

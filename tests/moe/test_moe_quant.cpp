@@ -149,7 +149,7 @@ INSTANTIATE_TEST_SUITE_P(Types, MoeQuant, testing::ValuesIn(cases()), [](const t
 }  // namespace
 
 namespace {
-// --repack-experts: the routed Q2_K / Q3_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K / Q5_0 stacks also held as the panel GEMV's layout
+// --repack-experts: the routed Q2_K / Q3_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K / Q5_0 / MXFP4 stacks also held as the panel GEMV's layout
 // (MoeBlock::repack_experts). Decode calls (m <= 2 rows per expert) then read the panels; the
 // output must keep the bits of the block path, batched and token by token.
 TEST(MoeQuantPanels, RepackedExpertsGiveTheSameBits) {
@@ -160,7 +160,8 @@ TEST(MoeQuantPanels, RepackedExpertsGiveTheSameBits) {
     const std::pair<DType, DType> cases[] = {{DType::Q2_K, DType::Q2_K}, {DType::Q3_K, DType::Q3_K}, {DType::Q4_K, DType::Q4_K},
                                              {DType::Q4_K, DType::Q6_K}, {DType::Q6_K, DType::Q6_K}, {DType::Q8_0, DType::Q8_0},
                                              {DType::Q4_0, DType::Q4_0}, {DType::Q5_K, DType::Q5_K}, {DType::Q5_K, DType::Q6_K},
-                                             {DType::Q5_0, DType::Q5_0}, {DType::Q4_K, DType::Q5_0}};
+                                             {DType::Q5_0, DType::Q5_0}, {DType::Q4_K, DType::Q5_0},
+                                             {DType::MXFP4, DType::MXFP4}};
     for (const auto& [t, td] : cases) {
         SCOPED_TRACE(std::string(dtype_name(t)) + " down " + dtype_name(td));
         const int64_t D = 512, F = td == DType::Q5_0 && t != td ? 352 : 256, T = 9;
@@ -220,14 +221,14 @@ TEST(MoeQuantPanels, RepackedExpertsGiveTheSameBits) {
 }  // namespace
 
 namespace {
-// --repack-experts on a type with a panel GEMM (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, Q5_0): every call, batched (m > 2 rows
+// --repack-experts on a type with a panel GEMM (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, Q5_0, MXFP4): every call, batched (m > 2 rows
 // per expert) or decode-sized, reads the panels, with the bits of the block path; so the blocks are
 // never read again (Model then releases their pages): corrupting them after the repack changes
 // nothing, corrupting the panels changes the batched output.
 TEST(MoeQuantPanels, BatchedCallsReadThePanelsAndNeverTheBlocks) {
     if (!kernels::qmm_has_avx512(DType::Q4_K) || !kernels::panel::panel_gemv_usable())
         GTEST_SKIP() << "no AVX-512 VNNI + GFNI on this CPU: repack_experts makes no panels here";
-    for (DType t : {DType::Q4_K, DType::Q3_K, DType::Q2_K, DType::Q6_K, DType::Q8_0, DType::Q4_0, DType::Q5_K, DType::Q5_0}) {
+    for (DType t : {DType::Q4_K, DType::Q3_K, DType::Q2_K, DType::Q6_K, DType::Q8_0, DType::Q4_0, DType::Q5_K, DType::Q5_0, DType::MXFP4}) {
         SCOPED_TRACE(dtype_name(t));
         const int64_t D = 512, F = t == DType::Q5_0 ? 352 : 256, T = 64;  // 64 tokens x top-2 of 8: ~16 rows per expert
         const int E = 8, k = 2;

@@ -8,7 +8,7 @@
 // The model: `moe gen` small-olmoe (rows of 512 values: whole super-blocks), one layer, rewritten with
 // the matrix types of a Q4_K_M file (Q4_K attention q/k/o and expert gate/up; Q6_K attn_v, expert down
 // and the lm head), of a Q5_K_M file (Q5_K where Q4_K_M has Q4_K), or every matrix Q8_0, Q4_0 or
-// Q5_0 (llama.cpp's --pure; Q5_0 has no quantizer here: random valid blocks at each row's scale).
+// Q5_0 (llama.cpp's --pure; Q5_0 has no quantizer here: random valid blocks at each row's scale); and a tiny gpt-oss with MXFP4 experts (their panels only).
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -257,6 +257,63 @@ TEST(RepackByDefault, OnlyWithoutMemAndWhereTheFileFitsTheLimitWithAMargin) {
     EXPECT_NE(note.find("--mem"), std::string::npos) << note;
     EXPECT_FALSE(model::repack_by_default(0, 1 << 20, nullptr, &note));
     EXPECT_NE(note.find("no memory limit"), std::string::npos) << note;
+}
+
+// A tiny gpt-oss written with MXFP4 experts (llama-quantize's MXFP4_MOE: every other matrix Q8_0,
+// rows of 64 values, so those stay on their blocks): the routed experts (K = 64 gate/up, 32 down:
+// MXFP4 panels step by 32-value blocks) become panels serving every call, their blocks released;
+// the logits equal the blocks', and overwriting the expert blocks after the load changes nothing.
+const std::string& gptoss_mxfp4_model() {
+    static std::string path;
+    if (path.empty()) {
+        model::GenSpec g;
+        g.preset = "tiny-gpt-oss";
+        g.type = DType::MXFP4;
+        g.seed = 23;
+        g.output = (temp_dir() / "tiny-gpt-oss-mxfp4.gguf").string();
+        g.threads = 2;
+        model::generate(g);
+        path = g.output;
+    }
+    return path;
+}
+
+TEST(ForwardRepackMxfp4, GptOssExpertLogitsEqualTheBlocksAndTheBlocksAreNeverRead) {
+    model::ModelOptions mo;
+    mo.n_threads = 2;
+    mo.max_batch = 32;
+    mo.n_ctx = 64;
+    auto plain = model::Model::load(gptoss_mxfp4_model(), mo);
+    mo.cache.repack = true;
+    auto packed = model::Model::load(gptoss_mxfp4_model(), mo);
+    if (!panels_here()) GTEST_SKIP() << "no AVX-512 VNNI + GFNI on this CPU: --repack makes no panels here";
+    EXPECT_EQ(plain->panel_bytes(), 0u);
+    EXPECT_GT(packed->panel_bytes(), 0u);
+    EXPECT_GT(packed->released_bytes(), 0u);
+    for (const model::LayerWeights& l : packed->weights().layers)
+        for (const TensorView* t : {&l.moe.gate_exps, &l.moe.up_exps, &l.moe.down_exps}) {
+            ASSERT_EQ(t->type, DType::MXFP4) << t->name;
+            EXPECT_TRUE(packed->released(static_cast<const char*>(t->data) + t->nb[2] / 2)) << t->name;
+        }
+    const std::vector<float> a = run(*plain), b = run(*packed);
+    ASSERT_EQ(a.size(), b.size());
+    const size_t V = static_cast<size_t>(plain->config().n_vocab);
+    for (size_t r = 0; r < a.size() / V; ++r)
+        ASSERT_EQ(0, std::memcmp(a.data() + r * V, b.data() + r * V, V * sizeof(float))) << "logits row " << r;
+    // the expert blocks overwritten (copy on write, the file is untouched): the same logits
+    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    for (const model::LayerWeights& l : packed->weights().layers)
+        for (const TensorView* t : {&l.moe.gate_exps, &l.moe.up_exps, &l.moe.down_exps}) {
+            auto* p = static_cast<uint8_t*>(const_cast<void*>(t->data));
+            const size_t n = t->nb[2] * static_cast<size_t>(t->ne[2]);
+            const uintptr_t lo = reinterpret_cast<uintptr_t>(p) / page * page;
+            const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n + page - 1) / page * page;
+            ASSERT_EQ(0, ::mprotect(reinterpret_cast<void*>(lo), hi - lo, PROT_READ | PROT_WRITE)) << t->name;
+            for (size_t i = 0; i < n; i += 7) p[i] ^= 0x5A;
+            ASSERT_EQ(0, ::mprotect(reinterpret_cast<void*>(lo), hi - lo, PROT_READ)) << t->name;
+        }
+    const std::vector<float> c = run(*packed);
+    ASSERT_EQ(0, std::memcmp(a.data(), c.data(), a.size() * sizeof(float))) << "corrupted expert blocks were read";
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, ForwardRepack, testing::Range(0, static_cast<int>(kKinds)), [](const testing::TestParamInfo<int>& i) {

@@ -502,7 +502,7 @@ int cmd_bench(int argc, char** argv) {
     print_page_sizes(*m);
     if (!m->repack_note().empty()) std::printf("%s\n", m->repack_note().c_str());
     if (m->panel_bytes() > 0 || m->dense_panel_bytes() > 0)
-        std::printf("%s: %s of panels (Q2_K / Q3_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K / Q5_0 routed and shared experts, made during the load above); "
+        std::printf("%s: %s of panels (Q2_K / Q3_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K / Q5_0 / MXFP4 routed and shared experts, made during the load above); "
                     "%s of blocks released (stacks whose prefill reads the panels too)\n",
                     m->options().cache.repack ? "--repack" : "--repack-experts", human_size(m->panel_bytes()).c_str(),
                     human_size(m->released_bytes()).c_str());

@@ -22,7 +22,8 @@ struct Panel {
     float* wd;    // kSbInt: [K/256][2][16] d, dmin
     // D::kNibbles (the stored Q4_K panel, qmatmul_panel_gemm.cpp): the levels are read from there
     // (64-byte vector v of granule g at lev + 256 g + 64 v: quads 2 v, 2 v + 1 as its low and high
-    // nibbles) instead of q
+    // nibbles; with D::nibble_table() each nibble is a code mapped to its level by vpshufb, MXFP4)
+    // instead of q
     const uint8_t* lev = nullptr;
 };
 template <class D>
@@ -164,6 +165,10 @@ template <class D, int MR, int NP>
                 const __m512i b = _mm512_loadu_si512(p[j].lev + 256 * g + 64 * v);
                 wl[j] = _mm512_and_si512(b, lo4);
                 wh[j] = _mm512_and_si512(_mm512_srli_epi16(b, 4), lo4);
+                if constexpr (requires { D::nibble_table(); }) {
+                    wl[j] = _mm512_shuffle_epi8(D::nibble_table(), wl[j]);
+                    wh[j] = _mm512_shuffle_epi8(D::nibble_table(), wh[j]);
+                }
             }
             for (int i = 0; i < MR; ++i) {
                 int32_t xl, xh;

@@ -1,4 +1,4 @@
-// AVX-512 VNNI prefill GEMM (calls with m > 2 activation rows) over the Q4_K, Q3_K, Q2_K, Q6_K, Q8_0, Q4_0, Q5_K and Q5_0 panel
+// AVX-512 VNNI prefill GEMM (calls with m > 2 activation rows) over the Q4_K, Q3_K, Q2_K, Q6_K, Q8_0, Q4_0, Q5_K, Q5_0 and MXFP4 panel
 // layouts (qmatmul_panel_layout.h), so a repacked expert stack serves prefill as well as decode and its
 // original blocks need not stay resident (moe/experts.cpp drops their pages).
 //
@@ -8,7 +8,8 @@
 // column-interleaved, so filling that buffer is a bit-field split per 64 bytes (and, shift) and
 // extensions of the stored scale bytes (Q6_K: and an OR of the nibbles with the top bits; Q4_K: only the scales; its nibbles are read in place;
 // Q8_0: only the f32 d, its stored quads are the buffer's quads; Q4_0: only the f32 d, its nibbles are read in
-// place as Q4_K's; Q5_K, Q5_0: nibble | fifth bit per quad): the same buffer contents, hence the same
+// place as Q4_K's; Q5_K, Q5_0: nibble | fifth bit per quad; MXFP4: only the f32 scales, its codes are read in
+// place as Q4_0's nibbles through the level table): the same buffer contents, hence the same
 // rows_block, the same integer sums and f32 chain, and the same bits as every other path of the type.
 #include <immintrin.h>
 
@@ -24,6 +25,7 @@
 #include "kernels/cpu/qmatmul_panel_amx.h"
 #include "kernels/cpu/qmatmul_panel_gemm.h"
 #include "kernels/cpu/qmatmul_panel_layout.h"
+#include "kernels/ref/quant_formats.h"
 #include "kernels/ref/quantize_act.h"
 
 #pragma GCC push_options
@@ -277,6 +279,20 @@ void fill_q50(const uint8_t* P, int64_t nb, const Panel& p) {
         _mm512_store_ps(p.ws + b * 16, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D + 32 * b))));
 }
 
+// MXFP4 (as DMXFP4 in qmatmul_avx512_legacy_k.cpp): 32-value granules (blocks), levels 2 x E2M1 + 16
+// (kShift 4), the per-granule f32 chain. Its level region is Q4_0's nibble layout holding the codes:
+// rows_block reads it in place (kNibbles) and maps each masked nibble vector to the levels by one
+// vpshufb with nibble_table() (DMXFP4's); fill_mxfp4 gives ws, f32 2^(e - 128) [block][column].
+struct PanelMXFP4 {
+    static constexpr int kShift = 4, kSbElems = 32, kG = 32;
+    static constexpr bool kMin = false, kNibbles = true;
+    static __m512i nibble_table() { return _mm512_broadcast_i32x4(_mm_setr_epi8(16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4)); }
+};
+void fill_mxfp4(const uint8_t* P, int64_t nb, const Panel& p) {
+    const uint8_t* E = P + static_cast<size_t>(nb) * kMxfp4BlockLevelBytes;
+    for (int64_t i = 0; i < 16 * nb; ++i) p.ws[i] = ref::e8m0_half(E[i]);
+}
+
 template <class D>
 constexpr bool quads_in_place() {
     if constexpr (requires { D::kQuadsInPlace; }) return D::kQuadsInPlace;
@@ -287,7 +303,7 @@ constexpr bool quads_in_place() {
 
 bool panel_gemm_supported(DType t) {
     return t == DType::Q4_K || t == DType::Q3_K || t == DType::Q2_K || t == DType::Q6_K || t == DType::Q8_0 || t == DType::Q4_0 ||
-           t == DType::Q5_K || t == DType::Q5_0;
+           t == DType::Q5_K || t == DType::Q5_0 || t == DType::MXFP4;
 }
 
 namespace {
@@ -296,7 +312,7 @@ template <class D>
 void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const uint8_t*, int64_t, const Panel&)) {
     size_t act_stride = 0;
     const unsigned char* act = qmm_activations(a, Isa::Avx512, act_quant(w.type), &act_stride);
-    const int64_t nsb = w.K / 256, nstep = w.K / panel_k_step(w.type);  // fill's unit: super-blocks (Q5_0: blocks)
+    const int64_t nsb = w.K / panel_k_step(w.type);  // the fills' steps: super-blocks (Q5_0, MXFP4: blocks)
     const size_t pb_bytes = panel_bytes(w.type, w.K);
     Panel p[2];  // rows_block's buffers for two panels (qmm512's)
     panel_pair(w.K, nsb, p);
@@ -311,7 +327,7 @@ void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const uin
         if constexpr (quads_in_place<D>())  // rows_block only reads p.q
             for (int j = 0; j < 2; ++j)
                 p[j].q = in_place ? reinterpret_cast<__m512i*>(const_cast<uint8_t*>(w.panels + static_cast<size_t>(n / 16 + j) * pb_bytes)) : qbuf[j];
-        fill(w.panels + static_cast<size_t>(n / 16) * pb_bytes, nstep, p[0]);
+        fill(w.panels + static_cast<size_t>(n / 16) * pb_bytes, nsb, p[0]);
         {
             // the next pair's panels (contiguous) requested now, to arrive while this pair computes
             const int64_t nn = std::min<int64_t>(a.n1, n + 64) - (n + 32);
@@ -320,7 +336,7 @@ void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const uin
                 for (size_t o = 0; o < static_cast<size_t>((nn + 15) / 16) * pb_bytes; o += 64) asm volatile("prefetcht2 %0" : : "m"(np[o]));
         }
         if (nc[1] > 0) {
-            fill(w.panels + static_cast<size_t>(n / 16 + 1) * pb_bytes, nstep, p[1]);
+            fill(w.panels + static_cast<size_t>(n / 16 + 1) * pb_bytes, nsb, p[1]);
             rows_all<D, 2>(a, act, act_stride, n, nc, p);
         } else {
             rows_all<D, 1>(a, act, act_stride, n, nc, p);
@@ -333,7 +349,7 @@ void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const uin
 void panel_gemm_avx512(const PanelMatrix& w, const MatmulArgs& a) {
     check_range(w, a.n0, a.n1);
     if (!panel_gemm_supported(w.type))
-        throw_error("kernels", "panel GEMM: weight type ", dtype_name(w.type), " has none (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, Q5_0); use the block kernel");
+        throw_error("kernels", "panel GEMM: weight type ", dtype_name(w.type), " has none (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, Q5_0, MXFP4); use the block kernel");
     if (a.K != w.K) throw_error("kernels", "panel GEMM: K = ", a.K, " but the panels hold rows of ", w.K);
     switch (w.type) {
         case DType::Q4_K: gemm_over<PanelQ4K>(w, a, fill_q4k); break;
@@ -343,6 +359,7 @@ void panel_gemm_avx512(const PanelMatrix& w, const MatmulArgs& a) {
         case DType::Q4_0: gemm_over<PanelQ40>(w, a, fill_q40); break;
         case DType::Q5_K: gemm_over<PanelQ5K>(w, a, fill_q5k); break;
         case DType::Q5_0: gemm_over<PanelQ50>(w, a, fill_q50); break;
+        case DType::MXFP4: gemm_over<PanelMXFP4>(w, a, fill_mxfp4); break;
         default: gemm_over<PanelQ2K>(w, a, fill_k23<DType::Q2_K>); break;
     }
 }

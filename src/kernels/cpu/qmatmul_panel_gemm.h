@@ -7,7 +7,7 @@
 
 namespace moe::kernels::panel {
 
-// True for the types whose panels the GEMM reads (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, Q5_0).
+// True for the types whose panels the GEMM reads (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, Q5_0, MXFP4).
 bool panel_gemm_supported(DType t);
 // a.y[r][n - a.n0] = row n of w . activation row r, for r < a.m and n in [a.n0, a.n1) (a.w and
 // a.w_row_stride unused; a.xq, if given, the rows of act_quant(w.type): Q8_K, Q8_0's per 32).

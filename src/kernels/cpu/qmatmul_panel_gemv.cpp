@@ -14,6 +14,7 @@
 // Q2_K's top bits (panels_q6k below). Q8_0: the stored quads are vpdpbusd operands as they are
 // (panels_q80 below). Q4_0: Q4_K's nibbles per block (panels_q40); Q5_K: one quad's level in place
 // and the other's low bits beside it, its top bits in a side vector per granule (panels_q5k).
+// MXFP4: Q4_0's nibbles through a level table (qmatmul_panel_mxfp4.cpp, detail::gemv_mxfp4_avx512).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -480,6 +481,7 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     const size_t pb = panel_bytes(w.type, w.K);
     check_range(w, n0, n1);
     if (w.type == DType::Q5_0) return detail::panel_gemv_q50(w, x, n0, n1, y);  // K step 32: its own file
+    if (w.type == DType::MXFP4) return detail::gemv_mxfp4_avx512(w, x, n0, n1, y);  // K step 32
     const int64_t nsb = w.K / 256;
     const uint8_t* stop = w.panels + ((n1 + 15) / 16) * pb;
     int64_t n = n0;

@@ -1,5 +1,5 @@
 // The Q3_K / Q2_K / Q4_K / Q6_K / Q8_0 panel layouts (qmatmul_panel_layout.h): scalar repack / unpack and the
-// scalar reference GEMV over them (Q4_0 and Q5_K: qmatmul_panel_q40_q5k.cpp; Q5_0: qmatmul_panel_q50.cpp).
+// scalar reference GEMV over them (Q4_0 and Q5_K: qmatmul_panel_q40_q5k.cpp; Q5_0: qmatmul_panel_q50.cpp; MXFP4: qmatmul_panel_mxfp4.cpp).
 #include "kernels/cpu/qmatmul_panel_layout.h"
 
 #include <cmath>
@@ -28,7 +28,8 @@ Geo geo(DType t) {
     if (t == DType::Q4_0) return {8 * kQ40BlockBytes, 4, 256, kQ40SbLevelBytes, 0, kQ40SbDBytes};
     if (t == DType::Q5_K) return {kQ5kBlockBytes, 5, 320, kQ5kSbLevelBytes, kQ5kSbScaleBytes, kQ5kSbDBytes};
     if (t == DType::Q5_0) return {8 * kQ50BlockBytes, 5, kQ50BlkLevelBytes, 8 * kQ50BlkLevelBytes, 0, 8 * kQ50BlkDBytes};  // per 256 values
-    throw_error("kernels", "panel layout: weight type ", dtype_name(t), " has none (only Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K and Q5_0)");
+    if (t == DType::MXFP4) return {8 * kMxfp4BlockBytes, 4, 256, 8 * kMxfp4BlockLevelBytes, 0, 8 * kMxfp4BlockEBytes};  // per 256 values
+    throw_error("kernels", "panel layout: weight type ", dtype_name(t), " has none (only Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, Q5_0 and MXFP4)");
 }
 
 void check_k(DType t, int64_t K) {
@@ -332,7 +333,7 @@ float dot_q80(const uint8_t* P, int64_t nsb, int c, const ref::ActQ8Row& x) {
 
 bool panel_supported(DType t) {
     return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q6_K || t == DType::Q8_0 || t == DType::Q4_0 ||
-           t == DType::Q5_K || t == DType::Q5_0;
+           t == DType::Q5_K || t == DType::Q5_0 || t == DType::MXFP4;
 }
 
 int panel_sb_bytes(DType t) {
@@ -342,7 +343,7 @@ int panel_sb_bytes(DType t) {
 
 int panel_k_step(DType t) {
     geo(t);  // throws for a type without a panel layout
-    return t == DType::Q5_0 ? 32 : 256;
+    return t == DType::Q5_0 || t == DType::MXFP4 ? 32 : 256;
 }
 
 size_t panel_bytes(DType t, int64_t K) {
@@ -362,6 +363,7 @@ void repack_panel(DType t, const uint8_t* rows, size_t row_stride, int64_t K, in
     const Geo g = geo(t);
     std::memset(out, 0, panel_bytes(t, K));
     if (t == DType::Q5_0) return detail::repack_q50(rows, row_stride, K / 32, nrows, out);
+    if (t == DType::MXFP4) return detail::repack_mxfp4(rows, row_stride, K / 32, nrows, out);
     const int64_t nsb = K / 256;
     if (t == DType::Q4_K) return repack_q4k(rows, row_stride, nsb, nrows, out);
     if (t == DType::Q6_K) return repack_q6k(rows, row_stride, nsb, nrows, out);
@@ -411,6 +413,7 @@ void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* 
     const Geo g = geo(t);
     check_k(t, K);
     if (t == DType::Q5_0) return detail::unpack_q50(panel, K / 32, nrows, rows, row_stride);
+    if (t == DType::MXFP4) return detail::unpack_mxfp4(panel, K / 32, nrows, rows, row_stride);
     const int64_t nsb = K / 256;
     if (t == DType::Q4_K) return unpack_q4k(panel, nsb, nrows, rows, row_stride);
     if (t == DType::Q6_K) return unpack_q6k(panel, nsb, nrows, rows, row_stride);
@@ -481,6 +484,10 @@ void panel_gemv_ref(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, in
         const int c = static_cast<int>(n % 16);
         if (t == DType::Q5_0) {
             y[n - n0] = detail::dot_q50(P, w.K / 32, c, x);
+            continue;
+        }
+        if (t == DType::MXFP4) {
+            y[n - n0] = detail::dot_mxfp4(P, w.K / 32, c, x);
             continue;
         }
         if (t == DType::Q4_K || t == DType::Q6_K || t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_K) {

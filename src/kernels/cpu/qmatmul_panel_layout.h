@@ -1,5 +1,5 @@
 #pragma once
-// A load-time "panel" layout of Q3_K, Q2_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K and Q5_0 weights for the decode GEMV (used for the routed
+// A load-time "panel" layout of Q3_K, Q2_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, Q5_0 and MXFP4 weights for the decode GEMV (used for the routed
 // experts with --repack-experts: moe/experts.h repack_expert_panels). The AVX-512 decode GEMV over the original blocks (gemv16_q3k,
 // qmatmul_avx512_kq_gemv.cpp) gets one zmm per row and 64 values and must reduce the 16 rows'
 // lanes to [granule][row] sums (granule_sums: ~44 shuffles/adds per 16 rows x 64 values). Here the
@@ -104,6 +104,17 @@
 //   d       [nb][16 columns]  f16        32 bytes per block
 // 352 bytes per 16 rows x 32 values = 16 x 22: the same size as the blocks (the 5-bit levels as
 // bytes would be 544: +55 %).
+// MXFP4 (17-byte blocks: E8M0 e, qs[16]; value j < 16 = code in the low nibble of qs[j], 16 + j = in
+// the high nibble; value = kMxfp4Values[code] x 2^(e - 128), kMxfp4Values = 2 x E2M1) block by block:
+// its K step is one block (panel_k_step 32: any K multiple of 32, e.g. gpt-oss's 2880, no tail case),
+// nb = K / 32 blocks:
+//   levels  [nb][4 vectors v][64 bytes]   256 bytes per block; byte 4 c + i of vector v: low nibble =
+//           code of value 8 v + i of column c, high nibble = of value 8 v + 4 + i (Q4_0's level
+//           vectors; the kernels map each masked nibble vector to the levels kMxfp4Values + 16 by
+//           one vpshufb, DMXFP4's table, and seed the sums with 16 x nsum)
+//   e       [nb][16 columns]  the E8M0 bytes                                       16 bytes per block
+// 272 bytes per 16 rows x 32 values = 16 x 17: the same size as the blocks (panel_sb_bytes, per 256
+// values: 2176).
 #include <cstddef>
 #include <cstdint>
 
@@ -135,6 +146,9 @@ inline constexpr int kQ5kSbPanelBytes = kQ5kSbLevelBytes + kQ5kSbScaleBytes + kQ
 inline constexpr int kQ50BlockBytes = 22;  // per 32 values
 inline constexpr int kQ50BlkLevelBytes = 320, kQ50BlkDBytes = 32;  // per block of a panel
 inline constexpr int kQ50SbPanelBytes = 8 * (kQ50BlkLevelBytes + kQ50BlkDBytes);  // 2816 per 256 values
+inline constexpr int kMxfp4BlockBytes = 17;  // per 32 values
+inline constexpr int kMxfp4BlockLevelBytes = 256, kMxfp4BlockEBytes = 16;
+inline constexpr int kMxfp4BlockPanelBytes = kMxfp4BlockLevelBytes + kMxfp4BlockEBytes;  // 272 per block
 
 // Where level bit b of quad qi (of an octet) lives: vector (0 A, 1 B, 2 C) and bit of its byte.
 struct PanelBit {
@@ -145,12 +159,13 @@ inline constexpr PanelBit kQ3kPanelBits[8][3] = {
     {{1, 3}, {1, 4}, {1, 5}}, {{1, 6}, {1, 7}, {2, 7}}, {{2, 0}, {2, 1}, {2, 2}}, {{2, 3}, {2, 4}, {2, 5}},
 };
 
-// True for the weight types with a panel layout (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, Q5_0).
+// True for the weight types with a panel layout (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, Q5_0, MXFP4).
 bool panel_supported(DType t);
 // Bytes of one super-block of one panel (16 rows x 256 values) of type t.
 int panel_sb_bytes(DType t);
 // The K values a panel of type t is made of: K must be a positive multiple of it (256 for every
-// type with a panel but Q5_0: the K-quant super-block; Q8_0 / Q4_0: 8 blocks; Q5_0: 32, one block).
+// type with a panel but Q5_0 and MXFP4: the K-quant super-block; Q8_0 / Q4_0: 8 blocks; Q5_0, MXFP4: 32,
+// one block).
 int panel_k_step(DType t);
 // Bytes of one panel (16 rows) of K values; throws moe::Error ([kernels]) unless t has a panel
 // layout and K is a positive multiple of panel_k_step(t).
@@ -165,7 +180,7 @@ void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* 
 size_t panel_matrix_bytes(DType t, int64_t N, int64_t K);
 // (repack_panel for every panel, or repack_panel_avx512 where it applies and the CPU has AVX-512.)
 void repack_matrix(DType t, const uint8_t* w, size_t row_stride, int64_t N, int64_t K, uint8_t* out);
-// AVX-512 repack_panel of a whole panel (nrows == 16) of Q8_0, Q4_K or Q6_K with 16 * row_stride <
+// AVX-512 repack_panel of a whole panel (nrows == 16) of Q8_0, Q4_K, Q6_K or MXFP4 with 16 * row_stride <
 // 2^31: the same bytes (qmatmul_panel_repack_avx512.cpp). Returns false, writing nothing, where it
 // does not apply. Call only where the CPU has AVX-512 F/BW/VL.
 bool repack_panel_avx512(DType t, const uint8_t* rows, size_t row_stride, int64_t K, int nrows, uint8_t* out);
@@ -175,7 +190,8 @@ bool repack_panel_avx512(DType t, const uint8_t* rows, size_t row_stride, int64_
 // int32, acc = fma(float(S), d * dx, acc) per super-block; Q2_K / Q4_K then M = sum_g m_g nsum_g,
 // acc = fma(float(M), dmin * dx, acc); Q6_K: levels - 32), so the bits equal those of every kernel path of the type.
 // Q8_0 / Q4_0 (x: a kActQ8_0 row): the per-block chain, acc = fma(float(I_b), d_b * dx_b, acc) per 32
-// values (Q4_0: levels - 8; Q5_0: levels - 16). Q5_K: Q4_K's chain with 5-bit levels.
+// values (Q4_0: levels - 8; Q5_0: levels - 16). Q5_K: Q4_K's chain with 5-bit levels. MXFP4 (x: kActQ8_0):
+// per block acc = fma(float(I_b), ref::e8m0_half(e_b) * dx_b, acc), I_b = sum kMxfp4Values[code] x.
 struct PanelMatrix {
     DType type = DType::Q3_K;
     const uint8_t* panels = nullptr;  // repack_matrix's output
@@ -201,6 +217,12 @@ void repack_q50(const uint8_t* rows, size_t row_stride, int64_t nb, int nrows, u
 void unpack_q50(const uint8_t* panel, int64_t nb, int nrows, uint8_t* rows, size_t row_stride);
 float dot_q50(const uint8_t* panel, int64_t nb, int c, const ref::ActQ8Row& x);
 void panel_gemv_q50(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y);
+// MXFP4 (qmatmul_panel_mxfp4.cpp): nb blocks of 32 values, nrows <= 16 rows
+void repack_mxfp4(const uint8_t* rows, size_t row_stride, int64_t nb, int nrows, uint8_t* out);
+void unpack_mxfp4(const uint8_t* panel, int64_t nb, int nrows, uint8_t* rows, size_t row_stride);
+float dot_mxfp4(const uint8_t* panel, int64_t nb, int c, const ref::ActQ8Row& x);
+// panel_gemv_avx512 of an MXFP4 matrix (its checks done); AVX-512 VNNI
+void gemv_mxfp4_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y);
 }  // namespace detail
 
 }  // namespace moe::kernels::panel

@@ -1,4 +1,4 @@
-// AVX-512 load-time repack of whole 16-row panels (qmatmul_panel_layout.h) for Q8_0, Q4_K and Q6_K:
+// AVX-512 load-time repack of whole 16-row panels (qmatmul_panel_layout.h) for Q8_0, Q4_K, Q6_K and MXFP4:
 // the same bytes as the scalar repack_panel, which stays the reference (test_panel_repack).
 // Why: --repack / --repack-experts repack every weight at load, and the scalar byte-by-byte
 // transposition ran at ~0.75 GB/s per core (a 6.9 GiB Q8_0 file: 9 s with the page cache warm,
@@ -125,14 +125,36 @@ void repack_q6k_16(const uint8_t* rows, size_t row_stride, __m512i idx, int64_t 
     }
 }
 
+// MXFP4: levels [nb][4 vectors v][64], byte 4 c + i = code 8 v + i | code 8 v + 4 + i << 4 of block b
+// of row c, where codes 0..15 are the low nibbles of qs[0..15] and 16..31 the high ones: one pair of
+// gathers (qs bytes 8 u .. 8 u + 3 and 8 u + 4 .. 8 u + 7) gives vectors u (low nibbles) and u + 2
+// (high nibbles); e [nb][16 columns]: the low byte of the dword at the block's start. Every gather
+// stays inside the block (qs ends at byte 16).
+void repack_mxfp4_16(const uint8_t* rows, __m512i idx, int64_t nb, uint8_t* out) {
+    const __m512i lo = _mm512_set1_epi8(0x0F);
+    uint8_t* E0 = out + static_cast<size_t>(nb) * kMxfp4BlockLevelBytes;
+    for (int64_t b = 0; b < nb; ++b) {
+        const size_t at = static_cast<size_t>(b) * kMxfp4BlockBytes;
+        uint8_t* L = out + static_cast<size_t>(b) * kMxfp4BlockLevelBytes;
+        for (int u = 0; u < 2; ++u) {
+            const __m512i A = rows_dword(rows, idx, at + 1 + 8 * u), B = rows_dword(rows, idx, at + 1 + 8 * u + 4);
+            _mm512_storeu_si512(L + 64 * u, _mm512_ternarylogic_epi32(A, _mm512_slli_epi16(B, 4), lo, 0xE4));
+            _mm512_storeu_si512(L + 64 * (u + 2), _mm512_ternarylogic_epi32(_mm512_srli_epi16(A, 4), B, lo, 0xE4));
+        }
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(E0 + 16 * b), _mm512_cvtepi32_epi8(rows_dword(rows, idx, at)));
+    }
+}
+
 }  // namespace
 
 bool repack_panel_avx512(DType t, const uint8_t* rows, size_t row_stride, int64_t K, int nrows, uint8_t* out) {
-    if (nrows != 16 || K <= 0 || K % 256 != 0 || row_stride > static_cast<size_t>(INT_MAX / 16)) return false;
-    if (t != DType::Q8_0 && t != DType::Q4_K && t != DType::Q6_K) return false;
+    if (nrows != 16 || K <= 0 || row_stride > static_cast<size_t>(INT_MAX / 16)) return false;
+    if (t != DType::Q8_0 && t != DType::Q4_K && t != DType::Q6_K && t != DType::MXFP4) return false;
+    if (K % (t == DType::MXFP4 ? 32 : 256) != 0) return false;
     const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                            _mm512_set1_epi32(static_cast<int>(row_stride)));
-    if (t == DType::Q8_0) repack_q80_16(rows, idx, K / 256, out);
+    if (t == DType::MXFP4) repack_mxfp4_16(rows, idx, K / 32, out);
+    else if (t == DType::Q8_0) repack_q80_16(rows, idx, K / 256, out);
     else if (t == DType::Q4_K) repack_q4k_16(rows, row_stride, idx, K / 256, out);
     else repack_q6k_16(rows, row_stride, idx, K / 256, out);
     return true;

@@ -1,0 +1,179 @@
+// The MXFP4 panel layout (qmatmul_panel_layout.h): scalar repack / unpack, the scalar reference dot
+// of one panel row (qmatmul_panel_layout.cpp dispatches) and the AVX-512 VNNI decode GEMV
+// (panel_gemv_avx512 dispatches). The block decode GEMV (gemv16_mxfp4) loads 16 rows x 4 blocks'
+// qs into one vector per row and reduces the 16 rows' lanes to [block][row] sums (granule_sums)
+// and gathers the 16 rows' exponents per block; here the codes are stored column-interleaved as
+// Q4_0's nibble vectors, so the vpdpbusd accumulators are the 16 rows' block sums (no reduction)
+// and a block's 16 exponents are one 16-byte load.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cpu/qmatmul_panel_layout.h"
+#include "kernels/ref/quant_formats.h"
+
+namespace moe::kernels::panel::detail {
+
+namespace {
+
+// Level byte of value j (< 32) of block b, column c, and its nibble's shift (Q4_0's nibble vectors).
+inline size_t mx_byte(int64_t b, int j, int c) { return static_cast<size_t>(256 * b + 64 * (j / 8) + 4 * c + j % 4); }
+inline int mx_shift(int j) { return 4 * ((j % 8) / 4); }
+
+}  // namespace
+
+void repack_mxfp4(const uint8_t* rows, size_t row_stride, int64_t nb, int nrows, uint8_t* out) {
+    uint8_t* E = out + static_cast<size_t>(nb) * kMxfp4BlockLevelBytes;
+    for (int c = 0; c < nrows; ++c)
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* B = rows + c * row_stride + static_cast<size_t>(b) * kMxfp4BlockBytes;
+            uint8_t code[32];
+            for (int j = 0; j < 16; ++j) {
+                code[j] = B[1 + j] & 0xF;
+                code[16 + j] = B[1 + j] >> 4;
+            }
+            // byte 4 c + i of vector v = code 8 v + i | code 8 v + 4 + i << 4
+            for (int v = 0; v < 4; ++v)
+                for (int i = 0; i < 4; ++i)
+                    out[256 * b + 64 * v + 4 * c + i] = static_cast<uint8_t>(code[8 * v + i] | code[8 * v + 4 + i] << 4);
+            E[16 * b + c] = B[0];
+        }
+}
+
+void unpack_mxfp4(const uint8_t* panel, int64_t nb, int nrows, uint8_t* rows, size_t row_stride) {
+    const uint8_t* E = panel + static_cast<size_t>(nb) * kMxfp4BlockLevelBytes;
+    for (int c = 0; c < nrows; ++c)
+        for (int64_t b = 0; b < nb; ++b) {
+            uint8_t* B = rows + c * row_stride + static_cast<size_t>(b) * kMxfp4BlockBytes;
+            B[0] = E[16 * b + c];
+            std::memset(B + 1, 0, 16);
+            for (int j = 0; j < 32; ++j) {  // value by value (repack goes vector by vector: the test compares both)
+                const int code = (panel[mx_byte(b, j, c)] >> mx_shift(j)) & 0xF;
+                B[1 + j % 16] = static_cast<uint8_t>(B[1 + j % 16] | code << (4 * (j / 16)));
+            }
+        }
+}
+
+// Row c of an MXFP4 panel against the kActQ8_0 row x: per block I = sum kMxfp4Values[code] x
+// (exact), then acc = fma(float(I), e8m0_half(e) * dx, acc) in K order (the block kernels' chain,
+// DMXFP4 / gemv16_mxfp4).
+float dot_mxfp4(const uint8_t* P, int64_t nb, int c, const ref::ActQ8Row& x) {
+    const uint8_t* E = P + static_cast<size_t>(nb) * kMxfp4BlockLevelBytes;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+        int32_t I = 0;
+        for (int j = 0; j < 32; ++j) I += ref::kMxfp4Values[(P[mx_byte(b, j, c)] >> mx_shift(j)) & 0xF] * x.qs[32 * b + j];
+        acc = std::fma(static_cast<float>(I), ref::e8m0_half(E[16 * b + c]) * x.dxv[8 * b], acc);
+    }
+    return acc;
+}
+
+}  // namespace moe::kernels::panel::detail
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,avx2")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace moe::kernels::panel::detail {
+
+namespace {
+
+// The levels kMxfp4Values + 16 (u8 4..28) by code in every 128-bit lane: vpshufb's table (DMXFP4's).
+inline __m512i mx_table() { return _mm512_broadcast_i32x4(_mm_setr_epi8(16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4)); }
+
+// ref::e8m0_half of 16 E8M0 bytes (lane c = byte c): e >= 2 -> float bits (e - 1) << 23, e = 0, 1 ->
+// the subnormal 0x00200000 << e (as DMXFP4::gather_scale).
+inline __m512 e8m0_half16(const uint8_t* p) {
+    const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmpge_epi32_mask(e, _mm512_set1_epi32(2)), sub, normal));
+}
+
+inline __m512i bcast(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+// One 64-byte load kept in a register (as qmatmul_panel_gemv.cpp: GCC would fold it into both ANDs).
+inline __m512i load_once(const uint8_t* p) {
+    __m512i v = _mm512_loadu_si512(p);
+    asm("" : "+v"(v));
+    return v;
+}
+
+// NP panels (pb bytes apart, nb blocks) at once against x, sharing the activation broadcasts:
+// acc[j] lane c = row c of panel j. Per block and panel four nibble vectors, each loaded once: its
+// low and its high nibbles (masked) through the level table give the quads 8 v .. + 3 and
+// 8 v + 4 .. + 7 of the 16 columns; the sums seeded with 16 x nsum (the level offset) are exact:
+// I = sum kMxfp4Values x. Then acc = fma(float(I), e8m0_half(e) * dx, acc) per block in K order:
+// gemv16_mxfp4's chain, its bits. Each block prefetches its share (NP x 272 bytes) of the next NP
+// panels (PREFETCHT2, one linear stream, stopped at `stop`), as the other panel GEMVs.
+template <int NP>
+void panels_mxfp4(const uint8_t* P, int64_t pb, int64_t nb, const ref::ActQ8Row& x, const uint8_t* stop, __m512 (&acc)[NP]) {
+    const int64_t share = NP * pb / nb;
+    const __m512i tbl = mx_table(), m4 = _mm512_set1_epi8(0x0F);
+    const uint8_t* E = P + nb * kMxfp4BlockLevelBytes;
+    for (int j = 0; j < NP; ++j) acc[j] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < nb; ++g) {
+        const char* nx = reinterpret_cast<const char*>(P + NP * pb + g * share);
+        const int64_t len = std::min<int64_t>(share, reinterpret_cast<const char*>(stop) - nx);
+        for (int64_t off = 0; off < len; off += 64) asm volatile("prefetcht2 %0" : : "m"(nx[off]));
+        const int8_t* xb = x.qs + 32 * g;
+        const __m512i seed = _mm512_set1_epi32((x.nsum[8 * g] + x.nsum[8 * g + 4]) * 16);
+        __m512i Il[NP], Ih[NP];
+        for (int j = 0; j < NP; ++j) {
+            Il[j] = seed;
+            Ih[j] = _mm512_setzero_si512();
+        }
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) {
+            const __m512i xl = bcast(xb + 8 * v), xh = bcast(xb + 8 * v + 4);
+            for (int j = 0; j < NP; ++j) {
+                const __m512i V = load_once(P + j * pb + 256 * g + 64 * v);
+                Il[j] = _mm512_dpbusd_epi32(Il[j], _mm512_shuffle_epi8(tbl, _mm512_and_si512(V, m4)), xl);
+                Ih[j] = _mm512_dpbusd_epi32(Ih[j], _mm512_shuffle_epi8(tbl, _mm512_and_si512(_mm512_srli_epi16(V, 4), m4)), xh);
+            }
+        }
+        const __m512 dx = _mm512_set1_ps(x.dxv[8 * g]);
+        for (int j = 0; j < NP; ++j) {
+            const __m512 ws = e8m0_half16(E + j * pb + 16 * g);
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(Il[j], Ih[j])), _mm512_mul_ps(ws, dx), acc[j]);
+        }
+    }
+}
+
+}  // namespace
+
+void gemv_mxfp4_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y) {
+    const int64_t pb = static_cast<int64_t>(panel_bytes(w.type, w.K)), nb = w.K / 32;
+    const uint8_t* stop = w.panels + ((n1 + 15) / 16) * pb;
+    int64_t n = n0;
+    // four panels at a time while four whole ones are left, then two, then one (the last may be partial)
+    const auto multi = [&](auto np_tag) {
+        constexpr int NP = decltype(np_tag)::value;
+        for (; n + 16 * NP <= n1; n += 16 * NP) {
+            __m512 acc[NP];
+            panels_mxfp4<NP>(w.panels + (n / 16) * pb, pb, nb, x, stop, acc);
+            for (int j = 0; j < NP; ++j) _mm512_storeu_ps(y + (n - n0) + 16 * j, acc[j]);
+        }
+    };
+    multi(std::integral_constant<int, 4>{});
+    multi(std::integral_constant<int, 2>{});
+    for (; n < n1; n += 16) {
+        const int nc = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
+        __m512 acc[1];
+        panels_mxfp4<1>(w.panels + (n / 16) * pb, pb, nb, x, stop, acc);
+        _mm512_mask_storeu_ps(y + (n - n0), static_cast<__mmask16>((1u << nc) - 1u), acc[0]);
+    }
+}
+
+}  // namespace moe::kernels::panel::detail
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
