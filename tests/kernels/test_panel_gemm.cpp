@@ -1,7 +1,8 @@
 // The prefill GEMM over the Q4_K / Q3_K / Q2_K / Q6_K / Q8_0 / Q4_0 / Q5_K panel layouts (kernels/cpu/qmatmul_panel_gemm.h): on random valid
 // blocks and fresh activations (random normal, and all at +-max), for batch sizes around the
 // kernel's 4-row blocks, column ranges starting at later panels and panels at 64-byte aligned or
-// misaligned addresses (Q8_0 reads aligned quads in place, copies the others), it gives exactly the bits of
+// misaligned addresses (Q8_0 reads aligned quads in place, copies the others), Q8_0 / Q4_0 also at K %
+// 256 != 0 (K = 32, 96, 1408, 2880), it gives exactly the bits of
 // the scalar path (the reference chain, qmatmul_generic.cpp) and of the engine's AVX-512 block
 // kernel, with or without prepared activations; bad calls are one clear error.
 #include <gtest/gtest.h>
@@ -48,11 +49,14 @@ TEST(PanelGemm, EqualsTheBlockKernelsBitForBit) {
     Rng rng(0x9e33a1);
     const kernels::CpuKernels scalar(Isa::Scalar), fast(Isa::Avx512);
     for (DType t : kTypes)
-    for (int64_t K : {256, 1024, 2048})
+    for (int64_t K : {256, 1024, 2048, 32, 96, 1408, 2880})
         for (int64_t N : {16, 48, 70})
             for (int64_t m : {3, 4, 7, 17, 64})
                 for (int xcase = 0; xcase < 2; ++xcase) {
                     if (xcase == 1 && m > 4) continue;  // the saturated case needs one shape per K, N
+                    // Q8_0 / Q4_0 panels take any K % 32 == 0 (K = 96: an odd block count, so a
+                    // panel is not a multiple of 64 bytes and Q8_0's quads are copied, not read in place)
+                    if (K % 256 != 0 && panel::panel_k_step(t) != 32) continue;
                     SCOPED_TRACE(std::string(dtype_name(t)) + " K=" + std::to_string(K) + " N=" + std::to_string(N) + " m=" + std::to_string(m) + " x case " + std::to_string(xcase));
                     const PanelCase c = make_case(rng, t, N, K, m, xcase);
                     const panel::PanelMatrix pm{t, c.P.data(), N, K};

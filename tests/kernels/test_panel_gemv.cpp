@@ -31,7 +31,16 @@ size_t blk(DType t) {
          : t == DType::Q6_K ? panel::kQ6kBlockBytes : t == DType::Q4_0 ? 8 * panel::kQ40BlockBytes : t == DType::Q5_K ? panel::kQ5kBlockBytes
          : 8 * panel::kQ80BlockBytes;
 }
-int64_t blocks256(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 ? 8 : 1; }
+bool per_block(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+// Bytes of one row of K values (Q8_0, Q4_0: any K % 32 == 0) and its blocks.
+size_t row_bytes(DType t, int64_t K) { return static_cast<size_t>(K) * blk(t) / 256; }
+int64_t row_blocks(DType t, int64_t K) { return per_block(t) ? K / 32 : K / 256; }
+// The Ks tested: whole super-blocks for all; Q8_0 / Q4_0 also K % 256 != 0 (a tail of K / 32 % 8
+// blocks: gpt-oss 2880 = 11 x 8 + 2, V2-Lite's down 1408 = 5 x 8 + 4) and K < 256.
+std::vector<int64_t> test_ks(DType t) {
+    if (per_block(t)) return {256, 768, 4096, 32, 96, 1408, 2880};
+    return {256, 768, 4096};
+}
 int sb_bytes(DType t) {
     return t == DType::Q3_K ? panel::kQ3kSbPanelBytes : t == DType::Q2_K ? panel::kQ2kSbPanelBytes : t == DType::Q4_K ? panel::kQ4kSbPanelBytes
          : t == DType::Q6_K ? panel::kQ6kSbPanelBytes : t == DType::Q4_0 ? panel::kQ40SbPanelBytes : t == DType::Q5_K ? panel::kQ5kSbPanelBytes
@@ -39,8 +48,8 @@ int sb_bytes(DType t) {
 }
 
 std::vector<uint8_t> random_rows(Rng& rng, DType t, int64_t N, int64_t K) {
-    std::vector<uint8_t> w(static_cast<size_t>(N * (K / 256)) * blk(t));
-    EXPECT_TRUE(ref::fill_random_blocks(t, rng, w.data(), N * (K / 256) * blocks256(t), 1.0f));
+    std::vector<uint8_t> w(static_cast<size_t>(N) * row_bytes(t, K));
+    EXPECT_TRUE(ref::fill_random_blocks(t, rng, w.data(), N * row_blocks(t, K), 1.0f));
     return w;
 }
 
@@ -53,17 +62,17 @@ bool has_avx512() {
 TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
     Rng rng(0x9a7e1);
     for (DType t : kTypes)
-    for (int64_t K : {256, 768, 4096}) {
+    for (int64_t K : test_ks(t)) {
         for (int64_t N : {16, 37, 64}) {
             // every byte random (hmask, qs, scales and d are all plain bit fields to the repack; Q8_0: any
             // byte, NaN d included)
-            std::vector<uint8_t> w(static_cast<size_t>(N * (K / 256)) * blk(t));
+            std::vector<uint8_t> w(static_cast<size_t>(N) * row_bytes(t, K));
             for (auto& b : w) b = static_cast<uint8_t>(rng.next());
-            const size_t stride = static_cast<size_t>(K / 256) * blk(t);
+            const size_t stride = row_bytes(t, K);
             std::vector<uint8_t> P(panel::panel_matrix_bytes(t, N, K), 0xCD);
             panel::repack_matrix(t, w.data(), stride, N, K, P.data());
             const int sbb = sb_bytes(t);
-            ASSERT_EQ(P.size(), static_cast<size_t>((N + 15) / 16 * (K / 256) * sbb));
+            ASSERT_EQ(P.size(), static_cast<size_t>((N + 15) / 16 * K * sbb / 256));
             std::vector<uint8_t> back(w.size(), 0x5A);
             const size_t pb = panel::panel_bytes(t, K);
             for (int64_t n = 0; n < N; n += 16)
@@ -71,6 +80,40 @@ TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
             ASSERT_EQ(0, std::memcmp(w.data(), back.data(), w.size())) << dtype_name(t) << " K=" << K << " N=" << N;
         }
     }
+}
+
+// Q8_0 / Q4_0 panels are laid out block by block as the header says (levels [K/32][512 or 256],
+// then d [K/32][16] f16), for K % 256 != 0 as for K % 256 == 0, where this is byte for byte the
+// earlier layout of 256-value super-blocks of 8 blocks.
+TEST(PanelGemv, Q80Q40LayoutIsPerBlock) {
+    Rng rng(0x51c3);
+    for (DType t : {DType::Q8_0, DType::Q4_0})
+        for (int64_t K : {96, 512}) {
+            SCOPED_TRACE(std::string(dtype_name(t)) + " K=" + std::to_string(K));
+            const bool q8 = t == DType::Q8_0;
+            const int bb = q8 ? panel::kQ80BlockBytes : panel::kQ40BlockBytes, lev = q8 ? 512 : 256;
+            const int64_t nb = K / 32;
+            const size_t stride = row_bytes(t, K);
+            std::vector<uint8_t> w(16 * stride), P(panel::panel_bytes(t, K));
+            for (auto& b : w) b = static_cast<uint8_t>(rng.next());
+            panel::repack_panel(t, w.data(), stride, K, 16, P.data());
+            ASSERT_EQ(P.size(), static_cast<size_t>(nb * (lev + 32)));
+            for (int c = 0; c < 16; ++c)
+                for (int64_t b = 0; b < nb; ++b) {
+                    const uint8_t* B = w.data() + c * stride + b * bb;
+                    ASSERT_EQ(P[nb * lev + 32 * b + 2 * c], B[0]);
+                    ASSERT_EQ(P[nb * lev + 32 * b + 2 * c + 1], B[1]);
+                    for (int k = 0; k < 32; ++k) {
+                        if (q8) {
+                            ASSERT_EQ(P[512 * b + 64 * (k / 4) + 4 * c + k % 4], B[2 + k] ^ 0x80) << "c=" << c << " b=" << b << " k=" << k;
+                        } else {
+                            const int level = k < 16 ? B[2 + k] & 0xF : B[2 + k - 16] >> 4;
+                            const int got = (P[256 * b + 64 * (k / 8) + 4 * c + k % 4] >> (4 * ((k % 8) / 4))) & 0xF;
+                            ASSERT_EQ(got, level) << "c=" << c << " b=" << b << " k=" << k;
+                        }
+                    }
+                }
+        }
 }
 
 // The AVX-512 repack (repack_matrix's fast path for whole Q8_0 / Q4_K / Q6_K panels) writes exactly the
@@ -83,9 +126,10 @@ TEST(PanelGemv, Avx512RepackEqualsTheScalarRepack) {
     }
     Rng rng(0x4e9a3);
     for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q6_K})
-        for (int64_t K : {256, 2048, 2816})
+        for (int64_t K : {256, 2048, 2816, 32, 96, 2880})
             for (size_t pad : {size_t{0}, size_t{7}}) {
-                const size_t stride = static_cast<size_t>(K / 256) * blk(t) + pad;
+                if (K % 256 != 0 && !per_block(t)) continue;
+                const size_t stride = row_bytes(t, K) + pad;
                 std::vector<uint8_t> w(16 * stride);
                 for (auto& b : w) b = static_cast<uint8_t>(rng.next());
                 std::vector<uint8_t> fast(panel::panel_bytes(t, K), 0xCD), slow(fast.size(), 0x3C);
@@ -97,6 +141,7 @@ TEST(PanelGemv, Avx512RepackEqualsTheScalarRepack) {
     const std::vector<uint8_t> before = out;
     EXPECT_FALSE(panel::repack_panel_avx512(DType::Q8_0, w.data(), 8 * 34 * 2, 512, 15, out.data()));  // a tail panel
     EXPECT_FALSE(panel::repack_panel_avx512(DType::Q3_K, w.data(), 110, 256, 16, out.data()));         // not covered
+    EXPECT_FALSE(panel::repack_panel_avx512(DType::Q8_0, w.data(), 8 * 34 * 2, 48, 16, out.data()));   // not whole blocks
     EXPECT_FALSE(panel::repack_panel_avx512(DType::Q8_0, w.data(), size_t{1} << 28, 512, 16, out.data()));  // offsets past int32
     EXPECT_EQ(before, out);
 }
@@ -109,7 +154,7 @@ std::vector<float> engine_gemv(Isa isa, DType t, const std::vector<uint8_t>& w, 
     std::vector<float> y(N, -1.0f);
     kernels::MatmulArgs a;
     a.w = w.data();
-    a.w_row_stride = static_cast<size_t>(K / 256) * blk(t);
+    a.w_row_stride = row_bytes(t, K);
     a.x = x.data();
     a.ldx = K;
     a.y = y.data();
@@ -129,11 +174,11 @@ TEST(PanelGemv, EqualsTheEngineKernelBitForBit) {
     const bool simd = has_avx512() && panel::panel_gemv_usable();
     if (!simd) std::printf("note: no AVX-512 VNNI + GFNI here: only the scalar panel GEMV is checked (against the scalar path)\n");
     for (DType t : kTypes)
-    for (int64_t K : {256, 768, 4096}) {
-        for (int64_t N : {16, 37, 64}) {
+    for (int64_t K : test_ks(t)) {
+        for (int64_t N : {16, 37, 64, 80}) {  // 80: the 4-panel loop, then one panel
             const std::vector<uint8_t> w = random_rows(rng, t, N, K);
             std::vector<uint8_t> P(panel::panel_matrix_bytes(t, N, K));
-            panel::repack_matrix(t, w.data(), static_cast<size_t>(K / 256) * blk(t), N, K, P.data());
+            panel::repack_matrix(t, w.data(), row_bytes(t, K), N, K, P.data());
             const panel::PanelMatrix pm{t, P.data(), N, K};
             for (int xcase = 0; xcase < 3; ++xcase) {
                 SCOPED_TRACE(std::string(dtype_name(t)) + " K=" + std::to_string(K) + " N=" + std::to_string(N) + " x case " + std::to_string(xcase));
@@ -172,8 +217,11 @@ TEST(PanelGemv, BadShapesAreOneClearError) {
     EXPECT_THROW(panel::panel_bytes(t, 0), Error);
     EXPECT_THROW(panel::panel_bytes(DType::Q5_0, 256), Error);
     EXPECT_THROW(panel::panel_bytes(DType::IQ4_XS, 256), Error);
-    EXPECT_THROW(panel::panel_bytes(DType::Q4_0, 2880), Error);  // 90 blocks
-    EXPECT_THROW(panel::panel_bytes(DType::Q8_0, 2880), Error);  // 90 blocks: not whole super-blocks of 8
+    EXPECT_THROW(panel::panel_bytes(DType::Q4_0, 48), Error);  // Q8_0 / Q4_0: whole blocks of 32
+    EXPECT_THROW(panel::panel_bytes(DType::Q8_0, 2888), Error);
+    EXPECT_THROW(panel::panel_bytes(DType::Q5_K, 2880), Error);  // the K-quants: whole super-blocks
+    EXPECT_EQ(panel::panel_bytes(DType::Q8_0, 2880), size_t{90 * 544});
+    EXPECT_EQ(panel::panel_bytes(DType::Q4_0, 32), size_t{288});
     std::vector<uint8_t> w(kBlk * 17), P(panel::panel_matrix_bytes(t, 17, 256));
     EXPECT_THROW(panel::repack_panel(t, w.data(), kBlk, 256, 17, P.data()), Error);
     panel::repack_matrix(t, w.data(), kBlk, 17, 256, P.data());
@@ -214,12 +262,13 @@ TEST(PanelGemv, BadShapesAreOneClearError) {
     for (DType t8 : {DType::Q8_0, DType::Q4_0, DType::Q5_K}) {
         SCOPED_TRACE(dtype_name(t8));
         const size_t kB8 = blk(t8);
-        EXPECT_THROW(panel::panel_bytes(t8, 32), Error);
-        EXPECT_THROW(panel::panel_bytes(t8, 384), Error);
+        const int64_t bad = per_block(t8) ? 400 : 384;  // not a multiple of the type's panel_k_step
+        EXPECT_THROW(panel::panel_bytes(t8, per_block(t8) ? 16 : 32), Error);
+        EXPECT_THROW(panel::panel_bytes(t8, bad), Error);
         std::vector<uint8_t> w8(kB8 * 17), P8(panel::panel_matrix_bytes(t8, 17, 256));
         EXPECT_THROW(panel::repack_panel(t8, w8.data(), kB8, 256, 17, P8.data()), Error);
         EXPECT_THROW(panel::unpack_panel(t8, P8.data(), 256, 0, w8.data(), kB8), Error);
-        EXPECT_THROW(panel::unpack_panel(t8, P8.data(), 384, 16, w8.data(), kB8), Error);
+        EXPECT_THROW(panel::unpack_panel(t8, P8.data(), bad, 16, w8.data(), kB8), Error);
         panel::repack_matrix(t8, w8.data(), kB8, 17, 256, P8.data());
         const panel::PanelMatrix pm8{t8, P8.data(), 17, 256};
         EXPECT_THROW(panel::panel_gemv_ref(pm8, ref::act_q8_row(xq.data(), 256), 4, 17, y.data()), Error);

@@ -161,7 +161,9 @@ TEST(MoeQuantPanels, RepackedExpertsGiveTheSameBits) {
                                              {DType::Q4_0, DType::Q4_0}, {DType::Q5_K, DType::Q5_K}, {DType::Q5_K, DType::Q6_K}};
     for (const auto& [t, td] : cases) {
         SCOPED_TRACE(std::string(dtype_name(t)) + " down " + dtype_name(td));
-        const int64_t D = 512, F = 256, T = 9;
+        // Q8_0 / Q4_0 panels take any K % 32 == 0: D = 352 (11 blocks: 8 + a tail of 3), F = 224 (7 blocks < 256)
+        const bool per_block = kernels::panel::panel_k_step(t) == 32 && kernels::panel::panel_k_step(td) == 32;
+        const int64_t D = per_block ? 352 : 512, F = per_block ? 224 : 256, T = 9;
         const int E = 8, k = 2;
         MoeSpec spec = make_spec(Variant::Qwen2Shared, E, k, D, F);
         spec.n_ff_shared = 2 * F;
@@ -227,7 +229,9 @@ TEST(MoeQuantPanels, BatchedCallsReadThePanelsAndNeverTheBlocks) {
         GTEST_SKIP() << "no AVX-512 VNNI + GFNI on this CPU: repack_experts makes no panels here";
     for (DType t : {DType::Q4_K, DType::Q3_K, DType::Q2_K, DType::Q6_K, DType::Q8_0, DType::Q4_0, DType::Q5_K}) {
         SCOPED_TRACE(dtype_name(t));
-        const int64_t D = 512, F = 256, T = 64;  // 64 tokens x top-2 of 8: ~16 rows per expert
+        // 64 tokens x top-2 of 8: ~16 rows per expert; Q8_0 / Q4_0 at K % 256 != 0 (D = 352, F = 224, F_s = 448)
+        const bool per_block = kernels::panel::panel_k_step(t) == 32;
+        const int64_t D = per_block ? 352 : 512, F = per_block ? 224 : 256, T = 64;
         const int E = 8, k = 2;
         MoeSpec spec = make_spec(Variant::Qwen2Shared, E, k, D, F);
         spec.n_ff_shared = 2 * F;
