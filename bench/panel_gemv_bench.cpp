@@ -5,7 +5,7 @@
 // blocks) against the panel GEMV over the repacked matrices, same activation row (the type's: Q8_K, Q8_0's per
 // 32; prepared once).
 // Usage: panel_gemv_bench [Q3_K|Q2_K|Q4_K|Q6_K|Q8_0|Q4_0|Q5_K|Q5_0|MXFP4] [matrices=16]
-// [N=1024] [K=2048] [alternations=3]   (K a multiple of the type's panel_k_step: 256; Q5_0, MXFP4: 32)
+// [N=1024] [K=2048] [alternations=3]   (K a multiple of the type's panel_k_step: 256; Q8_0, Q4_0, Q5_0, MXFP4: 32, e.g. 2880)
 // One thread: thread CPU time of a pass over all matrices, best of 5 (each timing 8 passes).
 // Two threads: each thread the same pass over its row half of every matrix; the pass time is the
 // slower thread's CPU time, best of 5. GB/s are bytes of the ORIGINAL weights per second (the
@@ -144,9 +144,9 @@ int main(int argc, char** argv) {
     s.N = argc > 3 ? std::atoll(argv[3]) : 1024;
     s.K = argc > 4 ? std::atoll(argv[4]) : 2048;
     const int alts = argc > 5 ? std::atoi(argv[5]) : 3;
-    const int kstep = panel::panel_k_step(s.type);
-    if (s.nmat < 1 || s.N < 16 || s.K % kstep != 0 || s.K <= 0) {
-        std::fprintf(stderr, "panel_gemv_bench: need matrices >= 1, N >= 16, K a positive multiple of %d\n", kstep);
+    if (s.nmat < 1 || s.N < 16 || s.K <= 0 || s.K % panel::panel_k_step(s.type) != 0) {
+        std::fprintf(stderr, "panel_gemv_bench: need matrices >= 1, N >= 16, K a positive multiple of %d (%s's panel step)\n",
+                     panel::panel_k_step(s.type), tn.c_str());
         return 2;
     }
     if (!panel::panel_gemv_usable()) {

@@ -4,7 +4,8 @@
 //    are an error;
 //  - the kernel on the emulator gives exactly the bits of panel_gemm_avx512 and of the scalar
 //    path, on random panels and activations, for m = 1, 15, 16, 17, 40 (token groups of 16 and
-//    zero-padded tails), column ranges with tails (nc < 16) starting at later panels, K 256 and 2048;
+//    zero-padded tails), column ranges with tails (nc < 16) starting at later panels, K 256 and 2048
+//    (Q8_0 also 96 and 2880: K % 256 != 0);
 //  - the same on real AMX tiles where this CPU and kernel allow them, else a printed "absent" line;
 //  - MOE_FORCE_ISA=amx (one clear error where AMX is not usable) and avx512 (AMX off).
 #include <gtest/gtest.h>
@@ -142,10 +143,12 @@ void expect_bit_exact(GemmFn fn, const char* what, bool many) {
     const kernels::CpuKernels scalar(Isa::Scalar);
     int cases = 0;
     for (DType t : kTypes)
-        for (int64_t K : {256, 2048})
+        for (int64_t K : {256, 2048, 96, 2880})
             for (int64_t m : {1, 15, 16, 17, 40})
                 for (int xcase = 0; xcase < 2; ++xcase) {
                     if (xcase == 1 && m != 17) continue;  // activations all at +-max: one shape per K
+                    if (K % 256 != 0 && t != DType::Q8_0) continue;  // Q8_0: any K % 32 == 0 (a short last super-block)
+                    if (!many && K == 2880 && m != 40) continue;
                     if (!many && K == 2048 && m != 40) continue;
                     const int64_t N = 70;
                     SCOPED_TRACE(std::string(what) + " " + dtype_name(t) + " K=" + std::to_string(K) + " m=" + std::to_string(m) + " x case " + std::to_string(xcase));

@@ -1,7 +1,8 @@
 // The prefill GEMM over the Q4_K / Q3_K / Q2_K / Q6_K / Q8_0 / Q4_0 / Q5_K / Q5_0 / MXFP4 panel layouts (kernels/cpu/qmatmul_panel_gemm.h): on random valid
 // blocks and fresh activations (random normal, and all at +-max), for batch sizes around the
 // kernel's 4-row blocks, column ranges starting at later panels and panels at 64-byte aligned or
-// misaligned addresses (Q8_0 reads aligned quads in place, copies the others), it gives exactly the bits of
+// misaligned addresses (Q8_0 reads aligned quads in place, copies the others), Q8_0 / Q4_0 also at K %
+// 256 != 0 (K = 32, 96, 1408, 2880), it gives exactly the bits of
 // the scalar path (the reference chain, qmatmul_generic.cpp) and of the engine's AVX-512 block
 // kernel, with or without prepared activations; bad calls are one clear error.
 #include <gtest/gtest.h>
@@ -30,10 +31,10 @@ using kernels::Isa;
 namespace panel = kernels::panel;
 
 constexpr DType kTypes[] = {DType::Q4_K, DType::Q3_K, DType::Q2_K, DType::Q6_K, DType::Q8_0, DType::Q4_0, DType::Q5_K, DType::Q5_0, DType::MXFP4};
-// Whole super-blocks; Q5_0 and MXFP4 (K step 32) 1 and 3 blocks, V2-Lite's K = 1408 (Q5_0), gpt-oss's 2880 (MXFP4), 2048.
+// Whole super-blocks; the types whose panels step by 32-value blocks (Q8_0, Q4_0, Q5_0, MXFP4) also 1 and 3
+// blocks, V2-Lite's K = 1408 and gpt-oss's 2880 (a tail of K / 32 % 8 blocks after whole groups of 8).
 std::vector<int64_t> ks(DType t) {
-    if (t == DType::Q5_0) return {32, 96, 1408, 2048};
-    if (t == DType::MXFP4) return {32, 96, 2880, 2048};
+    if (panel::panel_k_step(t) == 32) return {256, 1024, 2048, 32, 96, 1408, 2880};
     return {256, 1024, 2048};
 }
 bool simd_here() {
@@ -59,6 +60,9 @@ TEST(PanelGemm, EqualsTheBlockKernelsBitForBit) {
             for (int64_t m : {3, 4, 7, 17, 64})
                 for (int xcase = 0; xcase < 2; ++xcase) {
                     if (xcase == 1 && m > 4) continue;  // the saturated case needs one shape per K, N
+                    // Q8_0 / Q4_0 panels take any K % 32 == 0 (K = 96: an odd block count, so a
+                    // panel is not a multiple of 64 bytes and Q8_0's quads are copied, not read in place)
+                    if (K % 256 != 0 && panel::panel_k_step(t) != 32) continue;
                     SCOPED_TRACE(std::string(dtype_name(t)) + " K=" + std::to_string(K) + " N=" + std::to_string(N) + " m=" + std::to_string(m) + " x case " + std::to_string(xcase));
                     const PanelCase c = make_case(rng, t, N, K, m, xcase);
                     const panel::PanelMatrix pm{t, c.P.data(), N, K};

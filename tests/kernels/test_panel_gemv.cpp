@@ -25,13 +25,15 @@ using kernels::Isa;
 namespace panel = kernels::panel;
 
 constexpr DType kTypes[] = {DType::Q3_K, DType::Q2_K, DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q4_0, DType::Q5_K, DType::Q5_0, DType::MXFP4};
-// The row lengths checked: whole 256-value super-blocks; Q5_0 and MXFP4 (K step 32) also 1 and 3 blocks,
-// V2-Lite's K = 1408 (Q5_0, 44 blocks) and gpt-oss's 2880 (MXFP4, 90 blocks).
+// The row lengths checked: whole 256-value super-blocks; the types of K step 32 also 1 and 3 blocks,
+// V2-Lite's K = 1408 (44 blocks) and gpt-oss's 2880 (90 blocks).
 std::vector<int64_t> ks(DType t) {
-    if (t == DType::Q5_0) return {32, 96, 1408, 2048};
-    if (t == DType::MXFP4) return {32, 96, 2880, 2048};
+    if (panel::panel_k_step(t) == 32) return {256, 768, 4096, 32, 96, 1408, 2880};
     return {256, 768, 4096};
 }
+// Q8_0, Q4_0, Q5_0, MXFP4: panels of any K % 32 == 0 (a tail of K / 32 % 8 blocks after whole groups of 8
+// for Q8_0 / Q4_0: gpt-oss 2880 = 11 x 8 + 2, V2-Lite's down 1408 = 5 x 8 + 4).
+bool per_block(DType t) { return panel::panel_k_step(t) == 32; }
 size_t stride_of(DType t, int64_t K) { return static_cast<size_t>(row_bytes(t, static_cast<uint64_t>(K))); }
 // Bytes of 256 values of a row (Q8_0, Q4_0: 8 blocks) and blocks per 256 values.
 size_t blk(DType t) {
@@ -80,6 +82,40 @@ TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
     }
 }
 
+// Q8_0 / Q4_0 panels are laid out block by block as the header says (levels [K/32][512 or 256],
+// then d [K/32][16] f16), for K % 256 != 0 as for K % 256 == 0, where this is byte for byte the
+// earlier layout of 256-value super-blocks of 8 blocks.
+TEST(PanelGemv, Q80Q40LayoutIsPerBlock) {
+    Rng rng(0x51c3);
+    for (DType t : {DType::Q8_0, DType::Q4_0})
+        for (int64_t K : {96, 512}) {
+            SCOPED_TRACE(std::string(dtype_name(t)) + " K=" + std::to_string(K));
+            const bool q8 = t == DType::Q8_0;
+            const int bb = q8 ? panel::kQ80BlockBytes : panel::kQ40BlockBytes, lev = q8 ? 512 : 256;
+            const int64_t nb = K / 32;
+            const size_t stride = stride_of(t, K);
+            std::vector<uint8_t> w(16 * stride), P(panel::panel_bytes(t, K));
+            for (auto& b : w) b = static_cast<uint8_t>(rng.next());
+            panel::repack_panel(t, w.data(), stride, K, 16, P.data());
+            ASSERT_EQ(P.size(), static_cast<size_t>(nb * (lev + 32)));
+            for (int c = 0; c < 16; ++c)
+                for (int64_t b = 0; b < nb; ++b) {
+                    const uint8_t* B = w.data() + c * stride + b * bb;
+                    ASSERT_EQ(P[nb * lev + 32 * b + 2 * c], B[0]);
+                    ASSERT_EQ(P[nb * lev + 32 * b + 2 * c + 1], B[1]);
+                    for (int k = 0; k < 32; ++k) {
+                        if (q8) {
+                            ASSERT_EQ(P[512 * b + 64 * (k / 4) + 4 * c + k % 4], B[2 + k] ^ 0x80) << "c=" << c << " b=" << b << " k=" << k;
+                        } else {
+                            const int level = k < 16 ? B[2 + k] & 0xF : B[2 + k - 16] >> 4;
+                            const int got = (P[256 * b + 64 * (k / 8) + 4 * c + k % 4] >> (4 * ((k % 8) / 4))) & 0xF;
+                            ASSERT_EQ(got, level) << "c=" << c << " b=" << b << " k=" << k;
+                        }
+                    }
+                }
+        }
+}
+
 // The AVX-512 repack (repack_matrix's fast path for whole Q8_0 / Q4_K / Q6_K / MXFP4 panels) writes exactly the
 // scalar repack_panel's bytes, on random bytes, with tight and padded row strides; it declines
 // (writing nothing) what it does not cover.
@@ -90,8 +126,9 @@ TEST(PanelGemv, Avx512RepackEqualsTheScalarRepack) {
     }
     Rng rng(0x4e9a3);
     for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::MXFP4})
-        for (int64_t K : t == DType::MXFP4 ? std::vector<int64_t>{32, 96, 2880} : std::vector<int64_t>{256, 2048, 2816})
+        for (int64_t K : {256, 2048, 2816, 32, 96, 2880})
             for (size_t pad : {size_t{0}, size_t{7}}) {
+                if ((K % 256 != 0 && !per_block(t)) || (t == DType::MXFP4 && K % 256 == 0)) continue;
                 const size_t stride = stride_of(t, K) + pad;
                 std::vector<uint8_t> w(16 * stride);
                 for (auto& b : w) b = static_cast<uint8_t>(rng.next());
@@ -104,6 +141,7 @@ TEST(PanelGemv, Avx512RepackEqualsTheScalarRepack) {
     const std::vector<uint8_t> before = out;
     EXPECT_FALSE(panel::repack_panel_avx512(DType::Q8_0, w.data(), 8 * 34 * 2, 512, 15, out.data()));  // a tail panel
     EXPECT_FALSE(panel::repack_panel_avx512(DType::Q3_K, w.data(), 110, 256, 16, out.data()));         // not covered
+    EXPECT_FALSE(panel::repack_panel_avx512(DType::Q8_0, w.data(), 8 * 34 * 2, 48, 16, out.data()));   // not whole blocks
     EXPECT_FALSE(panel::repack_panel_avx512(DType::Q8_0, w.data(), size_t{1} << 28, 512, 16, out.data()));  // offsets past int32
     EXPECT_EQ(before, out);
 }
@@ -137,7 +175,7 @@ TEST(PanelGemv, EqualsTheEngineKernelBitForBit) {
     if (!simd) std::printf("note: no AVX-512 VNNI + GFNI here: only the scalar panel GEMV is checked (against the scalar path)\n");
     for (DType t : kTypes)
     for (int64_t K : ks(t)) {
-        for (int64_t N : {16, 37, 64}) {
+        for (int64_t N : {16, 37, 64, 80})  // 80: the 4-panel loop, then one panel {
             const std::vector<uint8_t> w = random_rows(rng, t, N, K);
             std::vector<uint8_t> P(panel::panel_matrix_bytes(t, N, K));
             panel::repack_matrix(t, w.data(), stride_of(t, K), N, K, P.data());
@@ -179,8 +217,11 @@ TEST(PanelGemv, BadShapesAreOneClearError) {
     EXPECT_THROW(panel::panel_bytes(t, 0), Error);
     EXPECT_THROW(panel::panel_bytes(DType::Q5_1, 256), Error);
     EXPECT_THROW(panel::panel_bytes(DType::IQ4_XS, 256), Error);
-    EXPECT_THROW(panel::panel_bytes(DType::Q4_0, 2880), Error);  // 90 blocks
-    EXPECT_THROW(panel::panel_bytes(DType::Q8_0, 2880), Error);  // 90 blocks: not whole super-blocks of 8
+    EXPECT_THROW(panel::panel_bytes(DType::Q4_0, 48), Error);  // Q8_0 / Q4_0: whole blocks of 32
+    EXPECT_THROW(panel::panel_bytes(DType::Q8_0, 2888), Error);
+    EXPECT_THROW(panel::panel_bytes(DType::Q5_K, 2880), Error);  // the K-quants: whole super-blocks
+    EXPECT_EQ(panel::panel_bytes(DType::Q8_0, 2880), size_t{90 * 544});
+    EXPECT_EQ(panel::panel_bytes(DType::Q4_0, 32), size_t{288});
     std::vector<uint8_t> w(kBlk * 17), P(panel::panel_matrix_bytes(t, 17, 256));
     EXPECT_THROW(panel::repack_panel(t, w.data(), kBlk, 256, 17, P.data()), Error);
     panel::repack_matrix(t, w.data(), kBlk, 17, 256, P.data());
@@ -221,12 +262,13 @@ TEST(PanelGemv, BadShapesAreOneClearError) {
     for (DType t8 : {DType::Q8_0, DType::Q4_0, DType::Q5_K}) {
         SCOPED_TRACE(dtype_name(t8));
         const size_t kB8 = blk(t8);
-        EXPECT_THROW(panel::panel_bytes(t8, 32), Error);
-        EXPECT_THROW(panel::panel_bytes(t8, 384), Error);
+        const int64_t bad = per_block(t8) ? 400 : 384;  // not a multiple of the type's panel_k_step
+        EXPECT_THROW(panel::panel_bytes(t8, per_block(t8) ? 16 : 32), Error);
+        EXPECT_THROW(panel::panel_bytes(t8, bad), Error);
         std::vector<uint8_t> w8(kB8 * 17), P8(panel::panel_matrix_bytes(t8, 17, 256));
         EXPECT_THROW(panel::repack_panel(t8, w8.data(), kB8, 256, 17, P8.data()), Error);
         EXPECT_THROW(panel::unpack_panel(t8, P8.data(), 256, 0, w8.data(), kB8), Error);
-        EXPECT_THROW(panel::unpack_panel(t8, P8.data(), 384, 16, w8.data(), kB8), Error);
+        EXPECT_THROW(panel::unpack_panel(t8, P8.data(), bad, 16, w8.data(), kB8), Error);
         panel::repack_matrix(t8, w8.data(), kB8, 17, 256, P8.data());
         const panel::PanelMatrix pm8{t8, P8.data(), 17, 256};
         EXPECT_THROW(panel::panel_gemv_ref(pm8, ref::act_q8_row(xq.data(), 256), 4, 17, y.data()), Error);

@@ -164,7 +164,10 @@ TEST(MoeQuantPanels, RepackedExpertsGiveTheSameBits) {
                                              {DType::MXFP4, DType::MXFP4}};
     for (const auto& [t, td] : cases) {
         SCOPED_TRACE(std::string(dtype_name(t)) + " down " + dtype_name(td));
-        const int64_t D = 512, F = td == DType::Q5_0 && t != td ? 352 : 256, T = 9;
+        // Q5_0 down with Q4_K gate/up: F = 352 (11 blocks, K % 256 != 0); types whose panels step by 32-value
+        // blocks (Q8_0, Q4_0, Q5_0, MXFP4) on both sides: D = 352 (11 blocks: 8 + a tail of 3), F = 224 (7 blocks < 256)
+        const bool per_block = kernels::panel::panel_k_step(t) == 32 && kernels::panel::panel_k_step(td) == 32;
+        const int64_t D = per_block ? 352 : 512, F = per_block ? 224 : td == DType::Q5_0 ? 352 : 256, T = 9;
         const int E = 8, k = 2;
         MoeSpec spec = make_spec(Variant::Qwen2Shared, E, k, D, F);
         spec.n_ff_shared = 2 * F;
@@ -230,7 +233,9 @@ TEST(MoeQuantPanels, BatchedCallsReadThePanelsAndNeverTheBlocks) {
         GTEST_SKIP() << "no AVX-512 VNNI + GFNI on this CPU: repack_experts makes no panels here";
     for (DType t : {DType::Q4_K, DType::Q3_K, DType::Q2_K, DType::Q6_K, DType::Q8_0, DType::Q4_0, DType::Q5_K, DType::Q5_0, DType::MXFP4}) {
         SCOPED_TRACE(dtype_name(t));
-        const int64_t D = 512, F = t == DType::Q5_0 ? 352 : 256, T = 64;  // 64 tokens x top-2 of 8: ~16 rows per expert
+        // 64 tokens x top-2 of 8: ~16 rows per expert; Q8_0 / Q4_0 / Q5_0 / MXFP4 at K % 256 != 0 (D = 352, F = 224, F_s = 448)
+        const bool per_block = kernels::panel::panel_k_step(t) == 32;
+        const int64_t D = per_block ? 352 : 512, F = per_block ? 224 : 256, T = 64;
         const int E = 8, k = 2;
         MoeSpec spec = make_spec(Variant::Qwen2Shared, E, k, D, F);
         spec.n_ff_shared = 2 * F;

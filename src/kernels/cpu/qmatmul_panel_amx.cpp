@@ -20,6 +20,7 @@
 // same f32 chain in K order (Q8_0: acc = fma(float(I), d * dx, acc) per block; the K-quants: S =
 // sum_g sc_g I_g per super-block in int32, acc = fma(float(S), d * dx, acc), then the mins' term),
 // so the output bits equal panel_gemm_avx512's (and the scalar path's) whatever m or the columns.
+// Q8_0 panels of K % 256 != 0 (any K % 32 == 0: gpt-oss's 2880) run a short last group of granules.
 // Token groups of fewer than 16 rows read a zero-padded copy of their rows (one per call); column
 // tails (nc < 16) compute the panel's zero columns and store only nc.
 //
@@ -113,11 +114,11 @@ inline void f16x16(const uint8_t* p, float* out) {
     _mm512_store_ps(out, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
 }
 
-// Q8_0: the stored quads are the B rows as they are; ws = f32 d [block][column].
-void fill_q80(const uint8_t* P, int64_t nsb, Fill& f) {
+// Q8_0 (nb blocks): the stored quads are the B rows as they are; ws = f32 d [block][column].
+void fill_q80(const uint8_t* P, int64_t nb, Fill& f) {
     f.q = P;
-    const uint8_t* D = P + static_cast<size_t>(nsb) * kQ80SbLevelBytes;
-    for (int64_t g = 0; g < 8 * nsb; ++g) f16x16(D + 32 * g, f.ws + g * 16);
+    const uint8_t* D = P + static_cast<size_t>(nb) * kQ80BlkLevelBytes;
+    for (int64_t g = 0; g < nb; ++g) f16x16(D + 32 * g, f.ws + g * 16);
 }
 
 // Q4_K: vector v of granule g -> quads 2v (low nibbles), 2v + 1 (high nibbles); ws sc_g, wm m_g
@@ -246,7 +247,9 @@ void gemm_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, void (*fill
     constexpr int kG = D::kG, kGps = 256 / kG;  // granules per super-block
     size_t act_stride = 0;
     const unsigned char* act = qmm_activations(a, Isa::Avx512, act_quant(w.type), &act_stride);
-    const int64_t K = w.K, nsb = K / 256, ng = K / kG, Kp = ref::act_q8_padded(K);
+    // nsb: super-blocks of kGps granules, the last one short where K % 256 != 0 (Q8_0 only: the
+    // K-quants' K is a multiple of 256); fill's count is K / panel_k_step (Q8_0: blocks)
+    const int64_t K = w.K, nsb = (K + 255) / 256, ng = K / kG, Kp = ref::act_q8_padded(K), nstep = K / panel_k_step(w.type);
     const size_t pb_bytes = panel_bytes(w.type, K);
     // scratch: the tail rows' zero-padded activations [16][Kp], then per panel quads, ws, wm, wd
     const size_t pad_b = 16 * static_cast<size_t>(Kp), q_b = static_cast<size_t>(K) * 16, s_b = static_cast<size_t>(ng) * 64,
@@ -281,7 +284,7 @@ void gemm_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, void (*fill
         nc[0] = static_cast<int>(a.n1 - n >= 16 ? 16 : a.n1 - n);
         nc[1] = static_cast<int>(a.n1 - n - 16 >= 16 ? 16 : (a.n1 - n - 16 > 0 ? a.n1 - n - 16 : 0));
         const int np = nc[1] > 0 ? 2 : 1;
-        for (int j = 0; j < np; ++j) fill(w.panels + static_cast<size_t>(n / 16 + j) * pb_bytes, nsb, f[j]);
+        for (int j = 0; j < np; ++j) fill(w.panels + static_cast<size_t>(n / 16 + j) * pb_bytes, nstep, f[j]);
         for (int64_t r0 = 0; r0 < a.m; r0 += 32) {
             const int nt = static_cast<int>(a.m - r0 >= 32 ? 32 : a.m - r0), nh = nt > 16 ? 2 : 1;
             const uint8_t* A[2];
@@ -303,7 +306,7 @@ void gemm_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, void (*fill
                 if constexpr (D::kMin)
                     for (int i = 0; i < nt; ++i)
                         for (int j = 0; j < np; ++j) M[i][j] = _mm512_setzero_si512();
-                for (int k = 0; k < kGps; ++k) {
+                for (int k = 0; k < kGps && sb * kGps + k < ng; ++k) {
                     const int64_t g = sb * kGps + k, i16 = g * kG / 16;
                     const uint8_t* Ag[2] = {A[0] + g * kG, nh == 2 ? A[1] + g * kG : nullptr};
                     const uint8_t* Bg[2] = {f[0].q + g * kG * 16, f[1].q + g * kG * 16};

@@ -182,22 +182,22 @@ void fill_q6k(const uint8_t* P, int64_t nsb, const Panel& p) {
 }
 
 // Q8_0 (as DQ8_0 in qmatmul_avx512_q8k.cpp): 32-value granules (blocks), levels q ^ 0x80 with
-// offset 128 (kShift 7), the per-granule f32 chain. Its stored quads ([K/32][8][64], u8 q ^ 0x80)
-// are rows_block's quad buffer byte for byte: where the panels are 64-byte aligned (huge_alloc;
-// every panel is 4352 nsb = 68 nsb x 64 bytes) rows_block reads them in place (kQuadsInPlace,
-// gemm_over), else fill_q80 copies them.
+// offset 128 (kShift 7), the per-granule f32 chain (rows_block walks K / kG granules: any K % 32 ==
+// 0). Its stored quads ([K/32][8][64], u8 q ^ 0x80) are rows_block's quad buffer byte for byte:
+// where the panels are 64-byte aligned (huge_alloc; a panel is 544 nb bytes, a multiple of 64 for
+// an even number of blocks nb) rows_block reads them in place (kQuadsInPlace, gemm_over), else
+// fill_q80 copies them.
 struct PanelQ80 {
     static constexpr int kShift = 7, kSbElems = 64, kG = 32;
     static constexpr bool kMin = false, kQuadsInPlace = true;
 };
 
-// Stored Q8_0 panel P (nsb super-blocks of 8 blocks) -> rows_block's buffer: the quads (unless
-// p.q is P itself), ws f32 d [block][column].
-void fill_q80(const uint8_t* P, int64_t nsb, const Panel& p) {
-    const int64_t nb = 8 * nsb;
+// Stored Q8_0 panel P (nb blocks) -> rows_block's buffer: the quads (unless p.q is P itself), ws
+// f32 d [block][column].
+void fill_q80(const uint8_t* P, int64_t nb, const Panel& p) {
     if (reinterpret_cast<const uint8_t*>(p.q) != P)
         for (int64_t v = 0; v < 8 * nb; ++v) _mm512_store_si512(p.q + v, _mm512_loadu_si512(P + 64 * v));
-    const uint8_t* D = P + static_cast<size_t>(nsb) * kQ80SbLevelBytes;
+    const uint8_t* D = P + static_cast<size_t>(nb) * kQ80BlkLevelBytes;
     for (int64_t g = 0; g < nb; ++g)
         _mm512_store_ps(p.ws + g * 16, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D + 32 * g))));
 }
@@ -209,9 +209,9 @@ struct PanelQ40 {
     static constexpr int kShift = 3, kSbElems = 64, kG = 32;
     static constexpr bool kMin = false, kNibbles = true;
 };
-void fill_q40(const uint8_t* P, int64_t nsb, const Panel& p) {
-    const uint8_t* D = P + static_cast<size_t>(nsb) * kQ40SbLevelBytes;
-    for (int64_t g = 0; g < 8 * nsb; ++g)
+void fill_q40(const uint8_t* P, int64_t nb, const Panel& p) {
+    const uint8_t* D = P + static_cast<size_t>(nb) * kQ40BlkLevelBytes;
+    for (int64_t g = 0; g < nb; ++g)
         _mm512_store_ps(p.ws + g * 16, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D + 32 * g))));
 }
 
@@ -312,12 +312,12 @@ template <class D>
 void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const uint8_t*, int64_t, const Panel&)) {
     size_t act_stride = 0;
     const unsigned char* act = qmm_activations(a, Isa::Avx512, act_quant(w.type), &act_stride);
-    const int64_t nsb = w.K / panel_k_step(w.type);  // the fills' steps: super-blocks (Q5_0, MXFP4: blocks)
+    const int64_t nsb = w.K / panel_k_step(w.type);  // the fills' steps: super-blocks (K-quants), blocks (Q8_0, Q4_0, Q5_0, MXFP4)
     const size_t pb_bytes = panel_bytes(w.type, w.K);
     Panel p[2];  // rows_block's buffers for two panels (qmm512's)
     panel_pair(w.K, nsb, p);
     __m512i* const qbuf[2] = {p[0].q, p[1].q};
-    const bool in_place = quads_in_place<D>() && reinterpret_cast<uintptr_t>(w.panels) % 64 == 0;
+    const bool in_place = quads_in_place<D>() && reinterpret_cast<uintptr_t>(w.panels) % 64 == 0 && pb_bytes % 64 == 0;
     for (int64_t n = a.n0; n < a.n1; n += 32) {
         int nc[2];
         nc[0] = static_cast<int>(std::min<int64_t>(16, a.n1 - n));

@@ -310,76 +310,94 @@ void panels_q6k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
 // block cost more than they hid (panel_gemv_bench Q8_0 64 1024 2048, 2 MiB pages, one thread:
 // 21.4-23.0 GB/s with them, 24.7-28.6 without; two threads 33.9-44.0 against 35.7-39.7).
 template <int NP>
-void panels_q80(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& x, __m512 (&acc)[NP]) {
-    for (int j = 0; j < NP; ++j) acc[j] = _mm512_setzero_ps();
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-        const uint8_t* L[NP];
-        const uint8_t* dd[NP];
-        for (int j = 0; j < NP; ++j) {
-            L[j] = P + j * pb + sb * kQ80SbLevelBytes;
-            dd[j] = P + j * pb + nsb * kQ80SbLevelBytes + sb * kQ80SbDBytes;
-        }
+[[gnu::always_inline]] inline void block_q80(const uint8_t* const (&L)[NP], const uint8_t* const (&dd)[NP], int64_t g,
+                                             const ref::ActQ8Row& x, __m512 (&acc)[NP]) {
+    const int8_t* xb = x.qs + 32 * g;
+    const __m512i seed = _mm512_set1_epi32((x.nsum[8 * g] + x.nsum[8 * g + 4]) * 128);
+    __m512i I[NP];
+    for (int j = 0; j < NP; ++j) I[j] = seed;
 #pragma GCC unroll 8
-        for (int b = 0; b < 8; ++b) {
-            const int64_t g = 8 * sb + b;  // block of the row
-            const int8_t* xb = x.qs + 32 * g;
-            const __m512i seed = _mm512_set1_epi32((x.nsum[8 * g] + x.nsum[8 * g + 4]) * 128);
-            __m512i I[NP];
-            for (int j = 0; j < NP; ++j) I[j] = seed;
-#pragma GCC unroll 8
-            for (int qi = 0; qi < 8; ++qi) {
-                const __m512i xv = bcast(xb + 4 * qi);
-                for (int j = 0; j < NP; ++j) I[j] = _mm512_dpbusd_epi32(I[j], load_once(L[j] + 512 * b + 64 * qi), xv);
-            }
-            const __m512 dx = _mm512_set1_ps(x.dxv[8 * g]);
-            for (int j = 0; j < NP; ++j) {
-                const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd[j] + 32 * b)));
-                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[j]), _mm512_mul_ps(d, dx), acc[j]);
-            }
-        }
+    for (int qi = 0; qi < 8; ++qi) {
+        const __m512i xv = bcast(xb + 4 * qi);
+        for (int j = 0; j < NP; ++j) I[j] = _mm512_dpbusd_epi32(I[j], load_once(L[j] + 512 * g + 64 * qi), xv);
     }
+    const __m512 dx = _mm512_set1_ps(x.dxv[8 * g]);
+    for (int j = 0; j < NP; ++j) {
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd[j] + 32 * g)));
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[j]), _mm512_mul_ps(d, dx), acc[j]);
+    }
+}
+// nb = K / 32 blocks: whole groups of 8 blocks (256 values, the loop unrolled), then the nb % 8 left.
+template <int NP>
+void panels_q80(const uint8_t* P, int64_t pb, int64_t nb, const ref::ActQ8Row& x, __m512 (&acc)[NP]) {
+    for (int j = 0; j < NP; ++j) acc[j] = _mm512_setzero_ps();
+    const uint8_t* L[NP];
+    const uint8_t* dd[NP];
+    for (int j = 0; j < NP; ++j) {
+        L[j] = P + j * pb;
+        dd[j] = P + j * pb + nb * kQ80BlkLevelBytes;
+    }
+    const int64_t nsb = nb / 8;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+#pragma GCC unroll 8
+        for (int b = 0; b < 8; ++b) block_q80<NP>(L, dd, 8 * sb + b, x, acc);
+    }
+    for (int64_t g = 8 * nsb; g < nb; ++g) block_q80<NP>(L, dd, g, x, acc);
 }
 
 // Q4_0: NP panels at once, per block (32 values) four nibble vectors as panels_q4k's granule: the
 // low nibbles as they are, the high ones in place (x 16, shifted back: exact), the offset 8 as the
 // seed 8 x nsum of the low sums; then acc = fma(float(I), d * dx, acc) per block in K order: the
-// per-granule chain of the block kernels (DQ4_0), the same bits.
+// per-granule chain of the block kernels (DQ4_0), the same bits. Prefetch: each block's share
+// (NP pb / nb bytes) of the next NP panels, in groups of 8 blocks as the other types' super-blocks.
 template <int NP>
-void panels_q40(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& x, const uint8_t* stop, __m512 (&acc)[NP]) {
-    const int64_t share = NP * pb / nsb;
+[[gnu::always_inline]] inline void block_q40(const uint8_t* P, int64_t pb, int64_t nb, int64_t g, const ref::ActQ8Row& x,
+                                             __m512 (&acc)[NP]) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), mf0 = _mm512_set1_epi8(static_cast<char>(0xF0));
+    const int8_t* xb = x.qs + 32 * g;
+    const __m512i seed = _mm512_set1_epi32((x.nsum[8 * g] + x.nsum[8 * g + 4]) * 8);
+    __m512i Il[NP], Ih[NP];
+    for (int j = 0; j < NP; ++j) {
+        Il[j] = seed;
+        Ih[j] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+        const __m512i xl = bcast(xb + 8 * v), xh = bcast(xb + 8 * v + 4);
+        for (int j = 0; j < NP; ++j) {
+            const __m512i V = load_once(P + j * pb + 256 * g + 64 * v);
+            Il[j] = _mm512_dpbusd_epi32(Il[j], _mm512_and_si512(V, m4), xl);
+            Ih[j] = _mm512_dpbusd_epi32(Ih[j], _mm512_and_si512(V, mf0), xh);
+        }
+    }
+    const __m512 dx = _mm512_set1_ps(x.dxv[8 * g]);
+    for (int j = 0; j < NP; ++j) {
+        const uint8_t* dd = P + j * pb + nb * kQ40BlkLevelBytes + 32 * g;
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd)));
+        const __m512i I = _mm512_add_epi32(Il[j], _mm512_srai_epi32(Ih[j], 4));
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(d, dx), acc[j]);
+    }
+}
+template <int NP>
+void panels_q40(const uint8_t* P, int64_t pb, int64_t nb, const ref::ActQ8Row& x, const uint8_t* stop, __m512 (&acc)[NP]) {
+    const int64_t share = NP * pb / nb;  // per block (pb = 288 nb: exact)
     for (int j = 0; j < NP; ++j) acc[j] = _mm512_setzero_ps();
+    const auto next = [&](int64_t g, int64_t len) {
+        const char* nx = reinterpret_cast<const char*>(P + NP * pb + g * share);
+        return NextPanel{nx, std::min<int64_t>(len, reinterpret_cast<const char*>(stop) - nx)};
+    };
+    const int64_t nsb = nb / 8;
     for (int64_t sb = 0; sb < nsb; ++sb) {
-        const char* nx = reinterpret_cast<const char*>(P + NP * pb + sb * share);
-        const NextPanel np{nx, std::min<int64_t>(share, reinterpret_cast<const char*>(stop) - nx)};
+        const NextPanel np = next(8 * sb, 8 * share);
 #pragma GCC unroll 8
         for (int b = 0; b < 8; ++b) {
             prefetch_next(np, b);
-            const int64_t g = 8 * sb + b;  // block of the row
-            const int8_t* xb = x.qs + 32 * g;
-            const __m512i seed = _mm512_set1_epi32((x.nsum[8 * g] + x.nsum[8 * g + 4]) * 8);
-            __m512i Il[NP], Ih[NP];
-            for (int j = 0; j < NP; ++j) {
-                Il[j] = seed;
-                Ih[j] = _mm512_setzero_si512();
-            }
-#pragma GCC unroll 4
-            for (int v = 0; v < 4; ++v) {
-                const __m512i xl = bcast(xb + 8 * v), xh = bcast(xb + 8 * v + 4);
-                for (int j = 0; j < NP; ++j) {
-                    const __m512i V = load_once(P + j * pb + 256 * g + 64 * v);
-                    Il[j] = _mm512_dpbusd_epi32(Il[j], _mm512_and_si512(V, m4), xl);
-                    Ih[j] = _mm512_dpbusd_epi32(Ih[j], _mm512_and_si512(V, mf0), xh);
-                }
-            }
-            const __m512 dx = _mm512_set1_ps(x.dxv[8 * g]);
-            for (int j = 0; j < NP; ++j) {
-                const uint8_t* dd = P + j * pb + nsb * kQ40SbLevelBytes + 32 * g;
-                const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd)));
-                const __m512i I = _mm512_add_epi32(Il[j], _mm512_srai_epi32(Ih[j], 4));
-                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(d, dx), acc[j]);
-            }
+            block_q40<NP>(P, pb, nb, 8 * sb + b, x, acc);
         }
+    }
+    for (int64_t g = 8 * nsb; g < nb; ++g) {
+        prefetch_next_spread(next(g, share), 0, 1);
+        block_q40<NP>(P, pb, nb, g, x, acc);
     }
 }
 
@@ -482,7 +500,7 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     check_range(w, n0, n1);
     if (w.type == DType::Q5_0) return detail::panel_gemv_q50(w, x, n0, n1, y);  // K step 32: its own file
     if (w.type == DType::MXFP4) return detail::gemv_mxfp4_avx512(w, x, n0, n1, y);  // K step 32
-    const int64_t nsb = w.K / 256;
+    const int64_t nsb = w.K / 256, nb = w.K / 32;  // super-blocks (K-quants), blocks (Q8_0, Q4_0)
     const uint8_t* stop = w.panels + ((n1 + 15) / 16) * pb;
     int64_t n = n0;
     const auto multi = [&](auto run, auto np_tag) {
@@ -498,8 +516,8 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     const int64_t pbi = static_cast<int64_t>(pb);
     // Q4_K / Q6_K / Q8_0 / Q4_0: four panels at a time while four whole ones are left, then two (Q5_K: two only)
     if (w.type == DType::Q8_0) {
-        multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q80<4>(p, pbi, nsb, x, acc); }, NP4{});
-        multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q80<2>(p, pbi, nsb, x, acc); }, NP2{});
+        multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q80<4>(p, pbi, nb, x, acc); }, NP4{});
+        multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q80<2>(p, pbi, nb, x, acc); }, NP2{});
     } else if (w.type == DType::Q4_K) {
         multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q4k<4>(p, pbi, nsb, x, stop, acc); }, NP4{});
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q4k<2>(p, pbi, nsb, x, stop, acc); }, NP2{});
@@ -507,8 +525,8 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
         multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q6k<4>(p, pbi, nsb, x, stop, acc); }, NP4{});
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q6k<2>(p, pbi, nsb, x, stop, acc); }, NP2{});
     } else if (w.type == DType::Q4_0) {
-        multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q40<4>(p, pbi, nsb, x, stop, acc); }, NP4{});
-        multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q40<2>(p, pbi, nsb, x, stop, acc); }, NP2{});
+        multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q40<4>(p, pbi, nb, x, stop, acc); }, NP4{});
+        multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q40<2>(p, pbi, nb, x, stop, acc); }, NP2{});
     } else if (w.type == DType::Q5_K) {
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q5k<2>(p, pbi, nsb, x, stop, acc); }, NP2{});
     }
@@ -519,8 +537,8 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
         if (w.type == DType::Q3_K) acc[0] = panel16_q3k(P, nsb, x, stop);
         else if (w.type == DType::Q2_K) acc[0] = panel16_q2k(P, nsb, x, stop);
         else if (w.type == DType::Q4_K) panels_q4k<1>(P, pbi, nsb, x, stop, acc);
-        else if (w.type == DType::Q8_0) panels_q80<1>(P, pbi, nsb, x, acc);
-        else if (w.type == DType::Q4_0) panels_q40<1>(P, pbi, nsb, x, stop, acc);
+        else if (w.type == DType::Q8_0) panels_q80<1>(P, pbi, nb, x, acc);
+        else if (w.type == DType::Q4_0) panels_q40<1>(P, pbi, nb, x, stop, acc);
         else if (w.type == DType::Q5_K) panels_q5k<1>(P, pbi, nsb, x, stop, acc);
         else panels_q6k<1>(P, pbi, nsb, x, stop, acc);
         _mm512_mask_storeu_ps(y + (n - n0), static_cast<__mmask16>((1u << nc) - 1u), acc[0]);

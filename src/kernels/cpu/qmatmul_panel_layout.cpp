@@ -279,52 +279,43 @@ float dot_q6k(const uint8_t* P, int64_t nsb, int c, const ref::ActQ8Row& x) {
     return acc;
 }
 
-// ---- Q8_0 (qmatmul_panel_layout.h): the int8 values as u8 q ^ 0x80, column-interleaved per quad.
-// Level byte (of a super-block's level region) of value k, column c; d byte of block b, column c.
-inline size_t q80_lev_byte(int k, int c) { return static_cast<size_t>(512 * (k / 32) + 64 * ((k % 32) / 4) + 4 * c + k % 4); }
-inline size_t q80_d_byte(int b, int c) { return static_cast<size_t>(32 * b + 2 * c); }
+// ---- Q8_0 (qmatmul_panel_layout.h): the int8 values as u8 q ^ 0x80, column-interleaved per quad,
+// block by block (nb = K / 32 blocks). Level byte (of block b's 512 level bytes) of value k < 32,
+// column c; block b's d at 32 b + 2 c of the d region.
+inline size_t q80_lev_byte(int k, int c) { return static_cast<size_t>(64 * (k / 4) + 4 * c + k % 4); }
 
-void repack_q80(const uint8_t* rows, size_t row_stride, int64_t nsb, int nrows, uint8_t* out) {
-    const Geo g = geo(DType::Q8_0);
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-        const SbRegions r = regions(g, nsb, sb);
-        for (int c = 0; c < nrows; ++c)
-            for (int b = 0; b < 8; ++b) {
-                const uint8_t* B = rows + c * row_stride + (8 * sb + b) * kQ80BlockBytes;
-                for (int k = 0; k < 32; ++k) out[r.lev + q80_lev_byte(32 * b + k, c)] = static_cast<uint8_t>(B[2 + k] ^ 0x80);
-                std::memcpy(out + r.d + q80_d_byte(b, c), B, 2);
-            }
-    }
+void repack_q80(const uint8_t* rows, size_t row_stride, int64_t nb, int nrows, uint8_t* out) {
+    const size_t dreg = static_cast<size_t>(nb) * kQ80BlkLevelBytes;
+    for (int64_t b = 0; b < nb; ++b)
+        for (int c = 0; c < nrows; ++c) {
+            const uint8_t* B = rows + c * row_stride + b * kQ80BlockBytes;
+            for (int k = 0; k < 32; ++k) out[b * kQ80BlkLevelBytes + q80_lev_byte(k, c)] = static_cast<uint8_t>(B[2 + k] ^ 0x80);
+            std::memcpy(out + dreg + b * kQ80BlkDBytes + 2 * c, B, 2);
+        }
 }
 
-void unpack_q80(const uint8_t* panel, int64_t nsb, int nrows, uint8_t* rows, size_t row_stride) {
-    const Geo g = geo(DType::Q8_0);
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-        const SbRegions r = regions(g, nsb, sb);
-        for (int c = 0; c < nrows; ++c)
-            for (int b = 0; b < 8; ++b) {
-                uint8_t* B = rows + c * row_stride + (8 * sb + b) * kQ80BlockBytes;
-                std::memcpy(B, panel + r.d + q80_d_byte(b, c), 2);
-                for (int k = 0; k < 32; ++k) B[2 + k] = static_cast<uint8_t>(panel[r.lev + q80_lev_byte(32 * b + k, c)] ^ 0x80);
-            }
-    }
+void unpack_q80(const uint8_t* panel, int64_t nb, int nrows, uint8_t* rows, size_t row_stride) {
+    const size_t dreg = static_cast<size_t>(nb) * kQ80BlkLevelBytes;
+    for (int64_t b = 0; b < nb; ++b)
+        for (int c = 0; c < nrows; ++c) {
+            uint8_t* B = rows + c * row_stride + b * kQ80BlockBytes;
+            std::memcpy(B, panel + dreg + b * kQ80BlkDBytes + 2 * c, 2);
+            for (int k = 0; k < 32; ++k) B[2 + k] = static_cast<uint8_t>(panel[b * kQ80BlkLevelBytes + q80_lev_byte(k, c)] ^ 0x80);
+        }
 }
 
 // Row c of a Q8_0 panel against the kActQ8_0 row x: per block I = sum q x (exact), then
 // acc = fma(float(I), d * dx, acc) in K order (qmatmul_generic.cpp's per-granule chain).
-float dot_q80(const uint8_t* P, int64_t nsb, int c, const ref::ActQ8Row& x) {
-    const Geo g = geo(DType::Q8_0);
+float dot_q80(const uint8_t* P, int64_t nb, int c, const ref::ActQ8Row& x) {
+    const size_t dreg = static_cast<size_t>(nb) * kQ80BlkLevelBytes;
     float acc = 0.0f;
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-        const SbRegions r = regions(g, nsb, sb);
-        for (int b = 0; b < 8; ++b) {
-            const int64_t k0 = 256 * sb + 32 * b;
-            int32_t I = 0;
-            for (int k = 0; k < 32; ++k) I += (P[r.lev + q80_lev_byte(32 * b + k, c)] - 128) * x.qs[k0 + k];
-            uint16_t hd;
-            std::memcpy(&hd, P + r.d + q80_d_byte(b, c), 2);
-            acc = std::fma(static_cast<float>(I), fp16_to_fp32(hd) * x.dxv[k0 / 4], acc);
-        }
+    for (int64_t b = 0; b < nb; ++b) {
+        const int64_t k0 = 32 * b;
+        int32_t I = 0;
+        for (int k = 0; k < 32; ++k) I += (P[b * kQ80BlkLevelBytes + q80_lev_byte(k, c)] - 128) * x.qs[k0 + k];
+        uint16_t hd;
+        std::memcpy(&hd, P + dreg + b * kQ80BlkDBytes + 2 * c, 2);
+        acc = std::fma(static_cast<float>(I), fp16_to_fp32(hd) * x.dxv[k0 / 4], acc);
     }
     return acc;
 }
@@ -343,7 +334,7 @@ int panel_sb_bytes(DType t) {
 
 int panel_k_step(DType t) {
     geo(t);  // throws for a type without a panel layout
-    return t == DType::Q5_0 || t == DType::MXFP4 ? 32 : 256;
+    return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::MXFP4 ? 32 : 256;  // per-block types: one block
 }
 
 size_t panel_bytes(DType t, int64_t K) {
@@ -367,8 +358,8 @@ void repack_panel(DType t, const uint8_t* rows, size_t row_stride, int64_t K, in
     const int64_t nsb = K / 256;
     if (t == DType::Q4_K) return repack_q4k(rows, row_stride, nsb, nrows, out);
     if (t == DType::Q6_K) return repack_q6k(rows, row_stride, nsb, nrows, out);
-    if (t == DType::Q8_0) return repack_q80(rows, row_stride, nsb, nrows, out);
-    if (t == DType::Q4_0) return detail::repack_q40(rows, row_stride, nsb, nrows, out);
+    if (t == DType::Q8_0) return repack_q80(rows, row_stride, K / 32, nrows, out);
+    if (t == DType::Q4_0) return detail::repack_q40(rows, row_stride, K / 32, nrows, out);
     if (t == DType::Q5_K) return detail::repack_q5k(rows, row_stride, nsb, nrows, out);
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const SbRegions r = regions(g, nsb, sb);
@@ -417,8 +408,8 @@ void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* 
     const int64_t nsb = K / 256;
     if (t == DType::Q4_K) return unpack_q4k(panel, nsb, nrows, rows, row_stride);
     if (t == DType::Q6_K) return unpack_q6k(panel, nsb, nrows, rows, row_stride);
-    if (t == DType::Q8_0) return unpack_q80(panel, nsb, nrows, rows, row_stride);
-    if (t == DType::Q4_0) return detail::unpack_q40(panel, nsb, nrows, rows, row_stride);
+    if (t == DType::Q8_0) return unpack_q80(panel, K / 32, nrows, rows, row_stride);
+    if (t == DType::Q4_0) return detail::unpack_q40(panel, K / 32, nrows, rows, row_stride);
     if (t == DType::Q5_K) return detail::unpack_q5k(panel, nsb, nrows, rows, row_stride);
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const SbRegions r = regions(g, nsb, sb);
@@ -493,8 +484,8 @@ void panel_gemv_ref(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, in
         if (t == DType::Q4_K || t == DType::Q6_K || t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_K) {
             y[n - n0] = t == DType::Q4_K ? dot_q4k(P, nsb, c, x)
                       : t == DType::Q6_K ? dot_q6k(P, nsb, c, x)
-                      : t == DType::Q8_0 ? dot_q80(P, nsb, c, x)
-                      : t == DType::Q4_0 ? detail::dot_q40(P, nsb, c, x)
+                      : t == DType::Q8_0 ? dot_q80(P, w.K / 32, c, x)
+                      : t == DType::Q4_0 ? detail::dot_q40(P, w.K / 32, c, x)
                                          : detail::dot_q5k(P, nsb, c, x);
             continue;
         }

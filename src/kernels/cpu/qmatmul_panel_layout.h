@@ -59,26 +59,29 @@
 //   d       [nsb][16 columns]  f16                                                 32 bytes
 // 3360 bytes per 16 rows x 256 values = 16 x 210: the same size as the blocks.
 //
-// Q8_0 (34-byte blocks: f16 d, int8 qs[32]; value = d q) in 256-value super-blocks of 8 blocks (the
-// other types' granule, so K % 256 == 0 everywhere; a Q8_0 matrix with K % 256 != 0 is not repacked):
-//   levels  [nsb][8 blocks b][8 quads qi][64 bytes]   4096 bytes per super-block; byte 4 c + i of
-//           quad qi = q[4 qi + i] ^ 0x80 (= q + 128, u8) of block 8 sb + b of column c: vpdpbusd's
-//           unsigned operand, the activations its signed one; the sum is taken back by 128 x the
-//           activation block sum (ActQ8Row::nsum), as gemv16_q80 and the block GEMM (DQ8_0) do
-//   d       [nsb][8 blocks][16 columns]  f16          256 bytes per super-block
-// 4352 bytes per 16 rows x 256 values = 16 x 8 x 34: the same size as the blocks. Quad vectors are
-// the block GEMM's int8 buffer as is (levels q ^ 0x80, [K/4] quads), so its fill is a copy.
+// Q8_0 (34-byte blocks: f16 d, int8 qs[32]; value = d q) block by block, any K that is a multiple
+// of 32 (nb = K / 32 blocks; panel_k_step 32):
+//   levels  [nb blocks b][8 quads qi][64 bytes]   512 bytes per block; byte 4 c + i of quad qi =
+//           q[4 qi + i] ^ 0x80 (= q + 128, u8) of block b of column c: vpdpbusd's unsigned operand,
+//           the activations its signed one; the sum is taken back by 128 x the activation block sum
+//           (ActQ8Row::nsum), as gemv16_q80 and the block GEMM (DQ8_0) do
+//   d       [nb blocks][16 columns]  f16          32 bytes per block
+// 544 bytes per 16 rows x 32 values = 16 x 34: the same size as the blocks. For K % 256 == 0 this
+// is byte for byte the earlier layout of 256-value super-blocks of 8 blocks (levels [K/256][4096],
+// d [K/256][256]). Quad vectors are the block GEMM's int8 buffer as is (levels q ^ 0x80, [K/4]
+// quads), so its fill is a copy. The kernels walk whole groups of 8 blocks (256 values), then the
+// K / 32 % 8 blocks left (gpt-oss: K = 2880 = 11 x 8 + 2 blocks).
 //
 // Q4_0 (18-byte blocks: f16 d, qs[16]; value j < 16 = low nibble of qs[j], 16 + j = high nibble;
-// value = d (nibble - 8)) in 256-value super-blocks of 8 blocks as Q8_0 (K % 256 == 0 only), the
-// nibbles as Q4_K's level vectors:
-//   levels  [nsb][8 blocks b][4 vectors v][64 bytes]   2048 bytes per super-block; byte 4 c + i of
-//           vector v: low nibble = nibble of value 8 v + i of block 8 sb + b of column c, high
-//           nibble = of value 8 v + 4 + i (so the level region is [K/32 blocks][256 bytes], Q4_K's
-//           [granule][4][64]: the block GEMM reads it in place, kNibbles, with the offset 8 as its
-//           kShift 3 seed)
-//   d       [nsb][8 blocks][16 columns]  f16          256 bytes per super-block
-// 2304 bytes per 16 rows x 256 values = 16 x 8 x 18: the same size as the blocks.
+// value = d (nibble - 8)) block by block as Q8_0 (any K % 32 == 0), the nibbles as Q4_K's level
+// vectors:
+//   levels  [nb blocks b][4 vectors v][64 bytes]   256 bytes per block; byte 4 c + i of vector v:
+//           low nibble = nibble of value 8 v + i of block b of column c, high nibble = of value
+//           8 v + 4 + i (so the level region is Q4_K's [granule][4][64]: the block GEMM reads it in
+//           place, kNibbles, with the offset 8 as its kShift 3 seed)
+//   d       [nb blocks][16 columns]  f16          32 bytes per block
+// 288 bytes per 16 rows x 32 values = 16 x 18: the same size as the blocks (K % 256 == 0: the
+// earlier super-block layout byte for byte).
 //
 // Q5_K (176-byte blocks: f16 d, f16 dmin, scales[12] as Q4_K, qh[32], qs[128]; value 64 j + 32 h + l
 // (l < 32) = nibble h of qs[32 j + l] + 16 x bit 2 j + h of qh[l]; granule g = 2 j + h: value =
@@ -137,9 +140,11 @@ inline constexpr int kQ6kSbPanelBytes = kQ6kSbLevelBytes + kQ6kSbScaleBytes + kQ
 inline constexpr int kQ80BlockBytes = 34;  // per 32 values
 inline constexpr int kQ80SbLevelBytes = 4096, kQ80SbDBytes = 256;
 inline constexpr int kQ80SbPanelBytes = kQ80SbLevelBytes + kQ80SbDBytes;  // 4352
+inline constexpr int kQ80BlkLevelBytes = 512, kQ80BlkDBytes = 32;  // per block of 32 values (16 rows)
 inline constexpr int kQ40BlockBytes = 18;  // per 32 values
 inline constexpr int kQ40SbLevelBytes = 2048, kQ40SbDBytes = 256;
 inline constexpr int kQ40SbPanelBytes = kQ40SbLevelBytes + kQ40SbDBytes;  // 2304
+inline constexpr int kQ40BlkLevelBytes = 256, kQ40BlkDBytes = 32;
 inline constexpr int kQ5kBlockBytes = 176;
 inline constexpr int kQ5kSbLevelBytes = 2560, kQ5kSbScaleBytes = 256, kQ5kSbDBytes = 64;
 inline constexpr int kQ5kSbPanelBytes = kQ5kSbLevelBytes + kQ5kSbScaleBytes + kQ5kSbDBytes;  // 2880
@@ -161,11 +166,10 @@ inline constexpr PanelBit kQ3kPanelBits[8][3] = {
 
 // True for the weight types with a panel layout (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, Q5_0, MXFP4).
 bool panel_supported(DType t);
-// Bytes of one super-block of one panel (16 rows x 256 values) of type t.
+// Bytes of 256 values of one panel (16 rows x 256 values) of type t.
 int panel_sb_bytes(DType t);
-// The K values a panel of type t is made of: K must be a positive multiple of it (256 for every
-// type with a panel but Q5_0 and MXFP4: the K-quant super-block; Q8_0 / Q4_0: 8 blocks; Q5_0, MXFP4: 32,
-// one block).
+// The K values a panel of type t is made of: K must be a positive multiple of it (256 for the
+// K-quants: their super-block; 32 for Q8_0, Q4_0, Q5_0 and MXFP4: their block).
 int panel_k_step(DType t);
 // Bytes of one panel (16 rows) of K values; throws moe::Error ([kernels]) unless t has a panel
 // layout and K is a positive multiple of panel_k_step(t).
@@ -180,7 +184,7 @@ void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* 
 size_t panel_matrix_bytes(DType t, int64_t N, int64_t K);
 // (repack_panel for every panel, or repack_panel_avx512 where it applies and the CPU has AVX-512.)
 void repack_matrix(DType t, const uint8_t* w, size_t row_stride, int64_t N, int64_t K, uint8_t* out);
-// AVX-512 repack_panel of a whole panel (nrows == 16) of Q8_0, Q4_K, Q6_K or MXFP4 with 16 * row_stride <
+// AVX-512 repack_panel of a whole panel (nrows == 16) of Q8_0 (any K), Q4_K, Q6_K or MXFP4 (any K) with 16 * row_stride <
 // 2^31: the same bytes (qmatmul_panel_repack_avx512.cpp). Returns false, writing nothing, where it
 // does not apply. Call only where the CPU has AVX-512 F/BW/VL.
 bool repack_panel_avx512(DType t, const uint8_t* rows, size_t row_stride, int64_t K, int nrows, uint8_t* out);
@@ -205,10 +209,10 @@ void panel_gemv_ref(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, in
 void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y);
 bool panel_gemv_usable();
 
-namespace detail {  // Q4_0 and Q5_K (qmatmul_panel_q40_q5k.cpp): nsb super-blocks, nrows <= 16 rows
-void repack_q40(const uint8_t* rows, size_t row_stride, int64_t nsb, int nrows, uint8_t* out);
-void unpack_q40(const uint8_t* panel, int64_t nsb, int nrows, uint8_t* rows, size_t row_stride);
-float dot_q40(const uint8_t* panel, int64_t nsb, int c, const ref::ActQ8Row& x);  // row c of the panel . x
+namespace detail {  // Q4_0 (nb blocks of 32 values) and Q5_K (nsb super-blocks) (qmatmul_panel_q40_q5k.cpp), nrows <= 16 rows
+void repack_q40(const uint8_t* rows, size_t row_stride, int64_t nb, int nrows, uint8_t* out);
+void unpack_q40(const uint8_t* panel, int64_t nb, int nrows, uint8_t* rows, size_t row_stride);
+float dot_q40(const uint8_t* panel, int64_t nb, int c, const ref::ActQ8Row& x);  // row c of the panel . x
 void repack_q5k(const uint8_t* rows, size_t row_stride, int64_t nsb, int nrows, uint8_t* out);
 void unpack_q5k(const uint8_t* panel, int64_t nsb, int nrows, uint8_t* rows, size_t row_stride);
 float dot_q5k(const uint8_t* panel, int64_t nsb, int c, const ref::ActQ8Row& x);

@@ -17,8 +17,8 @@ namespace {
 inline size_t nib_byte(int k, int c) { return static_cast<size_t>(256 * (k / 32) + 64 * ((k % 32) / 8) + 4 * c + k % 4); }
 inline int nib_shift(int k) { return 4 * ((k % 8) / 4); }
 
-// ---- Q4_0: value j of a block = nibble j / 16 of qs[j % 16].
-inline size_t q40_d_byte(int b, int c) { return static_cast<size_t>(32 * b + 2 * c); }
+// ---- Q4_0: value j of a block = nibble j / 16 of qs[j % 16]; block b's level vectors at 256 b
+// (nib_byte of its values 0..31), its d at 32 b + 2 c of the d region.
 
 // ---- Q5_K: value k = 32 g + 8 v + 4 h + i of a super-block, column c. Its level byte (as
 // nib_byte) holds, for h = 1, the level in bits 3-7; for h = 0 the level's bits 0-2 in bits 0-2,
@@ -36,59 +36,55 @@ inline size_t q5k_m_byte(int g, int c) { return static_cast<size_t>(128 + 32 * (
 
 }  // namespace
 
-void repack_q40(const uint8_t* rows, size_t row_stride, int64_t nsb, int nrows, uint8_t* out) {
-    const size_t dreg = static_cast<size_t>(nsb) * kQ40SbLevelBytes;
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-        uint8_t* L = out + sb * kQ40SbLevelBytes;
-        uint8_t* D = out + dreg + sb * kQ40SbDBytes;
-        for (int c = 0; c < nrows; ++c)
-            for (int b = 0; b < 8; ++b) {
-                const uint8_t* B = rows + c * row_stride + (8 * sb + b) * kQ40BlockBytes;
-                uint8_t lev[32];
-                for (int j = 0; j < 16; ++j) {
-                    lev[j] = B[2 + j] & 0xF;
-                    lev[16 + j] = B[2 + j] >> 4;
-                }
-                // byte 4 c + i of vector v = level 8 v + i | level 8 v + 4 + i << 4
-                for (int v = 0; v < 4; ++v)
-                    for (int i = 0; i < 4; ++i) L[256 * b + 64 * v + 4 * c + i] = static_cast<uint8_t>(lev[8 * v + i] | lev[8 * v + 4 + i] << 4);
-                std::memcpy(D + q40_d_byte(b, c), B, 2);
+void repack_q40(const uint8_t* rows, size_t row_stride, int64_t nb, int nrows, uint8_t* out) {
+    const size_t dreg = static_cast<size_t>(nb) * kQ40BlkLevelBytes;
+    for (int64_t b = 0; b < nb; ++b) {
+        uint8_t* L = out + b * kQ40BlkLevelBytes;
+        uint8_t* D = out + dreg + b * kQ40BlkDBytes;
+        for (int c = 0; c < nrows; ++c) {
+            const uint8_t* B = rows + c * row_stride + b * kQ40BlockBytes;
+            uint8_t lev[32];
+            for (int j = 0; j < 16; ++j) {
+                lev[j] = B[2 + j] & 0xF;
+                lev[16 + j] = B[2 + j] >> 4;
             }
+            // byte 4 c + i of vector v = level 8 v + i | level 8 v + 4 + i << 4
+            for (int v = 0; v < 4; ++v)
+                for (int i = 0; i < 4; ++i) L[64 * v + 4 * c + i] = static_cast<uint8_t>(lev[8 * v + i] | lev[8 * v + 4 + i] << 4);
+            std::memcpy(D + 2 * c, B, 2);
+        }
     }
 }
 
-void unpack_q40(const uint8_t* panel, int64_t nsb, int nrows, uint8_t* rows, size_t row_stride) {
-    const size_t dreg = static_cast<size_t>(nsb) * kQ40SbLevelBytes;
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-        const uint8_t* L = panel + sb * kQ40SbLevelBytes;
-        for (int c = 0; c < nrows; ++c)
-            for (int b = 0; b < 8; ++b) {
-                uint8_t* B = rows + c * row_stride + (8 * sb + b) * kQ40BlockBytes;
-                std::memcpy(B, panel + dreg + sb * kQ40SbDBytes + q40_d_byte(b, c), 2);
-                std::memset(B + 2, 0, 16);
-                for (int j = 0; j < 32; ++j) {  // value by value (repack goes vector by vector: the test compares both)
-                    const int lv = (L[nib_byte(32 * b + j, c)] >> nib_shift(j)) & 0xF;
-                    B[2 + j % 16] = static_cast<uint8_t>(B[2 + j % 16] | lv << (4 * (j / 16)));
-                }
+void unpack_q40(const uint8_t* panel, int64_t nb, int nrows, uint8_t* rows, size_t row_stride) {
+    const size_t dreg = static_cast<size_t>(nb) * kQ40BlkLevelBytes;
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* L = panel + b * kQ40BlkLevelBytes;
+        for (int c = 0; c < nrows; ++c) {
+            uint8_t* B = rows + c * row_stride + b * kQ40BlockBytes;
+            std::memcpy(B, panel + dreg + b * kQ40BlkDBytes + 2 * c, 2);
+            std::memset(B + 2, 0, 16);
+            for (int j = 0; j < 32; ++j) {  // value by value (repack goes vector by vector: the test compares both)
+                const int lv = (L[nib_byte(j, c)] >> nib_shift(j)) & 0xF;
+                B[2 + j % 16] = static_cast<uint8_t>(B[2 + j % 16] | lv << (4 * (j / 16)));
             }
+        }
     }
 }
 
 // Row c of a Q4_0 panel against the kActQ8_0 row x: per block I = sum (level - 8) x (exact), then
 // acc = fma(float(I), d * dx, acc) in K order (the block kernels' per-granule chain, DQ4_0).
-float dot_q40(const uint8_t* P, int64_t nsb, int c, const ref::ActQ8Row& x) {
-    const size_t dreg = static_cast<size_t>(nsb) * kQ40SbLevelBytes;
+float dot_q40(const uint8_t* P, int64_t nb, int c, const ref::ActQ8Row& x) {
+    const size_t dreg = static_cast<size_t>(nb) * kQ40BlkLevelBytes;
     float acc = 0.0f;
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-        const uint8_t* L = P + sb * kQ40SbLevelBytes;
-        for (int b = 0; b < 8; ++b) {
-            const int64_t k0 = 256 * sb + 32 * b;
-            int32_t I = 0;
-            for (int k = 0; k < 32; ++k) I += (((L[nib_byte(32 * b + k, c)] >> nib_shift(k)) & 0xF) - 8) * x.qs[k0 + k];
-            uint16_t hd;
-            std::memcpy(&hd, P + dreg + sb * kQ40SbDBytes + q40_d_byte(b, c), 2);
-            acc = std::fma(static_cast<float>(I), fp16_to_fp32(hd) * x.dxv[k0 / 4], acc);
-        }
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* L = P + b * kQ40BlkLevelBytes;
+        const int64_t k0 = 32 * b;
+        int32_t I = 0;
+        for (int k = 0; k < 32; ++k) I += (((L[nib_byte(k, c)] >> nib_shift(k)) & 0xF) - 8) * x.qs[k0 + k];
+        uint16_t hd;
+        std::memcpy(&hd, P + dreg + b * kQ40BlkDBytes + 2 * c, 2);
+        acc = std::fma(static_cast<float>(I), fp16_to_fp32(hd) * x.dxv[k0 / 4], acc);
     }
     return acc;
 }

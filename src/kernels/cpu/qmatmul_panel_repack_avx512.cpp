@@ -1,4 +1,5 @@
-// AVX-512 load-time repack of whole 16-row panels (qmatmul_panel_layout.h) for Q8_0, Q4_K, Q6_K and MXFP4:
+// AVX-512 load-time repack of whole 16-row panels (qmatmul_panel_layout.h) for Q8_0 (any K % 32 == 0), Q4_K, Q6_K
+// and MXFP4 (any K % 32 == 0):
 // the same bytes as the scalar repack_panel, which stays the reference (test_panel_repack).
 // Why: --repack / --repack-experts repack every weight at load, and the scalar byte-by-byte
 // transposition ran at ~0.75 GB/s per core (a 6.9 GiB Q8_0 file: 9 s with the page cache warm,
@@ -29,12 +30,12 @@ inline __m512i rows_dword(const uint8_t* rows, __m512i idx, size_t off) {
     return _mm512_i32gather_epi32(idx, rows + off, 1);
 }
 
-// Q8_0: levels [nsb][8 blocks b][8 quads qi][64], byte 4 c + i = q[4 qi + i] ^ 0x80 of block
-// 8 sb + b of row c; d [nsb][8 blocks][16 columns] f16.
-void repack_q80_16(const uint8_t* rows, __m512i idx, int64_t nsb, uint8_t* out) {
+// Q8_0: levels [nb blocks][8 quads qi][64], byte 4 c + i = q[4 qi + i] ^ 0x80 of the block of row
+// c; d [nb blocks][16 columns] f16.
+void repack_q80_16(const uint8_t* rows, __m512i idx, int64_t nb, uint8_t* out) {
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-    uint8_t* D0 = out + static_cast<size_t>(nsb) * kQ80SbLevelBytes;
-    for (int64_t blk = 0; blk < 8 * nsb; ++blk) {
+    uint8_t* D0 = out + static_cast<size_t>(nb) * kQ80BlkLevelBytes;
+    for (int64_t blk = 0; blk < nb; ++blk) {
         const size_t at = static_cast<size_t>(blk) * kQ80BlockBytes;
         uint8_t* L = out + static_cast<size_t>(blk) * 512;
         for (int qi = 0; qi < 8; ++qi)
@@ -150,11 +151,11 @@ void repack_mxfp4_16(const uint8_t* rows, __m512i idx, int64_t nb, uint8_t* out)
 bool repack_panel_avx512(DType t, const uint8_t* rows, size_t row_stride, int64_t K, int nrows, uint8_t* out) {
     if (nrows != 16 || K <= 0 || row_stride > static_cast<size_t>(INT_MAX / 16)) return false;
     if (t != DType::Q8_0 && t != DType::Q4_K && t != DType::Q6_K && t != DType::MXFP4) return false;
-    if (K % (t == DType::MXFP4 ? 32 : 256) != 0) return false;
+    if (K % (t == DType::MXFP4 || t == DType::Q8_0 ? 32 : 256) != 0) return false;
     const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                            _mm512_set1_epi32(static_cast<int>(row_stride)));
     if (t == DType::MXFP4) repack_mxfp4_16(rows, idx, K / 32, out);
-    else if (t == DType::Q8_0) repack_q80_16(rows, idx, K / 256, out);
+    else if (t == DType::Q8_0) repack_q80_16(rows, idx, K / 32, out);
     else if (t == DType::Q4_K) repack_q4k_16(rows, row_stride, idx, K / 256, out);
     else repack_q6k_16(rows, row_stride, idx, K / 256, out);
     return true;
