@@ -145,9 +145,15 @@ void Forward::project_many(ThreadPool& pool, const Proj* const* ps, float* const
     // contiguous range and its prefetch runs ahead instead of restarting every 256 rows (as the
     // experts' decode tiles, moe/experts.cpp pick_col_tile). OLMoE Q4_K_M, moe bench tg128 on 2
     // threads: head share of decode 11.6-12.3 % with 256-row tasks, 9.8-10.8 % with these (noisy).
+    // At most ~8 MiB of panels per task, though: a huge matrix (gpt-oss's lm head, 201088 x 2880
+    // Q8_0 = 615 MB) in 4 tasks per thread leaves a thread that a noisy neighbour slows with up to a
+    // quarter of its share still to stream while the other waits.
     bool all_panels = n <= 2;
     for (int i = 0; i < count; ++i) all_panels = all_panels && ps[i]->panels;
-    if (all_panels) grain = std::max(grain, total / (4 * T) / 16 * 16);
+    if (all_panels) {
+        const int64_t cap = std::max<int64_t>(256, (int64_t{8} << 20) / std::max<int64_t>(1, static_cast<int64_t>(ps[0]->row_stride)));
+        grain = std::max(grain, std::min(total / (4 * T), cap) / 16 * 16);
+    }
     int64_t first[5] = {0};  // first task of each projection
     MOE_ASSERT(count >= 1 && count <= 4, "project_many of ", count);
     for (int i = 0; i < count; ++i) {
