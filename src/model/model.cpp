@@ -118,8 +118,9 @@ std::unique_ptr<Model> Model::load(gguf::File file, const ModelOptions& opts) {
     }
     if (o.cache.repack) m->repack_dense();
     if (o.cache.repack_auto && o.cache.repack && m->panel_bytes_ == 0 && m->dense_panel_bytes_ == 0)
-        m->repack_note_ = "nothing repacked: no weight has a panel layout here (types Q2_K / Q3_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K with "
-                          "rows of whole 256-value super-blocks, MXFP4 of 32-value blocks, on a CPU with AVX-512 VNNI and GFNI)";
+        m->repack_note_ = "nothing repacked: no weight has a panel layout here (types Q2_K / Q3_K / Q4_K / Q5_K / Q6_K with "
+                          "rows of whole 256-value super-blocks, Q8_0 / Q4_0 / Q5_0 / MXFP4 of 32-value blocks, on a CPU with "
+                          "AVX-512 VNNI and GFNI)";
     if (o.cache.mem_budget > 0) m->attach_expert_cache();
     return m;
 }
