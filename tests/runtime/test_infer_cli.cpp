@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -274,11 +275,42 @@ TEST(InferCli, BenchPrintsRows) {
     EXPECT_NE(r.out.find("stage split"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("peak RSS"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find(" %"), std::string::npos) << r.out;  // tg row: fraction of the ceiling
+    EXPECT_EQ(1, count_lines_with(r.out, "tg8: read bandwidth before and after each repetition")) << r.out;
+
+    // Without --bw the tg row's fraction comes from the samples around its repetitions: recomputed
+    // here from the printed per-rep t/s, samples and active bytes.
+    const Result s = run_moe("bench -m " + path + " -p 0 -n 4 -r 3 -t 1 -o json --membw-mib 16");
+    ASSERT_EQ(0, s.code) << s.err;
+    auto numbers = [&](const std::string& key) {
+        std::vector<double> v;
+        const size_t at = s.out.find("\"" + key + "\": [");
+        if (at == std::string::npos) return v;
+        const char* p = s.out.c_str() + s.out.find('[', at) + 1;
+        while (*p != ']') {
+            char* end = nullptr;
+            v.push_back(std::strtod(p, &end));
+            p = end;
+            while (*p == ',' || *p == ' ') ++p;
+        }
+        return v;
+    };
+    const std::vector<double> tps = numbers("tps_reps"), around = numbers("membw_around_gbs");
+    ASSERT_EQ(3u, tps.size()) << s.out;
+    ASSERT_EQ(4u, around.size()) << s.out;
+    const double active = std::strtod(s.out.c_str() + s.out.find("\"active_bytes_per_token\": ") + 26, nullptr);
+    const double frac = std::strtod(s.out.c_str() + s.out.find("\"ceiling_frac\": ") + 16, nullptr);
+    double want = 0;
+    for (size_t i = 0; i < 3; ++i) {
+        EXPECT_GT(around[i], 0.1) << s.out;
+        want += tps[i] * active / (0.5 * (around[i] + around[i + 1]) * 1e9) / 3;
+    }
+    EXPECT_NEAR(want, frac, 1e-3 * want + 1e-4) << s.out;
 
     const Result j = run_moe("bench -m " + path + " -p 16 -n 4 -r 1 -t 1 -o json --bw 10");
     ASSERT_EQ(0, j.code) << j.err;
     for (const char* key : {"\"tests\"", "\"pp16\"", "\"tg4\"", "\"ceiling_frac\"", "\"membw_gbs\": 10.00", "\"peak_rss_bytes\""})
         EXPECT_NE(j.out.find(key), std::string::npos) << key << "\n" << j.out;
+    EXPECT_EQ(std::string::npos, j.out.find("membw_around_gbs")) << j.out;  // --bw: no samples
 
     const Result bw = run_moe("bench --membw --membw-mib 16 -t 1 -r 1");
     ASSERT_EQ(0, bw.code) << bw.err;

@@ -252,6 +252,8 @@ struct Row {
     double mean = 0, sd = 0;
     model::ForwardStats stats;  // over the timed repetitions
     double ceiling_frac = -1;   // tg: mean t/s / ceiling t/s
+    std::vector<double> tps;        // per timed rep
+    std::vector<double> bw_around;  // tg: read bandwidth measured before the first and after each rep, GB/s
     std::string cache_summary, cache_json;  // expert cache (--mem) over the timed repetitions
 };
 
@@ -390,18 +392,27 @@ int cmd_bench(int argc, char** argv) {
         if (session.kv().cache().truncate(0, depth) != depth && depth > 0)
             session.eval(0, random_tokens(depth, V, 7777), logits.data(), false);
     };
-    auto run_test = [&](const std::string& test, int64_t n, auto&& body) {
+    // This VM's read bandwidth drifts 2x within minutes, so a tg row's ceiling uses samples taken
+    // around its own repetitions (child processes, 256 MiB or --membw-mib if less, best of 3: ~0.1 s
+    // each), not the one taken before the load: rep r against the mean of the samples around it.
+    auto run_test = [&](const std::string& test, int64_t n, bool bracket_bw, auto&& body) {
         body(0);  // warm-up
         session.stats().reset(m->config().n_layer, static_cast<int>(m->config().n_expert));
         if (m->expert_cache()) m->expert_cache()->reset_counters();
-        std::vector<double> tps;
+        std::vector<double> tps, bw_around;
+        bracket_bw = bracket_bw && !(bw_given > 0) && !ep;
+        const int64_t bracket_mib = std::min<int64_t>(membw_mib, 256);
+        if (bracket_bw) bw_around.push_back(measure_read_bw_child(threads, bracket_mib, 3));
         for (int64_t r = 0; r < reps; ++r) {
             Timer t;
             body(r + 1);
             tps.push_back(static_cast<double>(n) / t.seconds());
+            if (bracket_bw) bw_around.push_back(measure_read_bw_child(threads, bracket_mib, 3));
         }
         Row row;
         row.test = test;
+        row.bw_around = std::move(bw_around);
+        row.tps = tps;
         for (double v : tps) row.mean += v;
         row.mean /= static_cast<double>(tps.size());
         double var = 0;
@@ -413,12 +424,12 @@ int cmd_bench(int argc, char** argv) {
         return &rows.back();
     };
     if (n_prompt > 0)
-        run_test("pp" + std::to_string(n_prompt) + at_depth, n_prompt, [&](int64_t rep) {
+        run_test("pp" + std::to_string(n_prompt) + at_depth, n_prompt, false, [&](int64_t rep) {
             reset();
             session.eval(0, random_tokens(n_prompt, V, static_cast<uint64_t>(rep)), logits.data(), false);
         });
     if (n_gen > 0) {
-        Row* r = run_test("tg" + std::to_string(n_gen) + at_depth, n_gen, [&](int64_t rep) {
+        Row* r = run_test("tg" + std::to_string(n_gen) + at_depth, n_gen, true, [&](int64_t rep) {
             reset();
             const auto toks = random_tokens(n_gen, V, 1000 + static_cast<uint64_t>(rep));
             std::vector<int32_t> one(1);
@@ -428,6 +439,14 @@ int cmd_bench(int argc, char** argv) {
             }
         });
         r->ceiling_frac = r->mean / ceiling_tps;
+        if (r->bw_around.size() == static_cast<size_t>(reps) + 1) {  // per rep against its own samples
+            double f = 0;
+            for (int64_t i = 0; i < reps; ++i) {
+                const double bw_i = 0.5 * (r->bw_around[static_cast<size_t>(i)] + r->bw_around[static_cast<size_t>(i) + 1]);
+                f += (r->tps[static_cast<size_t>(i)] * active) / (bw_i * 1e9);
+            }
+            r->ceiling_frac = f / static_cast<double>(reps);
+        }
     }
     const double rss = peak_rss_bytes();
     const double file = static_cast<double>(m->file_bytes());
@@ -446,7 +465,15 @@ int cmd_bench(int argc, char** argv) {
         for (size_t i = 0; i < rows.size(); ++i) {
             const Row& r = rows[i];
             std::printf("    {\"test\": \"%s\", \"tps_mean\": %.3f, \"tps_sd\": %.3f", r.test.c_str(), r.mean, r.sd);
+            std::printf(", \"tps_reps\": [");
+            for (size_t j = 0; j < r.tps.size(); ++j) std::printf("%s%.4f", j ? ", " : "", r.tps[j]);
+            std::printf("]");
             if (r.ceiling_frac >= 0) std::printf(", \"ceiling_frac\": %.4f", r.ceiling_frac);
+            if (!r.bw_around.empty()) {
+                std::printf(", \"membw_around_gbs\": [");
+                for (size_t j = 0; j < r.bw_around.size(); ++j) std::printf("%s%.4f", j ? ", " : "", r.bw_around[j]);
+                std::printf("]");
+            }
             std::printf(", \"split_s\": {");
             const auto sp = split_of(r.stats);
             for (size_t j = 0; j < sp.size(); ++j)
@@ -493,6 +520,13 @@ int cmd_bench(int argc, char** argv) {
     std::printf("\nread bandwidth %.2f GB/s (%s, %d threads); active weights %.3f GB/token -> ceiling %.2f t/s\n", bw,
                 bw_given > 0 ? "given" : huge_pages_wanted() ? "measured on 2 MiB pages" : "measured on 4 KiB pages", threads,
                 active / 1e9, ceiling_tps);
+    for (const Row& r : rows)
+        if (!r.bw_around.empty()) {
+            const auto [lo, hi] = std::minmax_element(r.bw_around.begin(), r.bw_around.end());
+            std::printf("%s: read bandwidth before and after each repetition %.2f-%.2f GB/s; its \"of BW ceiling\" is "
+                        "the mean over the repetitions of t/s x active bytes / the mean of the two samples around it\n",
+                        r.test.c_str(), *lo, *hi);
+        }
     std::printf("KV cache %s: %s for %lld positions (%.0f bytes per token)\n", dtype_name(kv_type), human_size(kv_bytes).c_str(),
                 static_cast<long long>(mo.n_ctx), kv_bytes / static_cast<double>(mo.n_ctx));
     std::printf("peak RSS %s = %.3f x (file %s + KV %s); load %.3f s (mmap open + validate + bind), first touch of "
