@@ -66,14 +66,25 @@ struct Tile {
     int64_t row0, rows, col0, col1;
 };
 
+// Rows per row tile of an expert with `rows` rows: its ceil(rows / kRowTile) tiles evened out and
+// rounded up to a multiple of 4 (the GEMM's register block), so 130 rows become 68 + 62, not
+// 128 + 2 (a 2-row tile runs the GEMV; a short tile amortises its panel setup over few rows).
+int64_t row_tile_of(int64_t rows) {
+    const int64_t n = (rows + GroupedFfn::kRowTile - 1) / GroupedFfn::kRowTile;
+    if (n <= 1) return GroupedFfn::kRowTile;
+    const int64_t even = (rows + n - 1) / n, r4 = (even + 3) / 4 * 4;
+    return (n - 1) * r4 < rows ? r4 : even;  // never an empty last tile
+}
+
 Tile tile_at(const TileGrid& g, int E, const int64_t* offsets, int64_t N, int64_t id) {
     const int e = static_cast<int>(std::upper_bound(g.prefix, g.prefix + E + 1, id) - g.prefix) - 1;
     const int64_t local = id - g.prefix[e];
     const int64_t rt = local / g.col_tiles, ct = local % g.col_tiles;
+    const int64_t step = row_tile_of(offsets[e + 1] - offsets[e]);
     Tile t;
     t.e = e;
-    t.row0 = offsets[e] + rt * GroupedFfn::kRowTile;
-    t.rows = std::min(GroupedFfn::kRowTile, offsets[e + 1] - t.row0);
+    t.row0 = offsets[e] + rt * step;
+    t.rows = std::min(step, offsets[e + 1] - t.row0);
     t.col0 = ct * g.col_tile;
     t.col1 = std::min(N, t.col0 + g.col_tile);
     return t;

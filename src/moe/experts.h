@@ -94,10 +94,12 @@ void repack_panels_into(DType t, const char* data, size_t mat_stride, size_t row
 
 class GroupedFfn {
 public:
-    // 64 rows: the int8 kernels repack each 16-row weight panel once per call, so a taller tile
-    // amortises it over more rows (measured ~12% less CPU time than 32 for the q4_K expert GEMM
-    // of OLMoE at T=512, bench-moe); decode (1..8 rows per expert) is unaffected.
-    static constexpr int64_t kRowTile = 64;
+    // 128 rows at most: the int8 kernels repack each 16-row weight panel once per call (the panel
+    // GEMM: its scales, the first touch of its panels), so a taller tile amortises it over more
+    // rows (64 measured ~12% less CPU time than 32 for the q4_K expert GEMM of OLMoE at T=512,
+    // bench-moe); an expert's row tiles are evened out (row_tile_of); decode (1..8 rows per
+    // expert) is unaffected.
+    static constexpr int64_t kRowTile = 128;
     // Groups of fewer rows than this (decode) run both phases in one pool region (Auto; Fused
     // is honoured up to kFuseRows rows, larger groups run TwoPhase).
     static constexpr int64_t kFuseRows = 16;

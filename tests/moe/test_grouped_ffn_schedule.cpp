@@ -157,6 +157,53 @@ TEST_P(GroupedFfnSchedule, FusedEqualsTwoPhaseAndReference) {
     }
 }
 
+// Prefill-sized groups: experts of more rows than kRowTile are cut into evened-out row tiles
+// (row_tile_of in experts.cpp); every row must come out exactly as when its expert runs it alone
+// (one row per call: the decode kernel), whatever the tiles and the pool size.
+TEST_P(GroupedFfnSchedule, TallExpertsRowTilesEqualRowsAlone) {
+    const Types ty = GetParam();
+    const kernels::CpuKernels kern = kernels::CpuKernels::from_env();
+    Rng rng(0x7a11);
+    const Stack gate = make_stack(ty.gate_up, kD, kF, rng), up = make_stack(ty.gate_up, kD, kF, rng),
+                down = make_stack(ty.down, kF, kD, rng);
+    ExpertFfn f;
+    f.gate = view(gate, kF, ty.gate_up, kern);
+    f.up = view(up, kF, ty.gate_up, kern);
+    f.down = view(down, kD, ty.down, kern);
+    f.n_embd = kD;
+    f.n_ff = kF;
+    const int64_t want[kE] = {GroupedFfn::kRowTile + 2, 0, 2 * GroupedFfn::kRowTile + 1, 5, GroupedFfn::kRowTile + 1, 66};
+    int64_t offsets[kE + 1] = {0};
+    for (int e = 0; e < kE; ++e) offsets[e + 1] = offsets[e] + want[e];
+    const int64_t rows = offsets[kE];
+    std::vector<float> xp(static_cast<size_t>(rows * kD));
+    for (float& v : xp) v = rng.normal();
+    for (int threads : {1, 2, 3}) {
+        SCOPED_TRACE(threads);
+        ThreadPool pool(threads);
+        std::vector<char> scratch(GroupedFfn::scratch_bytes(kE, threads) + 64);
+        std::vector<char> act(GroupedFfn::act_scratch_bytes(rows, std::max(kD, kF)));
+        std::vector<float> h(static_cast<size_t>(rows * kF)), out(static_cast<size_t>(rows * kD), std::nanf(""));
+        GroupedFfn::run(pool, f, kE, offsets, xp.data(), h.data(), out.data(), scratch.data(), act.data(),
+                        GroupedFfn::Schedule::TwoPhase);
+        std::vector<float> h1(static_cast<size_t>(kF)), one(static_cast<size_t>(kD));
+        for (int e = 0; e < kE; ++e) {
+            ExpertFfn fe = f;
+            fe.gate.data += static_cast<size_t>(e) * f.gate.expert_stride;
+            fe.up.data += static_cast<size_t>(e) * f.up.expert_stride;
+            fe.down.data += static_cast<size_t>(e) * f.down.expert_stride;
+            const int64_t off1[2] = {0, 1};
+            for (int64_t p = offsets[e]; p < offsets[e + 1]; ++p) {
+                SCOPED_TRACE(p);
+                one.assign(one.size(), std::nanf(""));
+                GroupedFfn::run(pool, fe, 1, off1, xp.data() + p * kD, h1.data(), one.data(), scratch.data(), act.data(),
+                                GroupedFfn::Schedule::TwoPhase);
+                ASSERT_EQ(0, std::memcmp(one.data(), out.data() + p * kD, sizeof(float) * kD));
+            }
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, GroupedFfnSchedule,
                          testing::Values(Types{DType::F32, DType::F32}, Types{DType::Q8_0, DType::Q8_0},
                                          Types{DType::Q4_K, DType::Q6_K}, Types{DType::F32, DType::Q8_0}),
