@@ -9,12 +9,15 @@
 //    a derived bound of an fp64 reference, on fresh random inputs (the seed is printed), m = 1, 15,
 //    16, 17, 40, N = 70 with column ranges that start at later panels and end in tails, K = 32, 96,
 //    256; bad calls (K % 32 != 0, K mismatch, range) are one clear error;
-//  - the same on real AMX-BF16 tiles where this CPU and kernel allow them, else a printed "absent" line.
+//  - the same on real AMX-BF16 tiles where this CPU and kernel allow them, else a printed "absent" line;
+//  - MOE_AMX_BF16: 1 where AMX-BF16 is not usable (or off the avx512 path) is one clear error, 0 /
+//    unset is off, anything else an error.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <random>
@@ -26,6 +29,7 @@
 #include "core/fp16.h"
 #include "core/rng.h"
 #include "kernels/cpu/amx_tiles.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/matmul_bf16_amx.h"
 
@@ -333,6 +337,47 @@ TEST(AmxBf16, BadCallsAreOneClearError) {
     if (!kernels::amx_usable()) {
         EXPECT_FALSE(kernels::amx_bf16_usable());
     }
+}
+
+// ---------------------------------------------------------------- selection
+
+TEST(AmxBf16, EnvVariable) {
+    const char* old_b = std::getenv("MOE_AMX_BF16");
+    const char* old_i = std::getenv("MOE_FORCE_ISA");
+    const std::string saved_b = old_b ? old_b : "", saved_i = old_i ? old_i : "";
+    unsetenv("MOE_FORCE_ISA");
+    const auto expect_error = [](const char* what) {
+        try {
+            kernels::CpuKernels::from_env();
+            ADD_FAILURE() << "no error for " << what;
+        } catch (const Error& e) {
+            const std::string msg = e.what();
+            EXPECT_NE(msg.find("[kernels]"), std::string::npos) << msg;
+            EXPECT_NE(msg.find(what), std::string::npos) << msg;
+        }
+    };
+    unsetenv("MOE_AMX_BF16");
+    EXPECT_FALSE(kernels::CpuKernels::from_env().amx_bf16());
+    setenv("MOE_AMX_BF16", "0", 1);
+    EXPECT_FALSE(kernels::CpuKernels::from_env().amx_bf16());
+    setenv("MOE_AMX_BF16", "yes", 1);
+    expect_error("MOE_AMX_BF16='yes' is not 0 or 1");
+    setenv("MOE_AMX_BF16", "1", 1);
+    if (kernels::amx_bf16_usable()) {
+        EXPECT_TRUE(kernels::CpuKernels::from_env().amx_bf16());
+        setenv("MOE_FORCE_ISA", "avx2", 1);
+        expect_error("runs on the avx512 path");
+    } else {
+        std::cout << "[ absent ] AMX-BF16 not usable here (" << kernels::amx_bf16_absent_reason() << "): MOE_AMX_BF16=1 must be one clear error" << std::endl;
+        expect_error("MOE_AMX_BF16=1: AMX-BF16 is not usable here");
+        expect_error(kernels::amx_bf16_absent_reason());
+        EXPECT_THROW(kernels::CpuKernels(kernels::Isa::Avx512, false, true), Error);
+    }
+    EXPECT_THROW(kernels::CpuKernels(kernels::Isa::Scalar, false, true), Error);
+    if (old_b) setenv("MOE_AMX_BF16", saved_b.c_str(), 1);
+    else unsetenv("MOE_AMX_BF16");
+    if (old_i) setenv("MOE_FORCE_ISA", saved_i.c_str(), 1);
+    else unsetenv("MOE_FORCE_ISA");
 }
 
 }  // namespace
