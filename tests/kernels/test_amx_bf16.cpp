@@ -9,7 +9,9 @@
 //    a derived bound of an fp64 reference, on fresh random inputs (the seed is printed), m = 1, 15,
 //    16, 17, 40, N = 70 with column ranges that start at later panels and end in tails, K = 32, 96,
 //    256; bad calls (K % 32 != 0, K mismatch, range) are one clear error;
-//  - the same on real AMX-BF16 tiles where this CPU and kernel allow them, else a printed "absent" line;
+//  - the same on real AMX-BF16 tiles where this CPU and kernel allow them (the bound required, the
+//    outputs whose bits differ from the SDM model counted and printed: whether the hardware rounds
+//    exactly as the pseudocode is not known here), else a printed "absent" line;
 //  - MOE_AMX_BF16: 1 where AMX-BF16 is not usable (or off the avx512 path) is one clear error, 0 /
 //    unset is off, anything else an error.
 #include <gtest/gtest.h>
@@ -245,11 +247,14 @@ float model_dot(const Case& c, int64_t r, int64_t n) {
 
 using Fn = void (*)(const bf::Bf16PanelMatrix&, const kernels::MatmulArgs&);
 
-void expect_exact_and_bounded(Fn fn, const char* what) {
+// exact: every output's bits must equal the model's (the emulator); else (real tiles, whose
+// rounding only the SDM's pseudocode documents) the bound is required and differing bits are counted.
+void expect_exact_and_bounded(Fn fn, const char* what, bool exact) {
     Rng rng(fresh_seed() + 2);
     std::printf("%s: seed %llu\n", what, static_cast<unsigned long long>(fresh_seed()));
     int cases = 0;
     double worst = 0;  // max |error| / bound
+    int64_t outputs = 0, differ = 0;
     for (DType t : {DType::F32, DType::F16, DType::BF16})
         for (int64_t K : {32, 96, 256})
             for (int64_t m : {1, 15, 16, 17, 40}) {
@@ -283,7 +288,11 @@ void expect_exact_and_bounded(Fn fn, const char* what) {
                     for (int64_t r = 0; r < m; ++r) {
                         for (int64_t n = n0; n < n1; ++n) {
                             const float got = y[r * ldy + n - n0], want = model_dot(c, r, n);
-                            ASSERT_EQ(0, std::memcmp(&got, &want, 4)) << "row " << r << " column " << n << ": " << got << " vs model " << want;
+                            if (exact) {
+                                ASSERT_EQ(0, std::memcmp(&got, &want, 4)) << "row " << r << " column " << n << ": " << got << " vs model " << want;
+                            }
+                            ++outputs;
+                            differ += std::memcmp(&got, &want, 4) != 0;
                             double ref = 0, mag = 0;
                             for (int64_t k = 0; k < K; ++k) {
                                 ref += double(c.x[r * K + k]) * c.wv[n * K + k];
@@ -298,10 +307,11 @@ void expect_exact_and_bounded(Fn fn, const char* what) {
                     ++cases;
                 }
             }
-    std::printf("%s: %d shapes bit-identical to the scalar model; fp64 error at most %.3f of the derived bound\n", what, cases, worst);
+    std::printf("%s: %d shapes, %lld of %lld outputs bit-identical to the scalar model of the SDM's order; fp64 error at most %.3f of the derived bound\n",
+                what, cases, static_cast<long long>(outputs - differ), static_cast<long long>(outputs), worst);
 }
 
-TEST(AmxBf16, EmulatedEqualsModelAndIsBounded) { expect_exact_and_bounded(bf::matmul_bf16_amx_emulated, "AMX-BF16 GEMM on the tile emulator"); }
+TEST(AmxBf16, EmulatedEqualsModelAndIsBounded) { expect_exact_and_bounded(bf::matmul_bf16_amx_emulated, "AMX-BF16 GEMM on the tile emulator", true); }
 
 TEST(AmxBf16, RealTilesEqualModelAndAreBounded) {
     if (!kernels::amx_bf16_usable()) {
@@ -310,7 +320,7 @@ TEST(AmxBf16, RealTilesEqualModelAndAreBounded) {
         GTEST_SKIP();
     }
     std::cout << "real AMX-BF16 tiles present: testing matmul_bf16_amx" << std::endl;
-    expect_exact_and_bounded(bf::matmul_bf16_amx, "AMX-BF16 GEMM on real tiles");
+    expect_exact_and_bounded(bf::matmul_bf16_amx, "AMX-BF16 GEMM on real tiles", false);
 }
 
 TEST(AmxBf16, BadCallsAreOneClearError) {
