@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -224,6 +225,39 @@ TEST(Bf16Panels, LayoutTailsAndErrors) {
     EXPECT_THROW(bf::bf16_panels_repack(DType::Q8_0, w.data(), 64 * 4, 16, 64, out.data()), Error);
     EXPECT_TRUE(bf::bf16_panels_supported(DType::BF16));
     EXPECT_FALSE(bf::bf16_panels_supported(DType::Q8_0));
+}
+
+// round_rows_bf16 (AVX512-BF16 where the CPU has it) against fp32_to_bf16: equal bits on normal
+// values, ties, zeros, infinities and NaNs; f32 denormals may become a zero of their sign.
+TEST(Bf16Panels, ActivationRoundingMatchesScalar) {
+    Rng rng(fresh_seed() + 4);
+    const int64_t m = 5, K = 96, ldx = 100;
+    std::vector<float> x(static_cast<size_t>(m * ldx));
+    for (size_t i = 0; i < x.size(); ++i) {
+        const uint32_t b = static_cast<uint32_t>(rng.next());
+        switch (i % 8) {
+            case 0: x[i] = rng.normal(); break;
+            case 1: x[i] = bits_f((b & 0xffff0000u) | 0x8000u); break;  // a tie
+            case 2: x[i] = bits_f((b & 0x807f0000u) | (b & 0xffffu)); break;  // denormal (exponent 0)
+            case 3: x[i] = bits_f(b); break;  // anything (NaNs, infinities too)
+            case 4: x[i] = i % 16 == 4 ? -0.0f : std::numeric_limits<float>::infinity(); break;
+            default: x[i] = bits_f(b & 0xbfffffffu); break;  // finite
+        }
+    }
+    std::vector<uint16_t> v(static_cast<size_t>(m * K)), s(v.size());
+    bf::round_rows_bf16(x.data(), ldx, m, K, v.data());
+    bf::round_rows_bf16_scalar(x.data(), ldx, m, K, s.data());
+    for (int64_t r = 0; r < m; ++r)
+        for (int64_t k = 0; k < K; ++k) {
+            const float f = x[r * ldx + k];
+            const uint16_t a = v[r * K + k], b = s[r * K + k];
+            if (std::fpclassify(f) == FP_SUBNORMAL) {
+                ASSERT_TRUE(a == b || a == (b & 0x8000u)) << std::hex << fp32_to_bits(f) << ": " << a << " vs " << b;
+            } else {
+                ASSERT_EQ(a, b) << std::hex << "x bits " << fp32_to_bits(f);
+            }
+        }
+    EXPECT_THROW(bf::round_rows_bf16(x.data(), ldx, m, 48, v.data()), Error);
 }
 
 // ---------------------------------------------------------------- the kernel

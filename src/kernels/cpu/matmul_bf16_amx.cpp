@@ -3,7 +3,7 @@
 //
 // One template, gemm_tiles<Tiles>, over the tile policies of amx_tiles.h: AmxTiles (the
 // intrinsics) and EmuTiles (the scalar emulator, the tests' way to check layout and order on a
-// machine without AMX). Per call: the activation rows rounded to bf16 into a per-thread buffer
+// machine without AMX). Per call: the activation rows rounded to bf16 (round_rows_bf16) into a per-thread buffer
 // [m rounded up to 16][K] (rows past m zero, so a short last token group reads zeros), one tile
 // configuration (released at the end), then per pair of 16-column panels (n, n + 16) and per group
 // of up to 32 tokens:
@@ -18,6 +18,8 @@
 // scalar model of the accumulation order and within a derived bound of an fp64 reference; the
 // AmxTiles instantiation the same only where amx_bf16_usable() (elsewhere the test says absent).
 #include "kernels/cpu/matmul_bf16_amx.h"
+
+#include <immintrin.h>
 
 #include <cstring>
 #include <vector>
@@ -42,6 +44,25 @@ void check_k(int64_t K, const char* what) {
         throw_error("kernels", what, ": K = ", K, " is not a positive multiple of 32 (the depth of one TDPBF16PS tile step)");
 }
 
+[[gnu::target("avx512f,avx512bf16")]] void round_rows_avx512(const float* x, int64_t ldx, int64_t m, int64_t K, uint16_t* out) {
+    for (int64_t r = 0; r < m; ++r)
+        for (int64_t k = 0; k < K; k += 32) {
+            const float* p = x + r * ldx + k;
+            // low half of the result from the second operand: values k .. k + 15, then k + 16 .. k + 31
+            const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(p + 16), _mm512_loadu_ps(p));
+            _mm512_storeu_si512(out + r * K + k, reinterpret_cast<const __m512i&>(v));
+        }
+}
+
+bool cpu_has_avx512bf16() {
+#if defined(__x86_64__)
+    static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+    return has;
+#else
+    return false;
+#endif
+}
+
 uint16_t to_bf16(DType t, const unsigned char* row, int64_t k) {
     if (t == DType::BF16) {
         uint16_t h;
@@ -58,6 +79,17 @@ uint16_t to_bf16(DType t, const unsigned char* row, int64_t k) {
     return fp32_to_bf16(f);
 }
 }  // namespace
+
+void round_rows_bf16_scalar(const float* x, int64_t ldx, int64_t m, int64_t K, uint16_t* out) {
+    for (int64_t r = 0; r < m; ++r)
+        for (int64_t k = 0; k < K; ++k) out[r * K + k] = fp32_to_bf16(x[r * ldx + k]);
+}
+
+void round_rows_bf16(const float* x, int64_t ldx, int64_t m, int64_t K, uint16_t* out) {
+    check_k(K, "bf16 activation rows");
+    if (cpu_has_avx512bf16()) round_rows_avx512(x, ldx, m, K, out);
+    else round_rows_bf16_scalar(x, ldx, m, K, out);
+}
 
 bool bf16_panels_supported(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
@@ -102,8 +134,7 @@ void gemm_tiles(Tiles& t, const Bf16PanelMatrix& w, const MatmulArgs& a) {
     const int64_t K = w.K, mp = (a.m + 15) / 16 * 16;
     const size_t pk = static_cast<size_t>(K) * 16;  // uint16 per panel
     uint16_t* xb = bf16_scratch(static_cast<size_t>(mp) * static_cast<size_t>(K));
-    for (int64_t r = 0; r < a.m; ++r)
-        for (int64_t k = 0; k < K; ++k) xb[r * K + k] = fp32_to_bf16(a.x[r * a.ldx + k]);
+    round_rows_bf16(a.x, a.ldx, a.m, K, xb);
     std::memset(xb + a.m * K, 0, static_cast<size_t>((mp - a.m) * K) * 2);
 
     TileConfig cfg;

@@ -39,6 +39,14 @@ size_t bf16_panel_bytes(int64_t N, int64_t K);
 // ([kernels]) on another type or K % 32 != 0.
 void bf16_panels_repack(DType t, const void* w, size_t row_stride, int64_t N, int64_t K, uint16_t* out);
 
+// The m rows of x (ldx apart; K a multiple of 32) rounded to bf16 (RNE) into out [m][K]:
+// AVX512-BF16's VCVTNE2PS2BF16 where the CPU has it (every AMX-BF16 CPU does; AMD Zen 4 too),
+// else fp32_to_bf16. The same bits except for f32 denormals, which the instruction flushes to a
+// zero of their sign while fp32_to_bf16 keeps a bf16 denormal: TDPBF16PS reads both as that zero.
+void round_rows_bf16(const float* x, int64_t ldx, int64_t m, int64_t K, uint16_t* out);
+// The portable fallback of round_rows_bf16 (for tests).
+void round_rows_bf16_scalar(const float* x, int64_t ldx, int64_t m, int64_t K, uint16_t* out);
+
 // y[r][n - n0] for n in [n0, n1) (n0 a multiple of 16) of the a.m rows of a.x, rounded to bf16 per
 // row; a.w / a.w_row_stride are not read. Call only where amx_bf16_usable() (isa.h). Throws moe::Error
 // ([kernels]) on a.K != w.K, K % 32 != 0 or a column range outside the matrix.
