@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/matmul_bf16_amx.h"
 #include "kernels/cpu/qmatmul.h"
 #include "kernels/cpu/qmatmul_panel_gemm.h"
 #include "kernels/cpu/rmsnorm.h"
@@ -72,6 +73,7 @@ Forward::Proj make_proj(const Model& m, const TensorView& w, const TensorView& b
     p.bias = bias.data ? bias.as<float>() : nullptr;
     p.type = w.type;
     p.panels = m.dense_panels(w.data);  // --repack
+    p.bf16_panels = m.bf16_panels(w.data);  // MOE_AMX_BF16=1
     return p;
 }
 
@@ -182,7 +184,9 @@ void Forward::project_many(ThreadPool& pool, const Proj* const* ps, float* const
             a.n1 = n1;
             // --repack's panels (a.n0 a multiple of 16): only types with a panel GEMM are repacked
             // (Model::repack_dense), so every call is served and the blocks are never read
-            if (p.panels) kernels::panel::panel_matmul({p.type, p.panels, p.n_out, p.n_in}, a, true, p.kernel->amx);
+            // MOE_AMX_BF16=1: prefill of F16 / BF16 projections on AMX-BF16 tiles (a.n0 a multiple of 16)
+            if (p.bf16_panels && n >= kernels::bf16amx::kMinRows) kernels::bf16amx::matmul_bf16_amx({p.bf16_panels, p.n_out, p.n_in}, a);
+            else if (p.panels) kernels::panel::panel_matmul({p.type, p.panels, p.n_out, p.n_in}, a, true, p.kernel->amx);
             else (*p.kernel)(a);
             if (p.bias)
                 for (int64_t r = 0; r < n; ++r)

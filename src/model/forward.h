@@ -89,6 +89,7 @@ public:
         const float* bias = nullptr;
         DType type = DType::F32;
         const uint8_t* panels = nullptr;
+        const uint16_t* bf16_panels = nullptr;  // MOE_AMX_BF16=1: prefill on AMX-BF16 (Model::bf16_panels)
     };
 
 private:

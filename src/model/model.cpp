@@ -117,6 +117,7 @@ std::unique_ptr<Model> Model::load(gguf::File file, const ModelOptions& opts) {
         }
     }
     if (o.cache.repack) m->repack_dense();
+    if (m->kernels_.amx_bf16()) m->repack_bf16();
     if (o.cache.repack_auto && o.cache.repack && m->panel_bytes_ == 0 && m->dense_panel_bytes_ == 0)
         m->repack_note_ = "nothing repacked: no weight has a panel layout here (types Q2_K / Q3_K / Q4_K / Q5_K / Q6_K with "
                           "rows of whole 256-value super-blocks, Q8_0 / Q4_0 / Q5_0 / MXFP4 of 32-value blocks, on a CPU with "

@@ -126,6 +126,14 @@ public:
     const std::string& repack_note() const { return repack_note_; }
     size_t dense_released_bytes() const { return dense_released_bytes_; }
     size_t dense_matrices() const { return dense_.size(); }
+    // MOE_AMX_BF16=1 (CpuKernels::amx_bf16): the bf16 panels (kernels/cpu/matmul_bf16_amx.h) of
+    // the dense F16 / BF16 projection or lm head whose rows start at w, or null (not on, another
+    // type, K % 32 != 0). Prefill calls of m >= bf16amx::kMinRows rows read them (Forward::Proj::
+    // bf16_panels); decode stays on the f16 / bf16 kernels, so the rows stay resident too.
+    const uint16_t* bf16_panels(const void* w) const;
+    size_t bf16_panel_bytes() const { return bf16_panel_bytes_; }
+    // One line for the CLI when MOE_AMX_BF16=1 (empty otherwise).
+    const std::string& amx_bf16_note() const { return amx_bf16_note_; }
 
 private:
     Model();
@@ -150,6 +158,11 @@ private:
     size_t dense_panel_bytes_ = 0;
     size_t dense_released_bytes_ = 0;
     std::string repack_note_;
+    PanelBuffer bf16_store_;                                      // MOE_AMX_BF16=1: all bf16 panels
+    std::vector<std::pair<const void*, const uint16_t*>> bf16_;  // (rows, bf16 panels) per matrix
+    size_t bf16_panel_bytes_ = 0;
+    std::string amx_bf16_note_;
+    void repack_bf16();  // model_bf16.cpp
     void attach_expert_cache();
     void repack_dense();
     bool auto_repack(uint64_t mem_budget);  // ExpertCacheOptions::repack_auto's decision (sets repack_note_)

@@ -374,7 +374,7 @@ int cmd_bench(int argc, char** argv) {
 
     const std::string name = m->config().arch + " " + m->config().name;
     // "+amx": the panel GEMMs (prefill over repacked weights) run on AMX tiles (kernels/cpu/isa.h amx_usable)
-    const std::string backend = std::string("CPU (") + kernels::isa_name(m->kernels().isa()) + (m->kernels().amx() ? "+amx" : "") + ")";
+    const std::string backend = std::string("CPU (") + kernels::isa_name(m->kernels().isa()) + (m->kernels().amx() ? "+amx" : "") + (m->kernels().amx_bf16() ? "+amx-bf16" : "") + ")";
     std::vector<Row> rows;
     // --mem large enough for every expert: load them all now, so the warm-up and the timed runs
     // see the steady state (all hits) rather than the first misses of rarely routed experts.
@@ -535,6 +535,7 @@ int cmd_bench(int argc, char** argv) {
                 load_s, touch_s);
     print_page_sizes(*m);
     if (!m->repack_note().empty()) std::printf("%s\n", m->repack_note().c_str());
+    if (!m->amx_bf16_note().empty()) std::printf("%s\n", m->amx_bf16_note().c_str());
     if (m->panel_bytes() > 0 || m->dense_panel_bytes() > 0)
         std::printf("%s: %s of panels (Q2_K / Q3_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K / Q5_0 / MXFP4 routed and shared experts, made during the load above); "
                     "%s of blocks released (stacks whose prefill reads the panels too)\n",

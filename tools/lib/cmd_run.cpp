@@ -113,6 +113,7 @@ int cmd_run(int argc, char** argv) {
     if (epa.on) ep = std::make_unique<EpRuntime>(epa, *m, argc, argv, cmd);
     else check_no_ep_options(epa, cmd);
     std::fprintf(stderr, "moe run: %s\n", m->describe().c_str());
+    if (!m->amx_bf16_note().empty()) std::fprintf(stderr, "moe run: %s\n", m->amx_bf16_note().c_str());
     ThreadPool pool(m->options().n_threads);
     runtime::Session session(*m, pool, so);
     RoutingTrace trace;

@@ -1,21 +1,25 @@
 #pragma once
-// The tile operations of the AMX prefill GEMM (qmatmul_panel_amx.cpp) as two interchangeable
+// The tile operations of the AMX prefill GEMMs (qmatmul_panel_amx.cpp, matmul_bf16_amx.cpp) as two interchangeable
 // policies, so that one kernel template runs on real tiles where the CPU has AMX and on an exact
 // scalar emulator everywhere (the tests' only way to check the kernel's layout and scale handling
 // on a machine without AMX):
-//   AmxTiles  the AMX-TILE / AMX-INT8 intrinsics (LDTILECFG, TILELOADD, TILEZERO, TDPB**D,
-//             TILESTORED, TILERELEASE); call only where amx_usable() (isa.h)
+//   AmxTiles  the AMX-TILE / AMX-INT8 / AMX-BF16 intrinsics (LDTILECFG, TILELOADD, TILEZERO,
+//             TDPB**D, TDPBF16PS, TILESTORED, TILERELEASE); call only where amx_usable() (isa.h),
+//             dpbf16ps only where amx_bf16_usable()
 //   EmuTiles  a tile register file object (8 tiles x 16 rows x 64 bytes plus the configured rows
 //             and bytes per row) executing the same instructions as the ISA reference defines
 //             them; no global state: each kernel call gets its own object
 // Interface (tile indices are template arguments: the instructions encode them as immediates):
 //   config(cfg), load<T>(base, stride), zero<T>(), store<T>(base, stride), release(),
-//   dpbsud<C, A, B>() (A int8, B uint8), dpbusd (A uint8, B int8), dpbssd, dpbuud.
+//   dpbsud<C, A, B>() (A int8, B uint8), dpbusd (A uint8, B int8), dpbssd, dpbuud, dpbf16ps.
 // TDPB**D: C[m][n] (int32, wrapping) += sum_{k < colsb(A) / 4} sum_{i < 4} A[m][4k + i] * B[k][4n + i]
 // for m < rows(C), n < colsb(C) / 4; A is rows(C) x colsb(A) bytes, B is colsb(A) / 4 rows x
 // colsb(C) bytes ("VNNI layout": B[k][4n + i] = the value at depth 4k + i of output column n).
+// TDPBF16PS: the same shapes with bf16 pairs in place of byte quads (B[k][2n + i] = the value at
+// depth 2k + i of column n) and f32 C; its exact rounding steps are at EmuTiles::dpbf16ps.
 #include <cstddef>
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 
 #include <immintrin.h>
@@ -73,6 +77,31 @@ public:
     void dpbssd() { dp<C, A, B, true, true>(); }
     template <int C, int A, int B>
     void dpbuud() { dp<C, A, B, false, false>(); }
+    // TDPBF16PS as the Intel SDM (vol. 2, "TDPBF16PS -- Dot Product of BF16 Tiles Accumulated into
+    // Packed Single Precision Tile", Operation) defines it: per row m, two f32 lanes per column n
+    // start at 0; for k < colsb(A) / 4, lane i (i = 0, 1) = FMA(A.bf16[m][2k + i], B.bf16[k][2n + i],
+    // lane i); then C[m][n] = C[m][n] + (lane 0 + lane 1). Every step with DAZ (denormal inputs as
+    // zero) and FTZ (denormal results as zero), round to nearest even; MXCSR neither read nor
+    // written. (The Intrinsics Guide's loop, two FMAs straight into C per k, is a simplification:
+    // its sums round differently; the SDM's is implemented.) Products of two bf16 are exact in f32,
+    // so FMA = the product added with one rounding.
+    template <int C, int A, int B>
+    void dpbf16ps() {
+        const auto [M, N, K] = chain<C, A, B>("TDPBF16PS");
+        for (int m = 0; m < M; ++m) {
+            float acc[16];
+            std::memcpy(acc, t_[C][m], sizeof acc);
+            float lane[16][2] = {};
+            for (int k = 0; k < K; ++k)
+                for (int n = 0; n < N; ++n)
+                    for (int i = 0; i < 2; ++i)
+                        lane[n][i] = ftz(std::fma(daz(bf16(t_[A][m], 2 * k + i)), daz(bf16(t_[B][k], 2 * n + i)), daz(lane[n][i])));
+            for (int n = 0; n < N; ++n) acc[n] = ftz(daz(acc[n]) + ftz(daz(lane[n][0]) + daz(lane[n][1])));
+            std::memset(t_[C][m], 0, kTileColsb);
+            std::memcpy(t_[C][m], acc, 4 * static_cast<size_t>(N));
+        }
+        for (int m = M; m < kTileRows; ++m) std::memset(t_[C][m], 0, kTileColsb);
+    }
     // TILERELEASE: back to the unconfigured state.
     void release() {
         configured_ = false;
@@ -92,16 +121,36 @@ private:
     // The instruction faults (#UD) on shapes that do not chain: rows(C) = rows(A), colsb(C) =
     // colsb(B), colsb(A) / 4 = rows(B); the accumulator row's bytes past colsb(C) and rows past
     // rows(C) are zeroed.
-    template <int C, int A, int B, bool kSa, bool kSb>
-    void dp() {
+    struct Mnk {
+        int M, N, K;
+    };
+    template <int C, int A, int B>
+    Mnk chain(const char* op) const {
         check<C>();
         check<A>();
         check<B>();
-        static_assert(C != A && C != B && A != B, "TDPB**D takes three distinct tiles");
+        static_assert(C != A && C != B && A != B, "the tile dot products take three distinct tiles");
         const int M = cfg_.rows[C], N = cfg_.colsb[C] / 4, K = cfg_.colsb[A] / 4;
         if (cfg_.rows[A] != M || cfg_.colsb[B] != cfg_.colsb[C] || cfg_.rows[B] != K || cfg_.colsb[A] % 4 || cfg_.colsb[C] % 4)
-            throw_error("kernels", "AMX emulator: TDPB**D shapes C ", M, "x", int(cfg_.colsb[C]), ", A ", int(cfg_.rows[A]), "x",
+            throw_error("kernels", "AMX emulator: ", op, " shapes C ", M, "x", int(cfg_.colsb[C]), ", A ", int(cfg_.rows[A]), "x",
                         int(cfg_.colsb[A]), ", B ", int(cfg_.rows[B]), "x", int(cfg_.colsb[B]), " do not chain");
+        return {M, N, K};
+    }
+    // bf16 element e of a tile row, as f32 (the bits in the upper half); DAZ / FTZ: a denormal as
+    // a zero of its sign.
+    static float bf16(const uint8_t* row, int e) {
+        uint16_t h;
+        std::memcpy(&h, row + 2 * e, 2);
+        const uint32_t b = static_cast<uint32_t>(h) << 16;
+        float f;
+        std::memcpy(&f, &b, 4);
+        return f;
+    }
+    static float daz(float f) { return std::fpclassify(f) == FP_SUBNORMAL ? std::copysign(0.0f, f) : f; }
+    static float ftz(float f) { return daz(f); }
+    template <int C, int A, int B, bool kSa, bool kSb>
+    void dp() {
+        const auto [M, N, K] = chain<C, A, B>("TDPB**D");
         for (int m = 0; m < M; ++m) {
             uint32_t acc[16];
             std::memcpy(acc, t_[C][m], sizeof acc);
@@ -186,6 +235,8 @@ struct AmxTiles {
     [[gnu::target("amx-tile,amx-int8")]] void dpbssd() { MOE_AMX_DP(dpbssd) }
     template <int C, int A, int B>
     [[gnu::target("amx-tile,amx-int8")]] void dpbuud() { MOE_AMX_DP(dpbuud) }
+    template <int C, int A, int B>
+    [[gnu::target("amx-tile,amx-bf16")]] void dpbf16ps() { MOE_AMX_DP(dpbf16ps) }
     [[gnu::target("amx-tile")]] void release() { _tile_release(); }
 };
 #undef MOE_AMX_T8

@@ -44,12 +44,14 @@ std::string supported_list() {
 }
 }  // namespace
 
-CpuKernels::CpuKernels(Isa isa, bool amx) : isa_(isa), amx_(amx) {
+CpuKernels::CpuKernels(Isa isa, bool amx, bool amx_bf16) : isa_(isa), amx_(amx), amx_bf16_(amx_bf16) {
     if (!isa_supported(isa))
         throw_error("kernels", "this CPU cannot run the ", isa_name(isa), " kernels (best available: ",
                     isa_name(best_isa()), ")");
     if (amx && isa != Isa::Avx512) throw_error("kernels", "the AMX panel GEMM runs on the avx512 path, not ", isa_name(isa));
     if (amx && !amx_usable()) throw_error("kernels", "AMX requested but not usable here: ", amx_absent_reason());
+    if (amx_bf16 && isa != Isa::Avx512) throw_error("kernels", "the AMX-BF16 GEMM runs on the avx512 path, not ", isa_name(isa));
+    if (amx_bf16 && !amx_bf16_usable()) throw_error("kernels", "AMX-BF16 requested but not usable here: ", amx_bf16_absent_reason());
     for (size_t i = 0; i < std::size(kMatmulTypes); ++i) {
         const DType t = kMatmulTypes[i];
         MatmulKernel k;
@@ -71,15 +73,21 @@ CpuKernels::CpuKernels(Isa isa, bool amx) : isa_(isa), amx_(amx) {
 }
 
 CpuKernels CpuKernels::from_env() {
+    const char* b = std::getenv("MOE_AMX_BF16");
+    const std::string_view bv = b ? b : "";
+    if (!bv.empty() && bv != "0" && bv != "1") throw_error("kernels", "MOE_AMX_BF16='", bv, "' is not 0 or 1");
+    const bool bf16 = bv == "1";
+    if (bf16 && !amx_bf16_usable()) throw_error("kernels", "MOE_AMX_BF16=1: AMX-BF16 is not usable here: ", amx_bf16_absent_reason());
     const char* v = std::getenv("MOE_FORCE_ISA");
-    if (!v || !*v) return CpuKernels(best_isa(), best_isa() == Isa::Avx512 && amx_usable());
+    if (!v || !*v) return CpuKernels(best_isa(), best_isa() == Isa::Avx512 && amx_usable(), bf16);
     if (std::string_view(v) == "amx") {
         if (!amx_usable()) throw_error("kernels", "MOE_FORCE_ISA=amx: AMX is not usable here: ", amx_absent_reason());
-        return CpuKernels(Isa::Avx512, true);
+        return CpuKernels(Isa::Avx512, true, bf16);
     }
     auto isa = isa_from_name(v);
     if (!isa) throw_error("kernels", "MOE_FORCE_ISA='", v, "' is not one of scalar, avx2, avx512, amx");
-    return CpuKernels(*isa);
+    if (bf16 && *isa != Isa::Avx512) throw_error("kernels", "MOE_AMX_BF16=1 runs on the avx512 path, not MOE_FORCE_ISA=", v);
+    return CpuKernels(*isa, false, bf16);
 }
 
 bool CpuKernels::has_matmul(DType t) const {

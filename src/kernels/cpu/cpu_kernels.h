@@ -45,8 +45,10 @@ void matmul_f32_avx512(const MatmulArgs& a);
 class CpuKernels {
 public:
     // Throws moe::Error if this CPU cannot run `isa` (amx: the avx512 path with the panel GEMMs on
-    // AMX tiles; throws unless isa is Avx512 and amx_usable()).
-    explicit CpuKernels(Isa isa, bool amx = false);
+    // AMX tiles; throws unless isa is Avx512 and amx_usable(); amx_bf16: the opt-in AMX-BF16
+    // prefill of dense F16 / BF16 projections, matmul_bf16_amx.h; throws unless isa is Avx512 and
+    // amx_bf16_usable()).
+    explicit CpuKernels(Isa isa, bool amx = false, bool amx_bf16 = false);
     // Weight types that have a matmul kernel (on every path).
     static constexpr DType kMatmulTypes[] = {
         DType::F32,    DType::F16,    DType::BF16,    DType::Q8_0,  DType::Q4_0,    DType::Q4_1,
@@ -57,10 +59,14 @@ public:
     };
     // best_isa() (with AMX where amx_usable()), or the path named by MOE_FORCE_ISA
     // (scalar|avx2|avx512|amx; avx512 turns AMX off, amx throws naming what is missing; read here, once).
+    // MOE_AMX_BF16=1 (read here, once) turns on the AMX-BF16 prefill of dense F16 / BF16 projections
+    // (it rounds activations to bf16: the output changes, hence opt-in); unset or 0: off; 1 where
+    // AMX-BF16 is not usable, or on a path other than avx512, throws naming what is missing.
     static CpuKernels from_env();
 
     Isa isa() const { return isa_; }
     bool amx() const { return amx_; }
+    bool amx_bf16() const { return amx_bf16_; }
     bool has_matmul(DType t) const;
     // The matmul for weights of type t; throws moe::Error naming `tensor` and the type if none.
     const MatmulKernel& matmul(DType t, const std::string& tensor) const;
@@ -68,6 +74,7 @@ public:
 private:
     Isa isa_;
     bool amx_ = false;
+    bool amx_bf16_ = false;
     MatmulKernel kernels_[std::size(kMatmulTypes)];
 };
 

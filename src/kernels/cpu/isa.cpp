@@ -78,6 +78,25 @@ const char* amx_absent_reason() {
 
 bool amx_usable() { return amx_absent_reason()[0] == '\0'; }
 
+namespace {
+const char* amx_bf16_check() {
+    if (!amx_usable()) return amx_absent_reason();
+#if defined(__x86_64__)
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || !(edx & (1u << 22)))
+        return "the CPU reports no AMX-BF16 (CPUID.(7,0):EDX bit 22)";
+#endif
+    return "";
+}
+}  // namespace
+
+const char* amx_bf16_absent_reason() {
+    static const char* const reason = amx_bf16_check();  // once, thread-safe
+    return reason;
+}
+
+bool amx_bf16_usable() { return amx_bf16_absent_reason()[0] == '\0'; }
+
 Isa best_isa() {
     if (isa_supported(Isa::Avx512)) return Isa::Avx512;
     if (isa_supported(Isa::Avx2)) return Isa::Avx2;

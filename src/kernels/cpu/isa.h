@@ -26,5 +26,10 @@ bool cpu_has_f16c();
 // (thread-safe); amx_absent_reason() says which condition failed ("" when usable).
 bool amx_usable();
 const char* amx_absent_reason();
+// AMX-BF16 usable (TDPBF16PS, matmul_bf16_amx.h): amx_usable() and CPUID.(7,0):EDX AMX-BF16
+// (bit 22). Every CPU with AMX so far has both; a CPU with AMX-BF16 but not AMX-INT8 would be
+// refused (amx_usable's reason). Computed once; amx_bf16_absent_reason() is "" when usable.
+bool amx_bf16_usable();
+const char* amx_bf16_absent_reason();
 
 }  // namespace moe::kernels

@@ -6,6 +6,8 @@
 // 16 rows' bits are stored column-interleaved like the prefill panel (repack in qmatmul_avx512.h),
 // still at 3 bits per value, so the GEMV's vpdpbusd accumulators are already [row] lanes per
 // granule: no reduction.
+// (Not here: the bf16 panels of dense F32 / F16 / BF16 weights for the opt-in AMX-BF16 prefill
+// GEMM, a layout of their own: kernels/cpu/matmul_bf16_amx.h.)
 //
 // Layout of one panel (16 weight rows, K values, nsb = K / 256 super-blocks), three regions:
 //   levels  [nsb][8 octets][3 vectors A, B, C][64 bytes]     1536 bytes per super-block
