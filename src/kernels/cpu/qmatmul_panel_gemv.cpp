@@ -323,6 +323,7 @@ void panels_q80(const uint8_t* P, int64_t pb, int64_t nb, const ref::ActQ8Row& x
 // they are, the high ones in place (x 16, shifted back: exact), the offset 8 as the seed 8 x nsum.
 struct DecQ40 {
     static constexpr int kLevelBytes = kQ40BlkLevelBytes, kOffset = 8, kHiShift = 4;
+    static constexpr bool kGroups = true;
     struct Blk {};
     const __m512i m4 = _mm512_set1_epi8(0x0F), mf0 = _mm512_set1_epi8(static_cast<char>(0xF0));
     Blk block(const uint8_t*) const { return {}; }

@@ -102,6 +102,7 @@ inline __m512 e8m0_half16(const uint8_t* p) {
 // sums (I = sum kMxfp4Values x, exact); the scale of a block is its 16 exponents (one 16-byte load).
 struct DecMxfp4 {
     static constexpr int kLevelBytes = kMxfp4BlockLevelBytes, kOffset = 16, kHiShift = 0;
+    static constexpr bool kGroups = false;
     struct Blk {};
     const __m512i tbl = mx_table(), m4 = _mm512_set1_epi8(0x0F);
     Blk block(const uint8_t*) const { return {}; }

@@ -113,6 +113,7 @@ constexpr long long kSideTo34[4] = {side_matrix(0), side_matrix(1), side_matrix(
 // The offset 16 seeds the sums; |I| <= 32 x 31 x 128 (int32).
 struct DecQ50 {
     static constexpr int kLevelBytes = kQ50BlkLevelBytes, kOffset = 16, kHiShift = 3;
+    static constexpr bool kGroups = false;
     using Blk = __m512i;  // the block's side vector
     const __m512i m7 = _mm512_set1_epi8(7), mf8 = _mm512_set1_epi8(static_cast<char>(0xF8));
     Blk block(const uint8_t* L) const { return load_once(L + 256); }
