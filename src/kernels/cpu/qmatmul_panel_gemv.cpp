@@ -149,6 +149,29 @@ __m512 panel16_q2k(const uint8_t* P, int64_t nsb, const ref::ActQ8Row& x, const 
 // gemv16_q4k in its order, so the bits are gemv16_q4k's. The loads limit it in cache (one thread,
 // in L2): each level vector is loaded once (load_once: 1.27x) and up to four panels go at once,
 // sharing the activation broadcasts (1 -> 2 panels 1.09x, 2 -> 4 1.08x).
+// The end of a Q4_K / Q5_K super-block (the same scales and d regions): M = mins32 of the stored
+// min pairs (scs[j] + 128) against the granules' nsum pairs, then the two FMAs of gemv16_q4k in its
+// order with panel j's d, dmin at dd[j] (f16 [2][16]).
+template <int NP>
+[[gnu::always_inline]] inline void sb_end_q45(const uint8_t* const (&scs)[NP], const uint8_t* const (&dd)[NP], const int32_t* ns, float dxs,
+                                              const __m512i (&S)[NP], __m512 (&acc)[NP]) {
+    __m512i M[NP];
+    for (int j = 0; j < NP; ++j) M[j] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+        const int32_t n0 = ns[16 * k] + ns[16 * k + 4], n1 = ns[16 * k + 8] + ns[16 * k + 12];
+        const __m512i npair = _mm512_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(n0) & 0xFFFFu) | (static_cast<uint32_t>(n1) << 16)));
+        for (int j = 0; j < NP; ++j)
+            M[j] = _mm512_dpwssd_epi32(M[j], _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scs[j] + 128 + 32 * k))), npair);
+    }
+    const __m512 dx = _mm512_set1_ps(dxs);
+    for (int j = 0; j < NP; ++j) {
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd[j])));
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd[j] + 32)));
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[j]), _mm512_mul_ps(d, dx), acc[j]);
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M[j]), _mm512_mul_ps(dmin, dx), acc[j]);
+    }
+}
 // NP panels (pb bytes apart) at once against x: the activation broadcasts are shared. acc[j] lane
 // c = row c of panel j. Prefetches the bytes [P + NP pb, stop) (the next NP panels) during its steps.
 template <int NP>
@@ -165,8 +188,8 @@ void panels_q4k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
         }
         const int8_t* xq = x.qs + 256 * sb;
         const int32_t* ns = x.nsum + 64 * sb;
-        __m512i S[NP], M[NP];
-        for (int j = 0; j < NP; ++j) S[j] = M[j] = _mm512_setzero_si512();
+        __m512i S[NP];
+        for (int j = 0; j < NP; ++j) S[j] = _mm512_setzero_si512();
         const char* nx = reinterpret_cast<const char*>(P + NP * pb + sb * share);
         const NextPanel np{nx, std::min<int64_t>(share, reinterpret_cast<const char*>(stop) - nx)};
 #pragma GCC unroll 8
@@ -189,21 +212,9 @@ void panels_q4k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
                 S[j] = _mm512_add_epi32(S[j], _mm512_mullo_epi32(_mm512_add_epi32(Il[j], _mm512_srai_epi32(Ih[j], 4)), scg));
             }
         }
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; ++k) {
-            const int32_t n0 = ns[16 * k] + ns[16 * k + 4], n1 = ns[16 * k + 8] + ns[16 * k + 12];
-            const __m512i npair = _mm512_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(n0) & 0xFFFFu) | (static_cast<uint32_t>(n1) << 16)));
-            for (int j = 0; j < NP; ++j)
-                M[j] = _mm512_dpwssd_epi32(M[j], _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scs[j] + 128 + 32 * k))), npair);
-        }
-        const __m512 dx = _mm512_set1_ps(x.dxv[64 * sb]);
-        for (int j = 0; j < NP; ++j) {
-            const uint8_t* dd = P + j * pb + nsb * (kQ4kSbLevelBytes + kQ4kSbScaleBytes) + sb * kQ4kSbDBytes;
-            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd)));
-            const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd + 32)));
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[j]), _mm512_mul_ps(d, dx), acc[j]);
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M[j]), _mm512_mul_ps(dmin, dx), acc[j]);
-        }
+        const uint8_t* dd[NP];
+        for (int j = 0; j < NP; ++j) dd[j] = P + j * pb + nsb * (kQ4kSbLevelBytes + kQ4kSbScaleBytes) + sb * kQ4kSbDBytes;
+        sb_end_q45<NP>(scs, dd, ns, x.dxv[64 * sb], S, acc);
     }
 }
 
@@ -374,8 +385,8 @@ void panels_q5k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
         }
         const int8_t* xq = x.qs + 256 * sb;
         const int32_t* ns = x.nsum + 64 * sb;
-        __m512i S[NP], M[NP];
-        for (int j = 0; j < NP; ++j) S[j] = M[j] = _mm512_setzero_si512();
+        __m512i S[NP];
+        for (int j = 0; j < NP; ++j) S[j] = _mm512_setzero_si512();
         const char* nx = reinterpret_cast<const char*>(P + NP * pb + sb * share);
         const NextPanel np{nx, std::min<int64_t>(share, reinterpret_cast<const char*>(stop) - nx)};
 #pragma GCC unroll 8
@@ -410,21 +421,9 @@ void panels_q5k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
                 S[j] = _mm512_add_epi32(S[j], _mm512_mullo_epi32(_mm512_add_epi32(Il[j], _mm512_srai_epi32(Ih[j], 3)), scg));
             }
         }
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; ++k) {
-            const int32_t n0 = ns[16 * k] + ns[16 * k + 4], n1 = ns[16 * k + 8] + ns[16 * k + 12];
-            const __m512i npair = _mm512_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(n0) & 0xFFFFu) | (static_cast<uint32_t>(n1) << 16)));
-            for (int j = 0; j < NP; ++j)
-                M[j] = _mm512_dpwssd_epi32(M[j], _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scs[j] + 128 + 32 * k))), npair);
-        }
-        const __m512 dx = _mm512_set1_ps(x.dxv[64 * sb]);
-        for (int j = 0; j < NP; ++j) {
-            const uint8_t* dd = P + j * pb + nsb * (kQ5kSbLevelBytes + kQ5kSbScaleBytes) + sb * kQ5kSbDBytes;
-            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd)));
-            const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd + 32)));
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[j]), _mm512_mul_ps(d, dx), acc[j]);
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M[j]), _mm512_mul_ps(dmin, dx), acc[j]);
-        }
+        const uint8_t* dd[NP];
+        for (int j = 0; j < NP; ++j) dd[j] = P + j * pb + nsb * (kQ5kSbLevelBytes + kQ5kSbScaleBytes) + sb * kQ5kSbDBytes;
+        sb_end_q45<NP>(scs, dd, ns, x.dxv[64 * sb], S, acc);
     }
 }
 
