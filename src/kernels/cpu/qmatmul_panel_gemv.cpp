@@ -12,8 +12,10 @@
 // and M = sum m_g nsum_g (one vpdpwssd per octet against the broadcast nsum pair), then the two
 // FMAs of gemv16_q2k. Q4_K: plain nibbles, no GFNI (panels_q4k below). Q6_K: Q4_K's nibbles and
 // Q2_K's top bits (panels_q6k below). Q8_0: the stored quads are vpdpbusd operands as they are
-// (panels_q80 below). Q4_0: Q4_K's nibbles per block (panels_q40); Q5_K: one quad's level in place
-// and the other's low bits beside it, its top bits in a side vector per granule (panels_q5k).
+// (panels_q80 below). Q4_0: Q4_K's nibbles per block (DecQ40 below, run by gemv_blocks of
+// qmatmul_panel_gemv_avx512.inc: the per-block loop it shares with Q5_0 and MXFP4); Q5_K: one
+// quad's level in place and the other's low bits beside it, its top bits in a side vector per
+// granule (panels_q5k).
 // MXFP4: Q4_0's nibbles through a level table (qmatmul_panel_mxfp4.cpp, detail::gemv_mxfp4_avx512).
 #include <immintrin.h>
 
@@ -34,6 +36,8 @@ namespace moe::kernels::panel {
 
 namespace {
 
+#include "kernels/cpu/qmatmul_panel_gemv_avx512.inc"  // bcast, load_once, prefetch_next, gemv_blocks
+
 // vgf2p8affineqb bit matrix: output bit `out[k]` of each byte = input bit `in[k]` (the matrix's
 // byte 7 - b is the input-bit mask of output bit b).
 constexpr long long gf_matrix(int n, const int* in, const int* out) {
@@ -49,29 +53,6 @@ constexpr long long kM6 = gf_matrix(1, kB6, kOut2);      // bit 6 -> 2
 constexpr long long kM7 = gf_matrix(1, kB7, kOut2);      // bit 7 -> 2
 
 inline __m512i gf(__m512i v, long long m) { return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(m), 0); }
-
-inline __m512i bcast(const int8_t* p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
-// Decode streams the weights from DRAM, so (as the engine's GEMVs, panel_share in
-// qmatmul_avx512.h) each super-block step prefetches its share of the NEXT panel (the next pb
-// bytes: one linear stream), spread over the step's 8 octets, with PREFETCHT2, stopped at `stop`
-// (the end of the call's last panel: past it lie other threads' rows). Without it the kernel ran
-// 0.8x the engine's GEMV from DRAM (it read 8.5 GB/s, one thread, 58 MB of weights).
-struct NextPanel {
-    const char* p;  // this step's share of the next panel
-    int64_t len;    // bytes of it (<= 0: none)
-};
-inline void prefetch_next(const NextPanel& np, int o) {
-    for (int64_t off = 64 * o; off < np.len; off += 64 * 8) asm volatile("prefetcht2 %0" : : "m"(np.p[off]));
-}
-// The same spread over n slots (slot i: lines i, i + n, ...).
-inline void prefetch_next_spread(const NextPanel& np, int i, int n) {
-    for (int64_t off = 64 * i; off < np.len; off += 64 * n) asm volatile("prefetcht2 %0" : : "m"(np.p[off]));
-}
 
 // 16 columns of one panel (nsb super-blocks) against x: lane c of the result = row c's output.
 // Prefetches the bytes [P + pb, stop) of the next panel during its steps.
@@ -168,12 +149,28 @@ __m512 panel16_q2k(const uint8_t* P, int64_t nsb, const ref::ActQ8Row& x, const 
 // gemv16_q4k in its order, so the bits are gemv16_q4k's. The loads limit it in cache (one thread,
 // in L2): each level vector is loaded once (load_once: 1.27x) and up to four panels go at once,
 // sharing the activation broadcasts (1 -> 2 panels 1.09x, 2 -> 4 1.08x).
-// One 64-byte load kept in a register (GCC would fold it into both ANDs: twice the loads, and
-// the loads are what limits this kernel).
-inline __m512i load_once(const uint8_t* p) {
-    __m512i v = _mm512_loadu_si512(p);
-    asm("" : "+v"(v));
-    return v;
+// The end of a Q4_K / Q5_K super-block (the same scales and d regions): M = mins32 of the stored
+// min pairs (scs[j] + 128) against the granules' nsum pairs, then the two FMAs of gemv16_q4k in its
+// order with panel j's d, dmin at dd[j] (f16 [2][16]).
+template <int NP>
+[[gnu::always_inline]] inline void sb_end_q45(const uint8_t* const (&scs)[NP], const uint8_t* const (&dd)[NP], const int32_t* ns, float dxs,
+                                              const __m512i (&S)[NP], __m512 (&acc)[NP]) {
+    __m512i M[NP];
+    for (int j = 0; j < NP; ++j) M[j] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+        const int32_t n0 = ns[16 * k] + ns[16 * k + 4], n1 = ns[16 * k + 8] + ns[16 * k + 12];
+        const __m512i npair = _mm512_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(n0) & 0xFFFFu) | (static_cast<uint32_t>(n1) << 16)));
+        for (int j = 0; j < NP; ++j)
+            M[j] = _mm512_dpwssd_epi32(M[j], _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scs[j] + 128 + 32 * k))), npair);
+    }
+    const __m512 dx = _mm512_set1_ps(dxs);
+    for (int j = 0; j < NP; ++j) {
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd[j])));
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd[j] + 32)));
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[j]), _mm512_mul_ps(d, dx), acc[j]);
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M[j]), _mm512_mul_ps(dmin, dx), acc[j]);
+    }
 }
 // NP panels (pb bytes apart) at once against x: the activation broadcasts are shared. acc[j] lane
 // c = row c of panel j. Prefetches the bytes [P + NP pb, stop) (the next NP panels) during its steps.
@@ -191,8 +188,8 @@ void panels_q4k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
         }
         const int8_t* xq = x.qs + 256 * sb;
         const int32_t* ns = x.nsum + 64 * sb;
-        __m512i S[NP], M[NP];
-        for (int j = 0; j < NP; ++j) S[j] = M[j] = _mm512_setzero_si512();
+        __m512i S[NP];
+        for (int j = 0; j < NP; ++j) S[j] = _mm512_setzero_si512();
         const char* nx = reinterpret_cast<const char*>(P + NP * pb + sb * share);
         const NextPanel np{nx, std::min<int64_t>(share, reinterpret_cast<const char*>(stop) - nx)};
 #pragma GCC unroll 8
@@ -215,21 +212,9 @@ void panels_q4k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
                 S[j] = _mm512_add_epi32(S[j], _mm512_mullo_epi32(_mm512_add_epi32(Il[j], _mm512_srai_epi32(Ih[j], 4)), scg));
             }
         }
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; ++k) {
-            const int32_t n0 = ns[16 * k] + ns[16 * k + 4], n1 = ns[16 * k + 8] + ns[16 * k + 12];
-            const __m512i npair = _mm512_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(n0) & 0xFFFFu) | (static_cast<uint32_t>(n1) << 16)));
-            for (int j = 0; j < NP; ++j)
-                M[j] = _mm512_dpwssd_epi32(M[j], _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scs[j] + 128 + 32 * k))), npair);
-        }
-        const __m512 dx = _mm512_set1_ps(x.dxv[64 * sb]);
-        for (int j = 0; j < NP; ++j) {
-            const uint8_t* dd = P + j * pb + nsb * (kQ4kSbLevelBytes + kQ4kSbScaleBytes) + sb * kQ4kSbDBytes;
-            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd)));
-            const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd + 32)));
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[j]), _mm512_mul_ps(d, dx), acc[j]);
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M[j]), _mm512_mul_ps(dmin, dx), acc[j]);
-        }
+        const uint8_t* dd[NP];
+        for (int j = 0; j < NP; ++j) dd[j] = P + j * pb + nsb * (kQ4kSbLevelBytes + kQ4kSbScaleBytes) + sb * kQ4kSbDBytes;
+        sb_end_q45<NP>(scs, dd, ns, x.dxv[64 * sb], S, acc);
     }
 }
 
@@ -345,61 +330,22 @@ void panels_q80(const uint8_t* P, int64_t pb, int64_t nb, const ref::ActQ8Row& x
     for (int64_t g = 8 * nsb; g < nb; ++g) block_q80<NP>(L, dd, g, x, acc);
 }
 
-// Q4_0: NP panels at once, per block (32 values) four nibble vectors as panels_q4k's granule: the
-// low nibbles as they are, the high ones in place (x 16, shifted back: exact), the offset 8 as the
-// seed 8 x nsum of the low sums; then acc = fma(float(I), d * dx, acc) per block in K order: the
-// per-granule chain of the block kernels (DQ4_0), the same bits. Prefetch: each block's share
-// (NP pb / nb bytes) of the next NP panels, in groups of 8 blocks as the other types' super-blocks.
-template <int NP>
-[[gnu::always_inline]] inline void block_q40(const uint8_t* P, int64_t pb, int64_t nb, int64_t g, const ref::ActQ8Row& x,
-                                             __m512 (&acc)[NP]) {
+// Q4_0 (gemv_blocks): per block four nibble vectors as panels_q4k's granule: the low nibbles as
+// they are, the high ones in place (x 16, shifted back: exact), the offset 8 as the seed 8 x nsum.
+struct DecQ40 {
+    static constexpr int kLevelBytes = kQ40BlkLevelBytes, kOffset = 8, kHiShift = 4;
+    static constexpr bool kGroups = true;
+    struct Blk {};
     const __m512i m4 = _mm512_set1_epi8(0x0F), mf0 = _mm512_set1_epi8(static_cast<char>(0xF0));
-    const int8_t* xb = x.qs + 32 * g;
-    const __m512i seed = _mm512_set1_epi32((x.nsum[8 * g] + x.nsum[8 * g + 4]) * 8);
-    __m512i Il[NP], Ih[NP];
-    for (int j = 0; j < NP; ++j) {
-        Il[j] = seed;
-        Ih[j] = _mm512_setzero_si512();
+    Blk block(const uint8_t*) const { return {}; }
+    void levels(const Blk&, __m512i V, int, __m512i& lo, __m512i& hi) const {
+        lo = _mm512_and_si512(V, m4);
+        hi = _mm512_and_si512(V, mf0);
     }
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) {
-        const __m512i xl = bcast(xb + 8 * v), xh = bcast(xb + 8 * v + 4);
-        for (int j = 0; j < NP; ++j) {
-            const __m512i V = load_once(P + j * pb + 256 * g + 64 * v);
-            Il[j] = _mm512_dpbusd_epi32(Il[j], _mm512_and_si512(V, m4), xl);
-            Ih[j] = _mm512_dpbusd_epi32(Ih[j], _mm512_and_si512(V, mf0), xh);
-        }
+    __m512 scale(const uint8_t* P, int64_t nb, int64_t g) const {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + nb * kQ40BlkLevelBytes + 32 * g)));
     }
-    const __m512 dx = _mm512_set1_ps(x.dxv[8 * g]);
-    for (int j = 0; j < NP; ++j) {
-        const uint8_t* dd = P + j * pb + nb * kQ40BlkLevelBytes + 32 * g;
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd)));
-        const __m512i I = _mm512_add_epi32(Il[j], _mm512_srai_epi32(Ih[j], 4));
-        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(d, dx), acc[j]);
-    }
-}
-template <int NP>
-void panels_q40(const uint8_t* P, int64_t pb, int64_t nb, const ref::ActQ8Row& x, const uint8_t* stop, __m512 (&acc)[NP]) {
-    const int64_t share = NP * pb / nb;  // per block (pb = 288 nb: exact)
-    for (int j = 0; j < NP; ++j) acc[j] = _mm512_setzero_ps();
-    const auto next = [&](int64_t g, int64_t len) {
-        const char* nx = reinterpret_cast<const char*>(P + NP * pb + g * share);
-        return NextPanel{nx, std::min<int64_t>(len, reinterpret_cast<const char*>(stop) - nx)};
-    };
-    const int64_t nsb = nb / 8;
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-        const NextPanel np = next(8 * sb, 8 * share);
-#pragma GCC unroll 8
-        for (int b = 0; b < 8; ++b) {
-            prefetch_next(np, b);
-            block_q40<NP>(P, pb, nb, 8 * sb + b, x, acc);
-        }
-    }
-    for (int64_t g = 8 * nsb; g < nb; ++g) {
-        prefetch_next_spread(next(g, share), 0, 1);
-        block_q40<NP>(P, pb, nb, g, x, acc);
-    }
-}
+};
 
 // Q5_K: as panels_q4k with 5-bit levels. Per granule 4 level vectors and one side vector, each
 // loaded once. Vector v's quad 2 v + 1 stays in place (v & 0xF8 = 8 x level: its sums come out x 8,
@@ -439,8 +385,8 @@ void panels_q5k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
         }
         const int8_t* xq = x.qs + 256 * sb;
         const int32_t* ns = x.nsum + 64 * sb;
-        __m512i S[NP], M[NP];
-        for (int j = 0; j < NP; ++j) S[j] = M[j] = _mm512_setzero_si512();
+        __m512i S[NP];
+        for (int j = 0; j < NP; ++j) S[j] = _mm512_setzero_si512();
         const char* nx = reinterpret_cast<const char*>(P + NP * pb + sb * share);
         const NextPanel np{nx, std::min<int64_t>(share, reinterpret_cast<const char*>(stop) - nx)};
 #pragma GCC unroll 8
@@ -475,21 +421,9 @@ void panels_q5k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
                 S[j] = _mm512_add_epi32(S[j], _mm512_mullo_epi32(_mm512_add_epi32(Il[j], _mm512_srai_epi32(Ih[j], 3)), scg));
             }
         }
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; ++k) {
-            const int32_t n0 = ns[16 * k] + ns[16 * k + 4], n1 = ns[16 * k + 8] + ns[16 * k + 12];
-            const __m512i npair = _mm512_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(n0) & 0xFFFFu) | (static_cast<uint32_t>(n1) << 16)));
-            for (int j = 0; j < NP; ++j)
-                M[j] = _mm512_dpwssd_epi32(M[j], _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scs[j] + 128 + 32 * k))), npair);
-        }
-        const __m512 dx = _mm512_set1_ps(x.dxv[64 * sb]);
-        for (int j = 0; j < NP; ++j) {
-            const uint8_t* dd = P + j * pb + nsb * (kQ5kSbLevelBytes + kQ5kSbScaleBytes) + sb * kQ5kSbDBytes;
-            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd)));
-            const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd + 32)));
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[j]), _mm512_mul_ps(d, dx), acc[j]);
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M[j]), _mm512_mul_ps(dmin, dx), acc[j]);
-        }
+        const uint8_t* dd[NP];
+        for (int j = 0; j < NP; ++j) dd[j] = P + j * pb + nsb * (kQ5kSbLevelBytes + kQ5kSbScaleBytes) + sb * kQ5kSbDBytes;
+        sb_end_q45<NP>(scs, dd, ns, x.dxv[64 * sb], S, acc);
     }
 }
 
@@ -500,7 +434,8 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     check_range(w, n0, n1);
     if (w.type == DType::Q5_0) return detail::panel_gemv_q50(w, x, n0, n1, y);  // K step 32: its own file
     if (w.type == DType::MXFP4) return detail::gemv_mxfp4_avx512(w, x, n0, n1, y);  // K step 32
-    const int64_t nsb = w.K / 256, nb = w.K / 32;  // super-blocks (K-quants), blocks (Q8_0, Q4_0)
+    if (w.type == DType::Q4_0) return gemv_blocks<DecQ40>(w, x, n0, n1, y);
+    const int64_t nsb = w.K / 256, nb = w.K / 32;  // super-blocks (K-quants), blocks (Q8_0)
     const uint8_t* stop = w.panels + ((n1 + 15) / 16) * pb;
     int64_t n = n0;
     const auto multi = [&](auto run, auto np_tag) {
@@ -514,7 +449,7 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     using NP4 = std::integral_constant<int, 4>;
     using NP2 = std::integral_constant<int, 2>;
     const int64_t pbi = static_cast<int64_t>(pb);
-    // Q4_K / Q6_K / Q8_0 / Q4_0: four panels at a time while four whole ones are left, then two (Q5_K: two only)
+    // Q4_K / Q6_K / Q8_0: four panels at a time while four whole ones are left, then two (Q5_K: two only)
     if (w.type == DType::Q8_0) {
         multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q80<4>(p, pbi, nb, x, acc); }, NP4{});
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q80<2>(p, pbi, nb, x, acc); }, NP2{});
@@ -524,9 +459,6 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     } else if (w.type == DType::Q6_K) {
         multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q6k<4>(p, pbi, nsb, x, stop, acc); }, NP4{});
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q6k<2>(p, pbi, nsb, x, stop, acc); }, NP2{});
-    } else if (w.type == DType::Q4_0) {
-        multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q40<4>(p, pbi, nb, x, stop, acc); }, NP4{});
-        multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q40<2>(p, pbi, nb, x, stop, acc); }, NP2{});
     } else if (w.type == DType::Q5_K) {
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q5k<2>(p, pbi, nsb, x, stop, acc); }, NP2{});
     }
@@ -538,7 +470,6 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
         else if (w.type == DType::Q2_K) acc[0] = panel16_q2k(P, nsb, x, stop);
         else if (w.type == DType::Q4_K) panels_q4k<1>(P, pbi, nsb, x, stop, acc);
         else if (w.type == DType::Q8_0) panels_q80<1>(P, pbi, nb, x, acc);
-        else if (w.type == DType::Q4_0) panels_q40<1>(P, pbi, nb, x, stop, acc);
         else if (w.type == DType::Q5_K) panels_q5k<1>(P, pbi, nsb, x, stop, acc);
         else panels_q6k<1>(P, pbi, nsb, x, stop, acc);
         _mm512_mask_storeu_ps(y + (n - n0), static_cast<__mmask16>((1u << nc) - 1u), acc[0]);

@@ -83,6 +83,8 @@ namespace moe::kernels::panel::detail {
 
 namespace {
 
+#include "kernels/cpu/qmatmul_panel_gemv_avx512.inc"  // bcast, load_once, gemv_blocks
+
 // The levels kMxfp4Values + 16 (u8 4..28) by code in every 128-bit lane: vpshufb's table (DMXFP4's).
 inline __m512i mx_table() { return _mm512_broadcast_i32x4(_mm_setr_epi8(16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4)); }
 
@@ -95,82 +97,26 @@ inline __m512 e8m0_half16(const uint8_t* p) {
     return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmpge_epi32_mask(e, _mm512_set1_epi32(2)), sub, normal));
 }
 
-inline __m512i bcast(const int8_t* p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-// One 64-byte load kept in a register (as qmatmul_panel_gemv.cpp: GCC would fold it into both ANDs).
-inline __m512i load_once(const uint8_t* p) {
-    __m512i v = _mm512_loadu_si512(p);
-    asm("" : "+v"(v));
-    return v;
-}
-
-// NP panels (pb bytes apart, nb blocks) at once against x, sharing the activation broadcasts:
-// acc[j] lane c = row c of panel j. Per block and panel four nibble vectors, each loaded once: its
-// low and its high nibbles (masked) through the level table give the quads 8 v .. + 3 and
-// 8 v + 4 .. + 7 of the 16 columns; the sums seeded with 16 x nsum (the level offset) are exact:
-// I = sum kMxfp4Values x. Then acc = fma(float(I), e8m0_half(e) * dx, acc) per block in K order:
-// gemv16_mxfp4's chain, its bits. Each block prefetches its share (NP x 272 bytes) of the next NP
-// panels (PREFETCHT2, one linear stream, stopped at `stop`), as the other panel GEMVs.
-template <int NP>
-void panels_mxfp4(const uint8_t* P, int64_t pb, int64_t nb, const ref::ActQ8Row& x, const uint8_t* stop, __m512 (&acc)[NP]) {
-    const int64_t share = NP * pb / nb;
+// Decoder for gemv_blocks: each nibble vector's low and high nibbles (masked) through the level
+// table give the quads 8 v .. + 3 and 8 v + 4 .. + 7 of the 16 columns; the offset 16 seeds the
+// sums (I = sum kMxfp4Values x, exact); the scale of a block is its 16 exponents (one 16-byte load).
+struct DecMxfp4 {
+    static constexpr int kLevelBytes = kMxfp4BlockLevelBytes, kOffset = 16, kHiShift = 0;
+    static constexpr bool kGroups = false;
+    struct Blk {};
     const __m512i tbl = mx_table(), m4 = _mm512_set1_epi8(0x0F);
-    const uint8_t* E = P + nb * kMxfp4BlockLevelBytes;
-    for (int j = 0; j < NP; ++j) acc[j] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < nb; ++g) {
-        const char* nx = reinterpret_cast<const char*>(P + NP * pb + g * share);
-        const int64_t len = std::min<int64_t>(share, reinterpret_cast<const char*>(stop) - nx);
-        for (int64_t off = 0; off < len; off += 64) asm volatile("prefetcht2 %0" : : "m"(nx[off]));
-        const int8_t* xb = x.qs + 32 * g;
-        const __m512i seed = _mm512_set1_epi32((x.nsum[8 * g] + x.nsum[8 * g + 4]) * 16);
-        __m512i Il[NP], Ih[NP];
-        for (int j = 0; j < NP; ++j) {
-            Il[j] = seed;
-            Ih[j] = _mm512_setzero_si512();
-        }
-#pragma GCC unroll 4
-        for (int v = 0; v < 4; ++v) {
-            const __m512i xl = bcast(xb + 8 * v), xh = bcast(xb + 8 * v + 4);
-            for (int j = 0; j < NP; ++j) {
-                const __m512i V = load_once(P + j * pb + 256 * g + 64 * v);
-                Il[j] = _mm512_dpbusd_epi32(Il[j], _mm512_shuffle_epi8(tbl, _mm512_and_si512(V, m4)), xl);
-                Ih[j] = _mm512_dpbusd_epi32(Ih[j], _mm512_shuffle_epi8(tbl, _mm512_and_si512(_mm512_srli_epi16(V, 4), m4)), xh);
-            }
-        }
-        const __m512 dx = _mm512_set1_ps(x.dxv[8 * g]);
-        for (int j = 0; j < NP; ++j) {
-            const __m512 ws = e8m0_half16(E + j * pb + 16 * g);
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(Il[j], Ih[j])), _mm512_mul_ps(ws, dx), acc[j]);
-        }
+    Blk block(const uint8_t*) const { return {}; }
+    void levels(const Blk&, __m512i V, int, __m512i& lo, __m512i& hi) const {
+        lo = _mm512_shuffle_epi8(tbl, _mm512_and_si512(V, m4));
+        hi = _mm512_shuffle_epi8(tbl, _mm512_and_si512(_mm512_srli_epi16(V, 4), m4));
     }
-}
+    __m512 scale(const uint8_t* P, int64_t nb, int64_t g) const { return e8m0_half16(P + nb * kMxfp4BlockLevelBytes + 16 * g); }
+};
 
 }  // namespace
 
 void gemv_mxfp4_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y) {
-    const int64_t pb = static_cast<int64_t>(panel_bytes(w.type, w.K)), nb = w.K / 32;
-    const uint8_t* stop = w.panels + ((n1 + 15) / 16) * pb;
-    int64_t n = n0;
-    // four panels at a time while four whole ones are left, then two, then one (the last may be partial)
-    const auto multi = [&](auto np_tag) {
-        constexpr int NP = decltype(np_tag)::value;
-        for (; n + 16 * NP <= n1; n += 16 * NP) {
-            __m512 acc[NP];
-            panels_mxfp4<NP>(w.panels + (n / 16) * pb, pb, nb, x, stop, acc);
-            for (int j = 0; j < NP; ++j) _mm512_storeu_ps(y + (n - n0) + 16 * j, acc[j]);
-        }
-    };
-    multi(std::integral_constant<int, 4>{});
-    multi(std::integral_constant<int, 2>{});
-    for (; n < n1; n += 16) {
-        const int nc = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
-        __m512 acc[1];
-        panels_mxfp4<1>(w.panels + (n / 16) * pb, pb, nb, x, stop, acc);
-        _mm512_mask_storeu_ps(y + (n - n0), static_cast<__mmask16>((1u << nc) - 1u), acc[0]);
-    }
+    gemv_blocks<DecMxfp4>(w, x, n0, n1, y);
 }
 
 }  // namespace moe::kernels::panel::detail

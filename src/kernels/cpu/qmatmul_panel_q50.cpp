@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "core/fp16.h"
 #include "kernels/cpu/qmatmul_panel_layout.h"
@@ -96,6 +97,8 @@ namespace moe::kernels::panel::detail {
 
 namespace {
 
+#include "kernels/cpu/qmatmul_panel_gemv_avx512.inc"  // bcast, load_once, gemv_blocks
+
 // vgf2p8affineqb bit matrix moving side bits 2 v, 2 v + 1 of each byte to bits 3, 4 (all others
 // zero): the matrix's byte 7 - b is the input-bit mask of output bit b (as qmatmul_panel_gemv.cpp).
 constexpr long long side_matrix(int v) {
@@ -103,88 +106,32 @@ constexpr long long side_matrix(int v) {
 }
 constexpr long long kSideTo34[4] = {side_matrix(0), side_matrix(1), side_matrix(2), side_matrix(3)};
 
-inline __m512i bcast4(const int8_t* p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-// One 64-byte load kept in a register (GCC would fold it into both of its uses: twice the loads).
-inline __m512i load_once(const uint8_t* p) {
-    __m512i v = _mm512_loadu_si512(p);
-    asm("" : "+v"(v));
-    return v;
-}
-
-// NP panels (pb bytes apart, nb blocks each) against x: acc[j] lane c = row c of panel j. Per block
-// and panel 4 level vectors and the side vector, each loaded once. Vector v's quad of values
-// 8 v + 4 .. + 7 stays in place (v & 0xF8 = 8 x level: its sums come out x 8, exact, shifted back
-// per block); the quad of values 8 v .. + 3 is (v & 7) | its bits 3-4 (side bits 2 v, 2 v + 1, moved
-// by one vgf2p8affineqb) by one vpternlogd: Q5_K's decode (panels_q5k) per 32-value block. The
-// offset 16 seeds the low sums as 16 x nsum; |I| <= 32 x 31 x 128 (int32). Then acc = fma(float(I),
-// d * dx, acc) per block in K order: DLegacy<Q5_0>'s chain, the same bits. Each block step
-// prefetches its share of the next NP panels (one linear stream), stopped at `stop`.
-template <int NP>
-void panels_q50(const uint8_t* P, int64_t pb, int64_t nb, const ref::ActQ8Row& x, const uint8_t* stop, __m512 (&acc)[NP]) {
-    const int64_t share = NP * pb / nb;
+// Decoder for gemv_blocks: per block and panel 4 level vectors and the side vector, each loaded
+// once. Vector v's quad of values 8 v + 4 .. + 7 stays in place (v & 0xF8 = 8 x level: shifted back
+// per block); the quad of values 8 v .. + 3 is (v & 7) | its bits 3-4 (side bits 2 v, 2 v + 1,
+// moved by one vgf2p8affineqb) by one vpternlogd: Q5_K's decode (panels_q5k) per 32-value block.
+// The offset 16 seeds the sums; |I| <= 32 x 31 x 128 (int32).
+struct DecQ50 {
+    static constexpr int kLevelBytes = kQ50BlkLevelBytes, kOffset = 16, kHiShift = 3;
+    static constexpr bool kGroups = false;
+    using Blk = __m512i;  // the block's side vector
     const __m512i m7 = _mm512_set1_epi8(7), mf8 = _mm512_set1_epi8(static_cast<char>(0xF8));
-    const uint8_t* dreg = P + nb * kQ50BlkLevelBytes;
-    for (int j = 0; j < NP; ++j) acc[j] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-        const char* nx = reinterpret_cast<const char*>(P + NP * pb + b * share);
-        const int64_t len = std::min<int64_t>(share, reinterpret_cast<const char*>(stop) - nx);
-        for (int64_t off = 0; off < len; off += 64) asm volatile("prefetcht2 %0" : : "m"(nx[off]));
-        const int8_t* xb = x.qs + 32 * b;
-        const __m512i seed = _mm512_set1_epi32((x.nsum[8 * b] + x.nsum[8 * b + 4]) * 16);
-        __m512i Il[NP], Ih[NP], H[NP];
-        for (int j = 0; j < NP; ++j) {
-            Il[j] = seed;
-            Ih[j] = _mm512_setzero_si512();
-            H[j] = load_once(P + j * pb + b * kQ50BlkLevelBytes + 256);
-        }
-#pragma GCC unroll 4
-        for (int v = 0; v < 4; ++v) {
-            const __m512i xl = bcast4(xb + 8 * v), xh = bcast4(xb + 8 * v + 4);
-            for (int j = 0; j < NP; ++j) {
-                const __m512i V = load_once(P + j * pb + b * kQ50BlkLevelBytes + 64 * v);
-                const __m512i hi = _mm512_gf2p8affine_epi64_epi8(H[j], _mm512_set1_epi64(kSideTo34[v]), 0);
-                Il[j] = _mm512_dpbusd_epi32(Il[j], _mm512_ternarylogic_epi32(hi, V, m7, 0xF8), xl);  // A | (B & C)
-                Ih[j] = _mm512_dpbusd_epi32(Ih[j], _mm512_and_si512(V, mf8), xh);
-            }
-        }
-        const __m512 dx = _mm512_set1_ps(x.dxv[8 * b]);
-        for (int j = 0; j < NP; ++j) {
-            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dreg + j * pb + 32 * b)));
-            const __m512i I = _mm512_add_epi32(Il[j], _mm512_srai_epi32(Ih[j], 3));
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(d, dx), acc[j]);
-        }
+    Blk block(const uint8_t* L) const { return load_once(L + 256); }
+    void levels(const Blk& H, __m512i V, int v, __m512i& lo, __m512i& hi) const {
+        const __m512i top = _mm512_gf2p8affine_epi64_epi8(H, _mm512_set1_epi64(kSideTo34[v]), 0);
+        lo = _mm512_ternarylogic_epi32(top, V, m7, 0xF8);  // A | (B & C)
+        hi = _mm512_and_si512(V, mf8);
     }
-}
+    __m512 scale(const uint8_t* P, int64_t nb, int64_t g) const {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + nb * kQ50BlkLevelBytes + 32 * g)));
+    }
+};
 
 }  // namespace
 
 void panel_gemv_q50(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y) {
-    const size_t pb = panel_bytes(w.type, w.K);
     check_range(w, n0, n1);
-    const int64_t nb = w.K / 32, pbi = static_cast<int64_t>(pb);
-    const uint8_t* stop = w.panels + ((n1 + 15) / 16) * pb;
-    int64_t n = n0;
-    // four panels at a time while four whole ones are left, then two, then one (masked store)
-    for (; n + 64 <= n1; n += 64) {
-        __m512 acc[4];
-        panels_q50<4>(w.panels + (n / 16) * pb, pbi, nb, x, stop, acc);
-        for (int j = 0; j < 4; ++j) _mm512_storeu_ps(y + (n - n0) + 16 * j, acc[j]);
-    }
-    for (; n + 32 <= n1; n += 32) {
-        __m512 acc[2];
-        panels_q50<2>(w.panels + (n / 16) * pb, pbi, nb, x, stop, acc);
-        for (int j = 0; j < 2; ++j) _mm512_storeu_ps(y + (n - n0) + 16 * j, acc[j]);
-    }
-    for (; n < n1; n += 16) {
-        const int nc = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
-        __m512 acc[1];
-        panels_q50<1>(w.panels + (n / 16) * pb, pbi, nb, x, stop, acc);
-        _mm512_mask_storeu_ps(y + (n - n0), static_cast<__mmask16>((1u << nc) - 1u), acc[0]);
-    }
+    gemv_blocks<DecQ50>(w, x, n0, n1, y);
 }
 
 }  // namespace moe::kernels::panel::detail
