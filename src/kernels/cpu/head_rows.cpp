@@ -102,15 +102,21 @@ void head_rows_product(ThreadPool& pool, const kernels::MatmulKernel& f32, const
         else pool.parallel_for(w.H, 1, task);
         return;
     }
-    // Rows form: one task per (head, chunk of rows); every output is one dot product of the f32 kernel.
+    if (fused && m == 1) {  // decode: one task per head, its rows in one prefetched run
+        auto task = [&](int64_t h0, int64_t h1, int) {
+            for (int64_t h = h0; h < h1; ++h)
+                head_fused::rows_one(w.type, row_at(h, 0), w.row_bytes, w.rows, w.K, io.x + h * io.xs, io.y + h * io.ys);
+        };
+        if (pool.size() == 1) task(0, w.H, 0);
+        else pool.parallel_for(w.H, 1, task);
+        return;
+    }
+    // Rows form: one task per (head, chunk of rows); every output is one dot product of the f32 kernel
+    // (Q4_K / Q6_K on AVX-512: rows_buf, the per-output sequence of head_fused::rows_one).
     auto task = [&](int64_t t0, int64_t t1, int) {
         alignas(64) float buf[kHeadRowsBuffer];
         for (int64_t t = t0; t < t1; ++t) {
             const int64_t h = t / per_head, o0 = (t % per_head) * chunk, n_rows = std::min(chunk, w.rows - o0);
-            if (fused && m == 1) {
-                head_fused::rows_one(w.type, row_at(h, o0), w.row_bytes, n_rows, w.K, io.x + h * io.xs, io.y + h * io.ys + o0);
-                continue;
-            }
             dequant(h, o0, n_rows, buf);
             if (fused) {  // prefill: rows_one's sequence on the dequantized chunk
                 head_fused::rows_buf(buf, n_rows, w.K, io.x + h * io.xs, io.ldx, io.y + h * io.ys + o0, io.ldy, m);

@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -17,6 +18,14 @@ bool supported(DType type, int64_t K, kernels::Isa isa) {
 #if MOE_DENSE_HAS_AVX512
 MOE_DENSE_AVX512_BEGIN
 namespace {
+
+// The rows come from memory (kv_b is read once per layer and token) in short per-head runs the
+// hardware prefetchers barely start on: each kernel asks for the rows kAhead rows ahead.
+constexpr int64_t kAhead = 8;
+inline void prefetch_row(const uint8_t* p, size_t bytes) {
+    for (size_t i = 0; i < bytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(p + bytes - 1), _MM_HINT_T0);
+}
 
 // Lane j of v in all lanes.
 inline __m512 lane(__m512 v, int j) { return _mm512_permutexvar_ps(_mm512_set1_epi32(j), v); }
@@ -104,18 +113,27 @@ void rows_group(const uint8_t* row0, size_t row_bytes, int64_t K, const float* x
 
 template <class Dec>
 void rows_one_t(const uint8_t* row0, size_t row_bytes, int64_t n_rows, int64_t K, const float* x, float* y) {
+    const size_t used = static_cast<size_t>(K / 256) * Dec::kBytes;
+    for (int64_t o = 0; o < std::min(kAhead, n_rows); ++o) prefetch_row(row0 + static_cast<size_t>(o) * row_bytes, used);
     int64_t o = 0;
-    for (; o + 4 <= n_rows; o += 4) rows_group<Dec, 4>(row0 + static_cast<size_t>(o) * row_bytes, row_bytes, K, x, y + o);
+    for (; o + 4 <= n_rows; o += 4) {
+        for (int64_t p = o + kAhead; p < std::min(o + kAhead + 4, n_rows); ++p) prefetch_row(row0 + static_cast<size_t>(p) * row_bytes, used);
+        rows_group<Dec, 4>(row0 + static_cast<size_t>(o) * row_bytes, row_bytes, K, x, y + o);
+    }
     for (; o < n_rows; ++o) rows_group<Dec, 1>(row0 + static_cast<size_t>(o) * row_bytes, row_bytes, K, x, y + o);
 }
 
 // 256 columns (one block of every row) stay in 16 accumulators while o runs over the rows.
 template <class Dec>
 void columns_one_t(const uint8_t* row0, size_t row_bytes, int64_t n_rows, int64_t K, const float* x, float* y) {
+    const size_t used = static_cast<size_t>(K / 256) * Dec::kBytes;
     for (int64_t b = 0; b < K / 256; ++b) {
         __m512 acc[16];
         for (auto& a : acc) a = _mm512_setzero_ps();
+        if (b == 0)  // whole rows: the later column blocks then find them in cache
+            for (int64_t o = 0; o < std::min(kAhead, n_rows); ++o) prefetch_row(row0 + static_cast<size_t>(o) * row_bytes, used);
         for (int64_t o = 0; o < n_rows; ++o) {
+            if (b == 0 && o + kAhead < n_rows) prefetch_row(row0 + static_cast<size_t>(o + kAhead) * row_bytes, used);
             const __m512 s = _mm512_set1_ps(x[o]);
             const Dec dec(row0 + static_cast<size_t>(o) * row_bytes + static_cast<size_t>(b) * Dec::kBytes);
 #pragma GCC unroll 16
