@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "kernels/cpu/dense_isa.h"
 #include "kernels/cpu/dequant_row.h"
+#include "kernels/cpu/head_rows_fused.h"
 
 namespace moe::cpu {
 
@@ -70,8 +71,13 @@ void head_rows_product(ThreadPool& pool, const kernels::MatmulKernel& f32, const
     const int64_t chunk = std::min(w.rows, kHeadRowsBuffer / w.K);
     const int64_t per_head = (w.rows + chunk - 1) / chunk;
     const bool avx512 = dense_use_avx512(isa);
+    // Q4_K / Q6_K on AVX-512: decode (m = 1) reads the rows in place, decoded in registers.
+    const bool fused = head_fused::supported(w.type, w.K, isa);
+    auto row_at = [&](int64_t h, int64_t o0) {
+        return w.data + static_cast<size_t>(h * w.head_rows + w.first + o0) * w.row_bytes;
+    };
     auto dequant = [&](int64_t h, int64_t o0, int64_t n_rows, float* buf) {
-        const uint8_t* row = w.data + static_cast<size_t>(h * w.head_rows + w.first + o0) * w.row_bytes;
+        const uint8_t* row = row_at(h, o0);
         for (int64_t o = 0; o < n_rows; ++o, row += w.row_bytes) dequant_row(w.type, row, buf + o * w.K, w.K, isa);
     };
     if (w.columns) {
@@ -79,6 +85,10 @@ void head_rows_product(ThreadPool& pool, const kernels::MatmulKernel& f32, const
         auto task = [&](int64_t h0, int64_t h1, int) {
             alignas(64) float buf[kHeadRowsBuffer];
             for (int64_t h = h0; h < h1; ++h) {
+                if (fused && m == 1) {  // the same fmas as below, on registers instead of buf
+                    head_fused::columns_one(w.type, row_at(h, 0), w.row_bytes, w.rows, w.K, io.x + h * io.xs, io.y + h * io.ys);
+                    continue;
+                }
                 for (int64_t t = 0; t < m; ++t) std::fill_n(io.y + t * io.ldy + h * io.ys, w.K, 0.0f);
                 for (int64_t o0 = 0; o0 < w.rows; o0 += chunk) {
                     const int64_t n_rows = std::min(chunk, w.rows - o0);
@@ -92,12 +102,26 @@ void head_rows_product(ThreadPool& pool, const kernels::MatmulKernel& f32, const
         else pool.parallel_for(w.H, 1, task);
         return;
     }
-    // Rows form: one task per (head, chunk of rows); every output is one dot product of the f32 kernel.
+    if (fused && m == 1) {  // decode: one task per head, its rows in one prefetched run
+        auto task = [&](int64_t h0, int64_t h1, int) {
+            for (int64_t h = h0; h < h1; ++h)
+                head_fused::rows_one(w.type, row_at(h, 0), w.row_bytes, w.rows, w.K, io.x + h * io.xs, io.y + h * io.ys);
+        };
+        if (pool.size() == 1) task(0, w.H, 0);
+        else pool.parallel_for(w.H, 1, task);
+        return;
+    }
+    // Rows form: one task per (head, chunk of rows); every output is one dot product of the f32 kernel
+    // (Q4_K / Q6_K on AVX-512: rows_buf, the per-output sequence of head_fused::rows_one).
     auto task = [&](int64_t t0, int64_t t1, int) {
         alignas(64) float buf[kHeadRowsBuffer];
         for (int64_t t = t0; t < t1; ++t) {
             const int64_t h = t / per_head, o0 = (t % per_head) * chunk, n_rows = std::min(chunk, w.rows - o0);
             dequant(h, o0, n_rows, buf);
+            if (fused) {  // prefill: rows_one's sequence on the dequantized chunk
+                head_fused::rows_buf(buf, n_rows, w.K, io.x + h * io.xs, io.ldx, io.y + h * io.ys + o0, io.ldy, m);
+                continue;
+            }
             kernels::MatmulArgs a;
             a.w = buf;
             a.w_row_stride = static_cast<size_t>(w.K) * sizeof(float);
