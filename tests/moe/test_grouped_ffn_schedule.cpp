@@ -63,6 +63,23 @@ struct Types {
     DType gate_up, down;
 };
 
+// Random gate / up / down stacks of the types and the ExpertFfn viewing them (not copyable: f points into the stacks).
+struct Experts {
+    Stack gate, up, down;
+    ExpertFfn f;
+    Experts(const Types& ty, const kernels::CpuKernels& kern, Rng& rng)
+        : gate(make_stack(ty.gate_up, kD, kF, rng)), up(make_stack(ty.gate_up, kD, kF, rng)),
+          down(make_stack(ty.down, kF, kD, rng)) {
+        f.gate = view(gate, kF, ty.gate_up, kern);
+        f.up = view(up, kF, ty.gate_up, kern);
+        f.down = view(down, kD, ty.down, kern);
+        f.n_embd = kD;
+        f.n_ff = kF;
+    }
+    Experts(const Experts&) = delete;
+    Experts& operator=(const Experts&) = delete;
+};
+
 class GroupedFfnSchedule : public testing::TestWithParam<Types> {};
 
 TEST_P(GroupedFfnSchedule, FusedEqualsTwoPhaseAndReference) {
@@ -71,14 +88,8 @@ TEST_P(GroupedFfnSchedule, FusedEqualsTwoPhaseAndReference) {
     for (uint64_t seed = 1; seed <= 6; ++seed) {
         SCOPED_TRACE(seed);
         Rng rng(0x5eed00 + seed);
-        const Stack gate = make_stack(ty.gate_up, kD, kF, rng), up = make_stack(ty.gate_up, kD, kF, rng),
-                    down = make_stack(ty.down, kF, kD, rng);
-        ExpertFfn f;
-        f.gate = view(gate, kF, ty.gate_up, kern);
-        f.up = view(up, kF, ty.gate_up, kern);
-        f.down = view(down, kD, ty.down, kern);
-        f.n_embd = kD;
-        f.n_ff = kF;
+        const Experts ex(ty, kern, rng);
+        const ExpertFfn& f = ex.f;
         // 0..3 rows per expert (some experts empty), at most kE * 3 = 18 rows: the fused schedule
         // takes up to kFuseRows rows, so cap the total there.
         int64_t offsets[kE + 1] = {0};
@@ -98,8 +109,8 @@ TEST_P(GroupedFfnSchedule, FusedEqualsTwoPhaseAndReference) {
                 std::vector<double> h(static_cast<size_t>(kF));
                 for (int64_t j = 0; j < kF; ++j) {
                     double g = 0, u = 0;
-                    const float* gr = gate.deq.data() + (e * kF + j) * kD;
-                    const float* ur = up.deq.data() + (e * kF + j) * kD;
+                    const float* gr = ex.gate.deq.data() + (e * kF + j) * kD;
+                    const float* ur = ex.up.deq.data() + (e * kF + j) * kD;
                     for (int64_t i = 0; i < kD; ++i) {
                         g += double(gr[i]) * xp[static_cast<size_t>(p * kD + i)];
                         u += double(ur[i]) * xp[static_cast<size_t>(p * kD + i)];
@@ -108,7 +119,7 @@ TEST_P(GroupedFfnSchedule, FusedEqualsTwoPhaseAndReference) {
                 }
                 for (int64_t d = 0; d < kD; ++d) {
                     double y = 0;
-                    const float* dr = down.deq.data() + (e * kD + d) * kF;
+                    const float* dr = ex.down.deq.data() + (e * kD + d) * kF;
                     for (int64_t j = 0; j < kF; ++j) y += double(dr[j]) * h[static_cast<size_t>(j)];
                     ref[static_cast<size_t>(p * kD + d)] = y;
                 }
@@ -164,14 +175,8 @@ TEST_P(GroupedFfnSchedule, TallExpertsRowTilesEqualRowsAlone) {
     const Types ty = GetParam();
     const kernels::CpuKernels kern = kernels::CpuKernels::from_env();
     Rng rng(0x7a11);
-    const Stack gate = make_stack(ty.gate_up, kD, kF, rng), up = make_stack(ty.gate_up, kD, kF, rng),
-                down = make_stack(ty.down, kF, kD, rng);
-    ExpertFfn f;
-    f.gate = view(gate, kF, ty.gate_up, kern);
-    f.up = view(up, kF, ty.gate_up, kern);
-    f.down = view(down, kD, ty.down, kern);
-    f.n_embd = kD;
-    f.n_ff = kF;
+    const Experts ex(ty, kern, rng);
+    const ExpertFfn& f = ex.f;
     const int64_t want[kE] = {GroupedFfn::kRowTile + 2, 0, 2 * GroupedFfn::kRowTile + 1, 5, GroupedFfn::kRowTile + 1, 66};
     int64_t offsets[kE + 1] = {0};
     for (int e = 0; e < kE; ++e) offsets[e + 1] = offsets[e] + want[e];
