@@ -336,7 +336,10 @@ struct DecQ40 {
     static constexpr int kLevelBytes = kQ40BlkLevelBytes, kOffset = 8, kHiShift = 4;
     static constexpr bool kGroups = true;
     struct Blk {};
-    const __m512i m4 = _mm512_set1_epi8(0x0F), mf0 = _mm512_set1_epi8(static_cast<char>(0xF0));
+    // Members set in a written constructor: GCC compiles an implicit one (default member
+    // initializers) without the file's target pragma, which fails in the portable build.
+    __m512i m4, mf0;
+    DecQ40() : m4(_mm512_set1_epi8(0x0F)), mf0(_mm512_set1_epi8(static_cast<char>(0xF0))) {}
     Blk block(const uint8_t*) const { return {}; }
     void levels(const Blk&, __m512i V, int, __m512i& lo, __m512i& hi) const {
         lo = _mm512_and_si512(V, m4);

@@ -104,7 +104,8 @@ struct DecMxfp4 {
     static constexpr int kLevelBytes = kMxfp4BlockLevelBytes, kOffset = 16, kHiShift = 0;
     static constexpr bool kGroups = false;
     struct Blk {};
-    const __m512i tbl = mx_table(), m4 = _mm512_set1_epi8(0x0F);
+    __m512i tbl, m4;  // set in a written constructor (see DecQ40 in qmatmul_panel_gemv.cpp)
+    DecMxfp4() : tbl(mx_table()), m4(_mm512_set1_epi8(0x0F)) {}
     Blk block(const uint8_t*) const { return {}; }
     void levels(const Blk&, __m512i V, int, __m512i& lo, __m512i& hi) const {
         lo = _mm512_shuffle_epi8(tbl, _mm512_and_si512(V, m4));

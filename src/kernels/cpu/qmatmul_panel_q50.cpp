@@ -115,7 +115,8 @@ struct DecQ50 {
     static constexpr int kLevelBytes = kQ50BlkLevelBytes, kOffset = 16, kHiShift = 3;
     static constexpr bool kGroups = false;
     using Blk = __m512i;  // the block's side vector
-    const __m512i m7 = _mm512_set1_epi8(7), mf8 = _mm512_set1_epi8(static_cast<char>(0xF8));
+    __m512i m7, mf8;  // set in a written constructor (see DecQ40 in qmatmul_panel_gemv.cpp)
+    DecQ50() : m7(_mm512_set1_epi8(7)), mf8(_mm512_set1_epi8(static_cast<char>(0xF8))) {}
     Blk block(const uint8_t* L) const { return load_once(L + 256); }
     void levels(const Blk& H, __m512i V, int v, __m512i& lo, __m512i& hi) const {
         const __m512i top = _mm512_gf2p8affine_epi64_epi8(H, _mm512_set1_epi64(kSideTo34[v]), 0);
