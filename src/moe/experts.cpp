@@ -231,8 +231,8 @@ cpu::GluSpec glu_spec(const ExpertFfn& f) {
 
 
 size_t GroupedFfn::scratch_bytes(int n_experts, int n_threads) {
-    // Two tile prefixes [E + 1] and, for the fused schedule, per-expert counters [E] x 2.
-    const size_t head = sizeof(int64_t) * (4 * static_cast<size_t>(n_experts) + 2);
+    // Two tile prefixes [E + 1] and, for the fused schedule, per-expert counters [E] x 3.
+    const size_t head = sizeof(int64_t) * (5 * static_cast<size_t>(n_experts) + 2);
     return (head + 63) / 64 * 64 + static_cast<size_t>(n_threads) * (sizeof(float) * kRowTile * kMaxColTile + 64);
 }
 
@@ -335,11 +335,15 @@ void down_tile(const FfnCtx& c, const Tile& t) {
 
 // Both phases in one pool region (decode-sized groups). One tile counter hands out every gate/up
 // tile before any down tile. The thread that finishes the last gate/up tile of expert e prepares
-// e's int8 h rows and publishes ready[e]; a down tile of e waits (spinning) for that flag. A
-// waiting thread only waits for tiles already handed out to threads that never wait, so this
+// e's int8 h rows and publishes ready[e]. Down tiles are then claimed per expert (claimed[e]), from
+// the lowest expert whose h rows are ready: a thread waits (spinning) only while no unclaimed down
+// tile is ready, i.e. for gate/up tiles already handed out to threads that never wait, so this
 // cannot deadlock. This saves one pool barrier per MoE layer and lets a thread that finishes its
 // gate/up share early start on down rows instead of idling at the barrier (decode gives each
-// phase only ~4 tiles per thread, so the barrier's tail was a large part of the phase).
+// phase only ~4 tiles per thread, so the barrier's tail was a large part of the phase); claiming a
+// ready expert instead of the next in order keeps a thread busy while the other (slowed or
+// descheduled by a neighbour) still holds an earlier expert's gate/up tile. Which thread runs a
+// tile never changes its output bits.
 void run_fused(ThreadPool& pool, const FfnCtx& c, int64_t* prefix) {
     const int E = c.E;
     const int64_t D = c.f.n_embd, F = c.f.n_ff;
@@ -347,37 +351,49 @@ void run_fused(ThreadPool& pool, const FfnCtx& c, int64_t* prefix) {
     const TileGrid g2 = make_grid(E, c.offsets, D, pool.size(), prefix + (E + 1));
     int64_t* left = prefix + 2 * (E + 1);  // [E] gate/up tiles not yet finished
     int64_t* ready = left + E;              // [E] 1 once expert e's h rows (and int8 copy) are complete
+    int64_t* claimed = ready + E;           // [E] down tiles of expert e handed out so far
     for (int e = 0; e < E; ++e) {
         left[e] = g1.prefix[e + 1] - g1.prefix[e];
         ready[e] = 0;
+        claimed[e] = 0;
     }
-    const int64_t total = g1.total + g2.total;
-    if (total == 0) return;
+    if (g1.total + g2.total == 0) return;
     std::atomic<int64_t> next{0};
     std::atomic<bool> failed{false};
     pool.run([&](int tid, int) {
         try {
+            for (int64_t id; (id = next.fetch_add(1, std::memory_order_relaxed)) < g1.total;) {
+                const Tile t = tile_at(g1, E, c.offsets, F, id);
+                gate_up_tile(c, t, tid);
+                if (std::atomic_ref<int64_t>(left[t.e]).fetch_sub(1, std::memory_order_acq_rel) == 1) {
+                    const int64_t r0 = c.offsets[t.e], r1 = c.offsets[t.e + 1];
+                    if (c.q2)
+                        kernels::quantize_act_rows(c.f.down.kernel->isa, c.f.down.kernel->act_q8, c.h + r0 * F, F,
+                                                   r1 - r0, F, c.act2 + static_cast<size_t>(r0 - c.row2) * c.s2, c.s2);
+                    std::atomic_ref<int64_t>(ready[t.e]).store(1, std::memory_order_release);
+                }
+            }
+            int lo = 0;  // experts below lo have every down tile handed out (claims only grow)
             for (;;) {
-                const int64_t id = next.fetch_add(1, std::memory_order_relaxed);
-                if (id >= total) break;
-                if (id < g1.total) {
-                    const Tile t = tile_at(g1, E, c.offsets, F, id);
-                    gate_up_tile(c, t, tid);
-                    if (std::atomic_ref<int64_t>(left[t.e]).fetch_sub(1, std::memory_order_acq_rel) == 1) {
-                        const int64_t r0 = c.offsets[t.e], r1 = c.offsets[t.e + 1];
-                        if (c.q2)
-                            kernels::quantize_act_rows(c.f.down.kernel->isa, c.f.down.kernel->act_q8, c.h + r0 * F, F,
-                                                       r1 - r0, F, c.act2 + static_cast<size_t>(r0 - c.row2) * c.s2, c.s2);
-                        std::atomic_ref<int64_t>(ready[t.e]).store(1, std::memory_order_release);
+                bool left_any = false, ran = false;
+                for (int e = lo; e < E && !ran; ++e) {
+                    const int64_t n2 = g2.prefix[e + 1] - g2.prefix[e];
+                    std::atomic_ref<int64_t> cl(claimed[e]);
+                    if (cl.load(std::memory_order_relaxed) >= n2) {
+                        if (e == lo && !left_any) ++lo;
+                        continue;
                     }
-                } else {
-                    const Tile t = tile_at(g2, E, c.offsets, D, id - g1.total);
-                    std::atomic_ref<int64_t> r(ready[t.e]);
-                    while (r.load(std::memory_order_acquire) == 0) {
-                        if (failed.load(std::memory_order_relaxed)) return;  // the pool rethrows the error
-                        ThreadPool::relax();
-                    }
-                    down_tile(c, t);
+                    left_any = true;
+                    if (std::atomic_ref<int64_t>(ready[e]).load(std::memory_order_acquire) == 0) continue;
+                    const int64_t j = cl.fetch_add(1, std::memory_order_relaxed);
+                    if (j >= n2) continue;
+                    down_tile(c, tile_at(g2, E, c.offsets, D, g2.prefix[e] + j));
+                    ran = true;
+                }
+                if (!left_any) break;
+                if (!ran) {
+                    if (failed.load(std::memory_order_relaxed)) return;  // the pool rethrows the error
+                    ThreadPool::relax();
                 }
             }
         } catch (...) {
@@ -392,7 +408,7 @@ void GroupedFfn::run(ThreadPool& pool, const ExpertFfn& f, int E, const int64_t*
                      float* out, void* scratch, void* act_scratch, Schedule schedule) {
     const int64_t D = f.n_embd, F = f.n_ff;
     int64_t* prefix = static_cast<int64_t*>(scratch);
-    const size_t head = sizeof(int64_t) * (4 * static_cast<size_t>(E) + 2);
+    const size_t head = sizeof(int64_t) * (5 * static_cast<size_t>(E) + 2);
     float* ubuf_all = reinterpret_cast<float*>(static_cast<char*>(scratch) + (head + 63) / 64 * 64);
     const size_t ubuf_stride = (sizeof(float) * kRowTile * kMaxColTile + 64) / sizeof(float);
 
