@@ -81,14 +81,6 @@ void Forward::attention_mla(ThreadPool& pool, int64_t il, const BatchRow* rows, 
     rope_strided(m_.rope(), b_.kva + r, n, rr, 1, 0, b_.pos);
     for (int64_t t = 0; t < n; ++t) kv.write(il, rows[t].seq, rows[t].pos, 1, b_.kva + t * rr, nullptr);
 
-    // Absorbed queries: latent part k_b_h q_nope_h, then the rotated rope part.
-    const kernels::MatmulKernel& f32 = m_.kernels().matmul(DType::F32, "attn_k_b");
-    cpu::head_rows_product(pool, f32, w.k_b, {b_.q, H * dq, dq, b_.qm, H * rr, rr}, n, isa);
-    for (int64_t t = 0; t < n; ++t)
-        for (int64_t h = 0; h < H; ++h)
-            std::memcpy(b_.qm + (t * H + h) * rr + r, b_.q + (t * H + h) * dq + nope, sizeof(float) * rope);
-    rope_strided(m_.rope(), b_.qm + r, n, H * rr, H, rr, b_.pos);
-
     AttentionSpec as;
     as.n_head = H;
     as.n_head_kv = 1;
@@ -97,12 +89,55 @@ void Forward::attention_mla(ThreadPool& pool, int64_t il, const BatchRow* rows, 
     as.v_row_stride = rr;  // V = the latent part of each cache row
     as.scale = m_.desc().layer.attn_scale;
     as.kv_type = kv.type();
-    Timer att_timer;
-    attend_sequences(pool, il, rows, n, kv, as, b_.qm, b_.qms, b_.lat, b_.lats);
-    if (stats) stats->attention += att_timer.seconds();
+    const cpu::HeadIo kb_io{b_.q, H * dq, dq, b_.qm, H * rr, rr}, vb_io{b_.lat, H * r, r, b_.att, H * dv, dv};
+    auto q_rope = [&](int64_t t0, int64_t t1, int64_t h0, int64_t h1) {  // q_abs's rope part: q_pe, rotated
+        for (int64_t t = t0; t < t1; ++t)
+            for (int64_t h = h0; h < h1; ++h)
+                std::memcpy(b_.qm + (t * H + h) * rr + r, b_.q + (t * H + h) * dq + nope, sizeof(float) * rope);
+        rope_strided(m_.rope(), b_.qm + t0 * H * rr + h0 * rr + r, t1 - t0, H * rr, h1 - h0, rr, b_.pos + t0);
+    };
 
-    // Per-head values from the latent outputs, then the output projection.
-    cpu::head_rows_product(pool, f32, w.v_b, {b_.lat, H * r, r, b_.att, H * dv, dv}, n, isa);
+    if (n == 1 && cpu::head_rows_decode_supported(w.k_b, isa) && cpu::head_rows_decode_supported(w.v_b, isa)) {
+        // Decode: k_b, the rope part, the attention over the latent cache and v_b all work per head,
+        // so one pool wave over chunks of kAttentionHeadsPerItem heads (attention's own decode item:
+        // the chunk shares each pass over the cache rows) instead of three waves (V2-Lite: 4 chunks of
+        // 4 heads). Every head's operations are those of the separate calls (same bits).
+        const int64_t hc = cpu::kAttentionHeadsPerItem, n_chunks = (H + hc - 1) / hc;
+        AttentionArgs a;
+        a.k = kv.k(il, rows[0].seq);
+        a.v = m_.desc().kv.head_dim_v == 0 ? a.k : kv.v(il, rows[0].seq);  // MLA: V inside the K rows
+        a.pos = b_.pos;
+        a.n_tokens = 1;
+        a.n_kv = int64_t{rows[0].pos} + 1;
+        auto task = [&](int64_t c0, int64_t c1, int) {
+            for (int64_t c = c0; c < c1; ++c) {
+                const int64_t h0 = c * hc, h1 = std::min(H, h0 + hc);
+                cpu::head_rows_decode(w.k_b, kb_io, h0, h1);
+                q_rope(0, 1, h0, h1);
+                AttentionSpec cs = as;
+                cs.n_head = h1 - h0;
+                AttentionArgs ca = a;
+                ca.q = b_.qm + h0 * rr;
+                ca.out = b_.lat + h0 * r;
+                cpu::attention(cs, ca, nullptr, isa);
+                cpu::head_rows_decode(w.v_b, vb_io, h0, h1);
+            }
+        };
+        Timer att_timer;  // the whole wave (k_b and v_b included) counts as attention here
+        if (pool.size() == 1) task(0, n_chunks, 0);
+        else pool.parallel_for(n_chunks, 1, task);
+        if (stats) stats->attention += att_timer.seconds();
+    } else {
+        // Absorbed queries: latent part k_b_h q_nope_h, then the rotated rope part.
+        const kernels::MatmulKernel& f32 = m_.kernels().matmul(DType::F32, "attn_k_b");
+        cpu::head_rows_product(pool, f32, w.k_b, kb_io, n, isa);
+        q_rope(0, n, 0, H);
+        Timer att_timer;
+        attend_sequences(pool, il, rows, n, kv, as, b_.qm, b_.qms, b_.lat, b_.lats);
+        if (stats) stats->attention += att_timer.seconds();
+        // Per-head values from the latent outputs.
+        cpu::head_rows_product(pool, f32, w.v_b, vb_io, n, isa);
+    }
     project(pool, P.o, b_.att, prepare(pool, P.o, b_.att, n), n, b_.y);
 }
 

@@ -3,21 +3,29 @@
 //  - the KV cache holds only the latent and the rope key per token and layer (no V buffer);
 //  - YaRN's attention scale: mscale^2 / sqrt(nope + rope) from the file's yarn_log_multiplier;
 //  - positions past YaRN's original context agree with the fp64 reference;
-//  - variants the forward pass does not run are one clear error naming the key and value.
+//  - variants the forward pass does not run are one clear error naming the key and value;
+//  - a latent of 256 with attn_kv_b in Q4_K and Q6_K (V2-Lite's types; the rows K % 256 == 0 that
+//    decode's single wave over chunks of heads needs): decode equals prefill bit for bit and stays
+//    close to the fp64 reference.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "core/rng.h"
 #include "common/temp_dir.h"
 #include "core/thread_pool.h"
 #include "format/gguf.h"
 #include "format/gguf_writer.h"
+#include "kernels/ref/quant_formats.h"
 #include "model/model.h"
 #include "runtime/gen_model_util.h"
 #include "runtime/reference_forward_util.h"
@@ -46,6 +54,68 @@ std::string with_string_key(const std::string& src, const std::string& key, cons
     for (const auto& t : in.tensors()) {
         const TensorView v = in.view(t);
         w.write_data(v.data, v.nbytes());
+    }
+    w.finish();
+    return p.string();
+}
+
+// tiny-deepseek2 with kv_lora_rank 256 and 8 heads (two chunks of kAttentionHeadsPerItem in decode's
+// wave): the kv_a, kv_b, q and output tensors made anew (random), attn_kv_b Q4_K in blocks 0 and 1,
+// Q6_K in block 2; every other tensor copied.
+std::string wide_latent_model() {
+    const fs::path p = temp_dir() / "tiny-deepseek2-latent256.gguf";
+    if (fs::exists(p)) return p.string();
+    const auto in = gguf::File::open(model_path("tiny-deepseek2"));
+    const int64_t r = 256, H = 8, old_H = 4;
+    gguf::Writer w(p.string(), in.alignment());
+    const std::string a = "deepseek2.attention.";
+    for (const auto& kv : in.metadata())
+        if (kv.key != a + "kv_lora_rank" && kv.key != a + "head_count" && kv.key != a + "head_count_kv" &&
+            kv.key != a + "key_length" && kv.key != a + "value_length")
+            w.set(kv.key, kv.value);
+    w.set_u32(a + "kv_lora_rank", static_cast<uint32_t>(r));
+    w.set_u32(a + "head_count", static_cast<uint32_t>(H));
+    w.set_u32(a + "head_count_kv", static_cast<uint32_t>(H));
+    w.set_u32(a + "key_length", 32);    // nope 16 + rope 16
+    w.set_u32(a + "value_length", 16);  // no longer n_embd / H
+    struct Out {
+        const gguf::TensorInfo* t;
+        std::vector<int64_t> ne;
+        DType type;
+    };
+    std::vector<Out> outs;
+    auto has = [](const gguf::TensorInfo& t, const char* s) { return t.name.find(s) != std::string::npos; };
+    for (const auto& t : in.tensors()) {
+        Out o{&t, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.type};
+        if (has(t, "attn_kv_a_mqa")) o.ne[1] = r + (t.ne[1] - 32);  // (c, k_pe)
+        if (has(t, "attn_kv_a_norm")) o.ne[0] = r;
+        if (has(t, "attn_q.")) o.ne[1] = t.ne[1] / old_H * H;
+        if (has(t, "attn_output")) o.ne[0] = t.ne[0] / old_H * H;
+        if (has(t, "attn_kv_b")) {
+            o.ne[0] = r;
+            o.ne[1] = t.ne[1] / old_H * H;
+            o.type = t.name.rfind("blk.2.", 0) == 0 ? DType::Q6_K : DType::Q4_K;
+        }
+        outs.push_back(o);
+        w.add_tensor(t.name, o.type, o.ne);
+    }
+    w.write_header();
+    Rng rng(256);
+    for (const Out& o : outs) {
+        const gguf::TensorInfo& t = *o.t;
+        if (o.ne == std::vector<int64_t>(t.ne, t.ne + t.n_dims) && o.type == t.type) {
+            w.write_data(in.view(t).data, t.nbytes);
+            continue;
+        }
+        const int64_t K = o.ne[0], rows = o.ne.size() > 1 ? o.ne[1] : 1;
+        const bool norm = o.ne.size() == 1;
+        std::vector<float> x(static_cast<size_t>(K));
+        std::vector<uint8_t> row(row_bytes(o.type, static_cast<uint64_t>(K)));
+        for (int64_t i = 0; i < rows; ++i) {
+            for (auto& v : x) v = norm ? rng.uniform(0.8f, 1.2f) : rng.uniform(-1.0f, 1.0f) / std::sqrt(static_cast<float>(K));
+            EXPECT_TRUE(ref::quantize_row(o.type, x.data(), row.data(), K));
+            w.write_data(row.data(), row.size());
+        }
     }
     w.finish();
     return p.string();
@@ -115,4 +185,31 @@ TEST(Mla, UnsupportedRopeScalingIsAnError) {
     const std::string bad2 = with_string_key(model_path("tiny-deepseek2"), "deepseek2.rope.scaling.type", "longrope",
                                              "ds2-longrope.gguf");
     EXPECT_THROW(model::Model::load(bad2, {1, 4, 64}), Error);
+}
+
+TEST(Mla, QuantizedLatent256DecodeEqualsPrefill) {
+    const std::string path = wide_latent_model();
+    auto a = model::Model::load(path, {2, 64, 64}), b = model::Model::load(path, {2, 64, 64});
+    ASSERT_EQ(a->config().kv_lora_rank, 256);
+    ASSERT_EQ(a->config().n_head, 8);
+    ASSERT_EQ(a->weights().layers[2].v_b.type, DType::Q6_K);
+    ASSERT_EQ(a->weights().layers[0].k_b.type, DType::Q4_K);
+    ThreadPool pool(2);
+    runtime::Session sa(*a, pool, {64, 1, DType::F32}), sb(*b, pool, {64, 1, DType::F32});
+    const int64_t V = a->config().n_vocab;
+    std::vector<int32_t> toks(40);
+    uint32_t x = 7;
+    for (auto& t : toks) t = static_cast<int32_t>((x = x * 1664525u + 1013904223u) >> 8) % static_cast<int32_t>(V);
+    std::vector<float> all(toks.size() * static_cast<size_t>(V)), one(static_cast<size_t>(V));
+    sa.eval(0, toks, all.data(), true);
+    for (size_t i = 0; i < toks.size(); ++i) {
+        sb.eval(0, {toks[i]}, one.data(), false);
+        ASSERT_EQ(0, std::memcmp(one.data(), all.data() + i * V, sizeof(float) * V)) << "token " << i;
+    }
+    const auto ref = testref::reference_forward(gguf::File::open(path), toks);
+    double worst = 0;
+    for (size_t i = 0; i < toks.size(); ++i)
+        worst = std::max(worst, testref::nmse(all.data() + i * V, ref.data() + i * V, static_cast<size_t>(V)));
+    EXPECT_LE(worst, 1e-6);
+    std::printf("[ tiny-deepseek2, latent 256, Q4_K / Q6_K kv_b ] worst NMSE vs fp64 reference: %.3g\n", worst);
 }

@@ -65,6 +65,17 @@ void columns(const float* buf, int64_t n_rows, int64_t K, const float* x, float*
 
 }  // namespace
 
+bool head_rows_decode_supported(const HeadRows& w, kernels::Isa isa) { return head_fused::supported(w.type, w.K, isa); }
+
+void head_rows_decode(const HeadRows& w, const HeadIo& io, int64_t h0, int64_t h1) {
+    MOE_ASSERT(h0 >= 0 && h1 <= w.H, "head rows decode of heads ", h0, "..", h1, " of ", w.H);
+    for (int64_t h = h0; h < h1; ++h) {
+        const uint8_t* row = w.data + static_cast<size_t>(h * w.head_rows + w.first) * w.row_bytes;
+        if (w.columns) head_fused::columns_one(w.type, row, w.row_bytes, w.rows, w.K, io.x + h * io.xs, io.y + h * io.ys);
+        else head_fused::rows_one(w.type, row, w.row_bytes, w.rows, w.K, io.x + h * io.xs, io.y + h * io.ys);
+    }
+}
+
 void head_rows_product(ThreadPool& pool, const kernels::MatmulKernel& f32, const HeadRows& w, const HeadIo& io,
                        int64_t m, kernels::Isa isa) {
     MOE_ASSERT(w.K > 0 && w.K <= kHeadRowsBuffer && w.rows > 0 && w.H > 0, "head rows K ", w.K, " rows ", w.rows);

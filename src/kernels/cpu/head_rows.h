@@ -47,4 +47,10 @@ constexpr int64_t kHeadRowsBuffer = 8192;
 void head_rows_product(ThreadPool& pool, const kernels::MatmulKernel& f32, const HeadRows& w, const HeadIo& io,
                        int64_t m, kernels::Isa isa);
 
+// Decode (m = 1) of heads [h0, h1) on the calling thread, for a caller whose own pool wave does
+// more per head (MLA decode: k_b, attention and v_b of a chunk of heads in one task). Only where
+// head_rows_decode_supported; each head's outputs are head_rows_product's bits at m = 1.
+bool head_rows_decode_supported(const HeadRows& w, kernels::Isa isa);
+void head_rows_decode(const HeadRows& w, const HeadIo& io, int64_t h0, int64_t h1);
+
 }  // namespace moe::cpu
