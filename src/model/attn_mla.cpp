@@ -124,8 +124,7 @@ void Forward::attention_mla(ThreadPool& pool, int64_t il, const BatchRow* rows, 
             }
         };
         Timer att_timer;  // the whole wave (k_b and v_b included) counts as attention here
-        if (pool.size() == 1) task(0, n_chunks, 0);
-        else pool.parallel_for(n_chunks, 1, task);
+        pool.parallel_for(n_chunks, 1, task);  // inline on a 1-thread pool
         if (stats) stats->attention += att_timer.seconds();
     } else {
         // Absorbed queries: latent part k_b_h q_nope_h, then the rotated rope part.

@@ -230,10 +230,16 @@ cpu::GluSpec glu_spec(const ExpertFfn& f) {
 }  // namespace
 
 
+namespace {
+// Bytes before the per-thread buffers, 64-aligned: two tile prefixes [E + 1] and, for the fused
+// schedule, per-expert counters [E] x 3 (left, ready, claimed).
+size_t counters_bytes(int n_experts) {
+    return (sizeof(int64_t) * (5 * static_cast<size_t>(n_experts) + 2) + 63) / 64 * 64;
+}
+}  // namespace
+
 size_t GroupedFfn::scratch_bytes(int n_experts, int n_threads) {
-    // Two tile prefixes [E + 1] and, for the fused schedule, per-expert counters [E] x 3.
-    const size_t head = sizeof(int64_t) * (5 * static_cast<size_t>(n_experts) + 2);
-    return (head + 63) / 64 * 64 + static_cast<size_t>(n_threads) * (sizeof(float) * kRowTile * kMaxColTile + 64);
+    return counters_bytes(n_experts) + static_cast<size_t>(n_threads) * (sizeof(float) * kRowTile * kMaxColTile + 64);
 }
 
 size_t GroupedFfn::act_scratch_bytes(int64_t max_rows, int64_t max_len) {
@@ -380,7 +386,7 @@ void run_fused(ThreadPool& pool, const FfnCtx& c, int64_t* prefix) {
                     const int64_t n2 = g2.prefix[e + 1] - g2.prefix[e];
                     std::atomic_ref<int64_t> cl(claimed[e]);
                     if (cl.load(std::memory_order_relaxed) >= n2) {
-                        if (e == lo && !left_any) ++lo;
+                        if (e == lo) ++lo;  // every expert before e is fully claimed too
                         continue;
                     }
                     left_any = true;
@@ -408,8 +414,7 @@ void GroupedFfn::run(ThreadPool& pool, const ExpertFfn& f, int E, const int64_t*
                      float* out, void* scratch, void* act_scratch, Schedule schedule) {
     const int64_t D = f.n_embd, F = f.n_ff;
     int64_t* prefix = static_cast<int64_t*>(scratch);
-    const size_t head = sizeof(int64_t) * (5 * static_cast<size_t>(E) + 2);
-    float* ubuf_all = reinterpret_cast<float*>(static_cast<char*>(scratch) + (head + 63) / 64 * 64);
+    float* ubuf_all = reinterpret_cast<float*>(static_cast<char*>(scratch) + counters_bytes(E));
     const size_t ubuf_stride = (sizeof(float) * kRowTile * kMaxColTile + 64) / sizeof(float);
 
     char* act = static_cast<char*>(act_scratch);
