@@ -53,7 +53,7 @@ test-tsan: deps
 
 # libFuzzer executables (clang, ASan + UBSan): build-fuzz/fuzz_<target>; fuzz/README.md.
 fuzz-build: deps
-	@cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DMOE_FUZZ=ON -DMOE_BUILD_TESTS=OFF > $(FUZZ_DIR).configure.log 2>&1 || (cat $(FUZZ_DIR).configure.log; exit 1)
+	@cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DMOE_NATIVE=OFF -DMOE_FUZZ=ON -DMOE_BUILD_TESTS=OFF > $(FUZZ_DIR).configure.log 2>&1 || (cat $(FUZZ_DIR).configure.log; exit 1)
 	@cmake --build $(FUZZ_DIR) -j $(JOBS) --target $(FUZZ_TARGETS)
 
 # Every target for FUZZ_SECONDS each (default 30 min), one after another.

@@ -6,7 +6,7 @@
 // converted weights by construction.
 //
 // The SIMD halves (fma_tile_avx512.inc, fma_tile_avx2.inc) have no include guard on purpose: a
-// kernel file includes each inside an anonymous namespace and a `#pragma GCC target` region, so the
+// kernel file includes each inside an anonymous namespace and a MOE_TARGET_PUSH region (isa_target.h), so the
 // tile is compiled for that file's instruction set (and stays internal to it). This header holds
 // the ISA-free part: the blocking driver.
 #include <cstdint>

@@ -27,6 +27,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "kernels/cpu/amx_tiles.h"
+#include "kernels/cpu/isa_target.h"
 
 namespace moe::kernels::bf16amx {
 
@@ -114,8 +115,7 @@ void bf16_panels_repack(DType t, const void* w, size_t row_stride, int64_t N, in
 
 // AMX so that AmxTiles' methods inline (the compiler never emits tile instructions of its own:
 // only AmxTiles' run, and only where amx_bf16_usable()).
-#pragma GCC push_options
-#pragma GCC target("amx-tile,amx-bf16")
+MOE_TARGET_PUSH("amx-tile,amx-bf16")
 
 namespace moe::kernels::bf16amx {
 
@@ -196,4 +196,4 @@ void matmul_bf16_amx_emulated(const Bf16PanelMatrix& w, const MatmulArgs& a) {
 
 }  // namespace moe::kernels::bf16amx
 
-#pragma GCC pop_options
+MOE_TARGET_POP

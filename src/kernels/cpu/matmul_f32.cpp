@@ -16,29 +16,28 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/fma_tile.h"
+#include "kernels/cpu/isa_target.h"
 
 namespace moe::kernels {
 namespace {
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx2,fma")
+MOE_TARGET_PUSH("avx512f,avx2,fma")
 struct LoadF32x16 {
     using T = float;
     static __m512 full(const float* p) { return _mm512_loadu_ps(p); }
     static __m512 tail(__mmask16 m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
 };
 #include "kernels/cpu/fma_tile_avx512.inc"
-#pragma GCC pop_options
+MOE_TARGET_POP
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+MOE_TARGET_PUSH("avx2,fma")
 struct LoadF32x8 {
     using T = float;
     static __m256 full(const float* p) { return _mm256_loadu_ps(p); }
     static __m256 tail(__m256i m, const float* p, int64_t) { return _mm256_maskload_ps(p, m); }
 };
 #include "kernels/cpu/fma_tile_avx2.inc"
-#pragma GCC pop_options
+MOE_TARGET_POP
 
 }  // namespace
 

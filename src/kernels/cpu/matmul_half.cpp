@@ -17,6 +17,7 @@
 #include "kernels/cpu/fma_tile.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/qmatmul.h"
+#include "kernels/cpu/isa_target.h"
 
 namespace moe::kernels {
 namespace {
@@ -50,8 +51,7 @@ void half_scalar(const MatmulArgs& a) {
 
 // ---------------------------------------------------------------- AVX-512 / AVX2
 // The shared FMA tile (fma_tile.h) with weights converted exactly to f32 as they are loaded.
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,fma,f16c,avx2")
+MOE_TARGET_PUSH("avx512f,avx512bw,avx512vl,fma,f16c,avx2")
 template <DType D>
 inline __m512 cvt16(__m256i h) {
     if constexpr (D == DType::F16) return _mm512_cvtph_ps(h);
@@ -64,10 +64,9 @@ struct LoadHalfx16 {
     static __m512 tail(__mmask16 m, const uint16_t* p) { return cvt16<D>(_mm256_maskz_loadu_epi16(m, p)); }
 };
 #include "kernels/cpu/fma_tile_avx512.inc"
-#pragma GCC pop_options
+MOE_TARGET_POP
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
+MOE_TARGET_PUSH("avx2,fma,f16c")
 template <DType D>
 inline __m256 cvt8(__m128i h) {
     if constexpr (D == DType::F16) return _mm256_cvtph_ps(h);
@@ -84,7 +83,7 @@ struct LoadHalfx8 {
     }
 };
 #include "kernels/cpu/fma_tile_avx2.inc"
-#pragma GCC pop_options
+MOE_TARGET_POP
 
 template <DType T>
 void half_avx512(const MatmulArgs& a) { drive512<LoadHalfx16<T>>(a); }

@@ -27,9 +27,9 @@
 #include "kernels/ref/iq_tables.h"
 #include "kernels/ref/quant_formats.h"
 #include "kernels/ref/quantize_act.h"
+#include "kernels/cpu/isa_target.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2,bmi2")
+MOE_TARGET_PUSH("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2,bmi2")
 // GCC 12's AVX-512 headers trip -Wuninitialized on their own _mm*_undefined_* helpers (GCC bug 105593).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -239,8 +239,8 @@ void iq4xs_sb(const uint8_t* const* w, __m512i, const ref::ActQ8Row& x, int64_t 
     }
 }
 
-#pragma GCC push_options
-#pragma GCC target("avx512vbmi,avx512bitalg,gfni")
+MOE_TARGET_POP  // regions do not nest under clang: the outer set is closed, then widened
+MOE_TARGET_PUSH("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2,bmi2,avx512vbmi,avx512bitalg,gfni")
 // ref::kIq2xxsGrid as 2-bit codes (magnitude 8, 25, 43 -> 0, 1, 2; element j in bits 2j..2j+1 of
 // a 16-bit code), split into the low byte (elements 0-3) and the high byte (4-7) of every entry:
 // two 256-byte tables, 4 zmm each, so that one vpermi2b pair + blend looks up 64 grid indices.
@@ -387,7 +387,8 @@ void iq2xxs_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, in
         }
     }
 }
-#pragma GCC pop_options
+MOE_TARGET_POP
+MOE_TARGET_PUSH("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2,bmi2")
 
 template <auto SB>
 void gemv16_k256(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
@@ -399,12 +400,13 @@ void gemv16_k256(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t
     store_row16(a, r, n, nc, acc);
 }
 
-#pragma GCC push_options
-#pragma GCC target("avx512vbmi,avx512bitalg,gfni")
+MOE_TARGET_POP  // regions do not nest under clang: the outer set is closed, then widened
+MOE_TARGET_PUSH("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2,bmi2,avx512vbmi,avx512bitalg,gfni")
 __attribute__((noinline)) void gemv16_iq2xxs_vbmi(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
     gemv16_k256<iq2xxs_sb>(a, x, r, n, nc);
 }
-#pragma GCC pop_options
+MOE_TARGET_POP
+MOE_TARGET_PUSH("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2,bmi2")
 
 }  // namespace
 
@@ -430,4 +432,4 @@ bool gemv_vbmi_usable() {
 }  // namespace moe::kernels::avx512
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+MOE_TARGET_POP

@@ -43,6 +43,7 @@
 #include "kernels/cpu/qmatmul_panel_gemm.h"
 #include "kernels/cpu/qmatmul_panel_layout.h"
 #include "kernels/ref/quantize_act.h"
+#include "kernels/cpu/isa_target.h"
 
 namespace moe::kernels::panel {
 
@@ -64,8 +65,7 @@ bool panel_amx_supported(DType t) {
 
 // AVX-512 for the f32 chain and the fills; AMX so that AmxTiles' methods inline (the compiler never
 // emits tile instructions of its own: only AmxTiles' run, and only where amx_usable()).
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2,bmi2,amx-tile,amx-int8")
+MOE_TARGET_PUSH("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2,bmi2,amx-tile,amx-int8")
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 false positive in _mm512_cvtph_ps, as qmatmul_panel_gemm.cpp
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -385,4 +385,4 @@ void panel_gemm_amx_emulated(const PanelMatrix& w, const MatmulArgs& a) {
 }  // namespace moe::kernels::panel
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+MOE_TARGET_POP

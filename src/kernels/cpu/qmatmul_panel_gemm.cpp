@@ -27,9 +27,9 @@
 #include "kernels/cpu/qmatmul_panel_layout.h"
 #include "kernels/ref/quant_formats.h"
 #include "kernels/ref/quantize_act.h"
+#include "kernels/cpu/isa_target.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2,bmi2")
+MOE_TARGET_PUSH("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2,bmi2")
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -367,7 +367,7 @@ void panel_gemm_avx512(const PanelMatrix& w, const MatmulArgs& a) {
 }  // namespace moe::kernels::panel
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+MOE_TARGET_POP
 
 // Outside the AVX-512 target region: portable code that only calls the kernels above.
 namespace moe::kernels::panel {

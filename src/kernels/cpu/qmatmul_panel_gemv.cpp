@@ -25,9 +25,9 @@
 #include <type_traits>
 
 #include "kernels/cpu/qmatmul_panel_layout.h"
+#include "kernels/cpu/isa_target.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,gfni,fma,f16c,avx2")
+MOE_TARGET_PUSH("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,gfni,fma,f16c,avx2")
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -482,4 +482,4 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
 }  // namespace moe::kernels::panel
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+MOE_TARGET_POP

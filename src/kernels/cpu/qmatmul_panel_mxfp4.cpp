@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/qmatmul_panel_layout.h"
 #include "kernels/ref/quant_formats.h"
+#include "kernels/cpu/isa_target.h"
 
 namespace moe::kernels::panel::detail {
 
@@ -73,8 +74,7 @@ float dot_mxfp4(const uint8_t* P, int64_t nb, int c, const ref::ActQ8Row& x) {
 
 }  // namespace moe::kernels::panel::detail
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,avx2")
+MOE_TARGET_PUSH("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,avx2")
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -123,4 +123,4 @@ void gemv_mxfp4_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
 }  // namespace moe::kernels::panel::detail
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+MOE_TARGET_POP

@@ -11,6 +11,7 @@
 
 #include "core/fp16.h"
 #include "kernels/cpu/qmatmul_panel_layout.h"
+#include "kernels/cpu/isa_target.h"
 
 namespace moe::kernels::panel::detail {
 
@@ -87,8 +88,7 @@ float dot_q50(const uint8_t* P, int64_t nb, int c, const ref::ActQ8Row& x) {
 
 }  // namespace moe::kernels::panel::detail
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,gfni,fma,f16c,avx2")
+MOE_TARGET_PUSH("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,gfni,fma,f16c,avx2")
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -138,4 +138,4 @@ void panel_gemv_q50(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, in
 }  // namespace moe::kernels::panel::detail
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+MOE_TARGET_POP

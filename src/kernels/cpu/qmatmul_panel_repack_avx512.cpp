@@ -14,9 +14,9 @@
 
 #include "kernels/cpu/qmatmul_panel_layout.h"
 #include "kernels/ref/quant_formats.h"
+#include "kernels/cpu/isa_target.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx2")
+MOE_TARGET_PUSH("avx512f,avx512bw,avx512vl,avx2")
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 on its own gather intrinsics
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -164,4 +164,4 @@ bool repack_panel_avx512(DType t, const uint8_t* rows, size_t row_stride, int64_
 }  // namespace moe::kernels::panel
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+MOE_TARGET_POP
