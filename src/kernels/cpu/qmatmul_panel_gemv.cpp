@@ -149,6 +149,13 @@ __m512 panel16_q2k(const uint8_t* P, int64_t nsb, const ref::ActQ8Row& x, const 
 // gemv16_q4k in its order, so the bits are gemv16_q4k's. The loads limit it in cache (one thread,
 // in L2): each level vector is loaded once (load_once: 1.27x) and up to four panels go at once,
 // sharing the activation broadcasts (1 -> 2 panels 1.09x, 2 -> 4 1.08x).
+// The next NP panels' PREFETCHT2 go one slot per level vector load (32 NP slots per super-block,
+// ~1.2 lines each), not in 8 bursts of ~18 per granule: from DRAM (panel_gemv_bench Q4_K 64 1024
+// 2048, medians of 3 alternations) one thread 21.1 -> 28.1 GB/s (the read loop: 29.9), two 38.3 ->
+// 41.5; in L2 (2 256 1024) 65-75 -> 65-66, the per-load prefetch loops (the j loop must be unrolled
+// by the pragma: left as a loop, 12 GB/s in L2 and from DRAM). 32
+// slots (per (granule, vector)): 19.5-23 one thread, no better than the bursts; two panels at a
+// time with either: no better than four; PREFETCHT0 of granule g + 4 (Q5_K's): no better.
 // The end of a Q4_K / Q5_K super-block (the same scales and d regions): M = mins32 of the stored
 // min pairs (scs[j] + 128) against the granules' nsum pairs, then the two FMAs of gemv16_q4k in its
 // order with panel j's d, dmin at dd[j] (f16 [2][16]).
@@ -194,14 +201,15 @@ void panels_q4k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
         const NextPanel np{nx, std::min<int64_t>(share, reinterpret_cast<const char*>(stop) - nx)};
 #pragma GCC unroll 8
         for (int g = 0; g < 8; ++g) {
-            prefetch_next(np, g);
             const int8_t* xg = xq + 32 * g;
             __m512i Il[NP], Ih[NP];
             for (int j = 0; j < NP; ++j) Il[j] = Ih[j] = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int v = 0; v < 4; ++v) {
                 const __m512i xl = bcast(xg + 8 * v), xh = bcast(xg + 8 * v + 4);
+#pragma GCC unroll 4
                 for (int j = 0; j < NP; ++j) {
+                    prefetch_next_spread(np, g + 8 * v + 32 * j, 32 * NP);  // one slot per level vector load
                     const __m512i V = load_once(L[j] + 256 * g + 64 * v);
                     Il[j] = _mm512_dpbusd_epi32(Il[j], _mm512_and_si512(V, m4), xl);
                     Ih[j] = _mm512_dpbusd_epi32(Ih[j], _mm512_and_si512(V, mf0), xh);
@@ -226,7 +234,10 @@ void panels_q4k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
 // The -32 offset seeds the granule sums as 32 * nsum (exact, as the block kernels); |I_g| <= 16 x
 // 32 x 128 = 2^16 does not fit int16, so S += sc_g I_g by vpmulld with the sign-extended scale
 // bytes, then per super-block acc = fma(float(S), d * dx, acc): gemv16_q6k's chain, its bits. NP
-// panels at once share the activation broadcasts, as panels_q4k.
+// panels at once share the activation broadcasts, as panels_q4k. The next NP panels' PREFETCHT2
+// go one slot per (octet, nibble vector), 32 slots per super-block (~6.6 lines each for NP = 4), not
+// in 8 bursts of ~26: panel_gemv_bench Q6_K 64 1024 2048, one thread 17.7 -> 22.9 GB/s (medians of
+// 4 alternations), two 27.9 -> 31.2; one slot per load as Q4_K's: no better (noise).
 constexpr int kTop[4][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}}, kTo45[2] = {4, 5};
 constexpr long long kQ6Top[4] = {gf_matrix(2, kTop[0], kTo45), gf_matrix(2, kTop[1], kTo45), gf_matrix(2, kTop[2], kTo45),
                                  gf_matrix(2, kTop[3], kTo45)};
@@ -250,7 +261,6 @@ void panels_q6k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
         const NextPanel np{nx, std::min<int64_t>(share, reinterpret_cast<const char*>(stop) - nx)};
 #pragma GCC unroll 8
         for (int o = 0; o < 8; ++o) {
-            prefetch_next(np, o);
             const int8_t* xo = xq + 32 * o;
 #pragma GCC unroll 2
             for (int h = 0; h < 2; ++h) {  // granule 2 o + h: quads 4 h .. 4 h + 3
@@ -263,6 +273,7 @@ void panels_q6k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
 #pragma GCC unroll 2
                 for (int u = 0; u < 2; ++u) {  // nibble vector 2 h + u: quads 4 h + 2 u, + 1
                     const __m512i xa = bcast(xo + 16 * h + 8 * u), xb = bcast(xo + 16 * h + 8 * u + 4);
+                    prefetch_next_spread(np, o + 8 * (2 * h + u), 32);  // one slot per (octet, nibble vector)
                     for (int j = 0; j < NP; ++j) {
                         const __m512i V = load_once(L[j] + 256 * o + 64 * (2 * h + u));
                         const __m512i la = _mm512_ternarylogic_epi32(gf(H[j], kQ6Top[2 * u]), V, m4, 0xF8);  // A | (B & C)
