@@ -200,8 +200,12 @@ void rows_block(const MatmulArgs& a, const unsigned char* act, size_t act_stride
                 const int* nc, const Panel* p) {
     ref::ActQ8Row x[MR];
     for (int i = 0; i < MR; ++i) x[i] = ref::act_q8_row(const_cast<unsigned char*>(act + (r0 + i) * act_stride), a.K);
+    // acc stays in registers only if every loop over it is unrolled (GCC otherwise kept a stack copy,
+    // zeroed at entry and stored then re-read before the masked stores)
     __m512 acc[MR][NP];
+#pragma GCC unroll 8
     for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
         for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_setzero_ps();
     if constexpr (sbint_of<D>()) {
         // the super-block integer chain: S = sum_g sc_g I_g per super-block, then acc = fma(float(S),
@@ -273,8 +277,10 @@ void rows_block(const MatmulArgs& a, const unsigned char* act, size_t act_stride
             }
         }
     }
+#pragma GCC unroll 8
     for (int j = 0; j < NP; ++j) {
         const __mmask16 keep = static_cast<__mmask16>((1u << nc[j]) - 1u);
+#pragma GCC unroll 8
         for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(a.y + (r0 + i) * a.ldy + (n + 16 * j - a.n0), keep, acc[i][j]);
     }
 }
