@@ -21,9 +21,13 @@ namespace {
 constexpr int64_t kMaxColTile = 64;
 
 struct TileGrid {
-    int64_t col_tile;       // columns per tile
-    int64_t col_tiles;      // tiles across the N output columns
-    const int64_t* prefix;  // [E + 1] first tile of each expert
+    int n_parts;
+    int first[GroupedFfn::kMaxParts + 1];  // global index of each part's first expert; [n_parts]: all experts
+    int64_t col_tile[GroupedFfn::kMaxParts];   // columns per tile
+    int64_t col_tiles[GroupedFfn::kMaxParts];  // tiles across the part's N output columns
+    int64_t N[GroupedFfn::kMaxParts];
+    const int64_t* offsets[GroupedFfn::kMaxParts];
+    const int64_t* prefix;  // [all experts + 1] first tile of each global expert
     int64_t total;
 };
 
@@ -41,28 +45,42 @@ int64_t pick_col_tile(int64_t row_tiles, int64_t max_rows, int64_t N, int n_thre
     return ct;
 }
 
-TileGrid make_grid(int E, const int64_t* offsets, int64_t N, int n_threads, int64_t* prefix) {
-    int64_t row_tiles = 0, max_rows = 0;
-    for (int e = 0; e < E; ++e) {
-        const int64_t rows = offsets[e + 1] - offsets[e];
-        row_tiles += (rows + GroupedFfn::kRowTile - 1) / GroupedFfn::kRowTile;
-        max_rows = std::max(max_rows, std::min(rows, GroupedFfn::kRowTile));
-    }
+// The tiles of a run's parts in one list, part after part, expert after expert (global expert
+// index = the part's first + its local index): each part keeps the column tile it would get alone.
+TileGrid make_grid(const GroupedFfn::Part* parts, int n_parts, bool down, int n_threads, int64_t* prefix) {
     TileGrid g;
-    g.col_tile = pick_col_tile(row_tiles, max_rows, N, n_threads);
-    g.col_tiles = (N + g.col_tile - 1) / g.col_tile;
+    g.n_parts = n_parts;
+    g.first[0] = 0;
     prefix[0] = 0;
-    for (int e = 0; e < E; ++e) {
-        const int64_t rt = (offsets[e + 1] - offsets[e] + GroupedFfn::kRowTile - 1) / GroupedFfn::kRowTile;
-        prefix[e + 1] = prefix[e] + rt * g.col_tiles;
+    for (int q = 0; q < n_parts; ++q) {
+        const GroupedFfn::Part& pt = parts[q];
+        const int E = pt.n_experts;
+        const int64_t* offsets = pt.offsets;
+        const int64_t N = down ? pt.f->n_embd : pt.f->n_ff;
+        int64_t row_tiles = 0, max_rows = 0;
+        for (int e = 0; e < E; ++e) {
+            const int64_t rows = offsets[e + 1] - offsets[e];
+            row_tiles += (rows + GroupedFfn::kRowTile - 1) / GroupedFfn::kRowTile;
+            max_rows = std::max(max_rows, std::min(rows, GroupedFfn::kRowTile));
+        }
+        g.N[q] = N;
+        g.offsets[q] = offsets;
+        g.col_tile[q] = pick_col_tile(row_tiles, max_rows, N, n_threads);
+        g.col_tiles[q] = (N + g.col_tile[q] - 1) / g.col_tile[q];
+        const int f0 = g.first[q];
+        g.first[q + 1] = f0 + E;
+        for (int e = 0; e < E; ++e) {
+            const int64_t rt = (offsets[e + 1] - offsets[e] + GroupedFfn::kRowTile - 1) / GroupedFfn::kRowTile;
+            prefix[f0 + e + 1] = prefix[f0 + e] + rt * g.col_tiles[q];
+        }
     }
     g.prefix = prefix;
-    g.total = prefix[E];
+    g.total = prefix[g.first[n_parts]];
     return g;
 }
 
 struct Tile {
-    int e;
+    int part, e, ge;  // part, expert within it, global expert index
     int64_t row0, rows, col0, col1;
 };
 
@@ -76,17 +94,24 @@ int64_t row_tile_of(int64_t rows) {
     return (n - 1) * r4 < rows ? r4 : even;  // never an empty last tile
 }
 
-Tile tile_at(const TileGrid& g, int E, const int64_t* offsets, int64_t N, int64_t id) {
-    const int e = static_cast<int>(std::upper_bound(g.prefix, g.prefix + E + 1, id) - g.prefix) - 1;
-    const int64_t local = id - g.prefix[e];
-    const int64_t rt = local / g.col_tiles, ct = local % g.col_tiles;
+Tile tile_at(const TileGrid& g, int64_t id) {
+    const int n_ge = g.first[g.n_parts];
+    const int ge = static_cast<int>(std::upper_bound(g.prefix, g.prefix + n_ge + 1, id) - g.prefix) - 1;
+    int q = 0;
+    while (ge >= g.first[q + 1]) ++q;
+    const int e = ge - g.first[q];
+    const int64_t* offsets = g.offsets[q];
+    const int64_t local = id - g.prefix[ge];
+    const int64_t rt = local / g.col_tiles[q], ct = local % g.col_tiles[q];
     const int64_t step = row_tile_of(offsets[e + 1] - offsets[e]);
     Tile t;
+    t.part = q;
     t.e = e;
+    t.ge = ge;
     t.row0 = offsets[e] + rt * step;
     t.rows = std::min(step, offsets[e + 1] - t.row0);
-    t.col0 = ct * g.col_tile;
-    t.col1 = std::min(N, t.col0 + g.col_tile);
+    t.col0 = ct * g.col_tile[q];
+    t.col1 = std::min(g.N[q], t.col0 + g.col_tile[q]);
     return t;
 }
 
@@ -248,33 +273,31 @@ size_t GroupedFfn::act_scratch_bytes(int64_t max_rows, int64_t max_len) {
 }
 
 namespace {
-// ActQ8 rows [r0, r1) of x (ld floats apart) into out (stride bytes apart); across the pool when
-// there are enough rows to pay for a dispatch.
+// ActQ8 rows [r0, r1) of x (ld floats apart) into out (row r0's, stride bytes apart); across the
+// pool when there are enough rows to pay for a dispatch.
 void prepare_rows(ThreadPool& pool, kernels::Isa isa, ref::ActQuant kind, const float* x, int64_t ld, int64_t r0, int64_t r1, int64_t K,
                   char* out, size_t stride) {
     const int64_t n = r1 - r0;
     if (n <= 0) return;
     auto rows = [&](int64_t a, int64_t b, int) {
-        kernels::quantize_act_rows(isa, kind, x + (r0 + a) * ld, ld, b - a, K, out + static_cast<size_t>(r0 + a) * stride,
+        kernels::quantize_act_rows(isa, kind, x + (r0 + a) * ld, ld, b - a, K, out + static_cast<size_t>(a) * stride,
                                    stride);
     };
     if (n < 16 || pool.size() == 1) rows(0, n, 0);
     else pool.parallel_for(n, (n + 2 * pool.size() - 1) / (2 * pool.size()), rows);
 }
 
-// Everything one tile of either phase needs (one run of GroupedFfn).
+// Everything one tile of either phase needs (one part of a GroupedFfn run).
 struct FfnCtx {
-    const ExpertFfn& f;
-    int E;
+    const ExpertFfn* f;
     const int64_t* offsets;
     const float* xp;
     float* h;
     float* out;
     float* ubuf_all;
     size_t ubuf_stride;
-    char* act;   // int8 xp rows (row p at p * s1)
-    char* act2;  // int8 h rows (row p at (p - row2) * s2; act2 == act, row2 == 0 unless fused)
-    int64_t row2;
+    char* act;   // int8 xp rows (row p at (p - offsets[0]) * s1)
+    char* act2;  // int8 h rows (row p at (p - offsets[0]) * s2)
     bool q1, q2;
     size_t s1, s2;
     cpu::GluSpec glu;
@@ -299,11 +322,12 @@ kernels::MatmulArgs tile_args(const Tile& t, const float* x, int64_t K, const ch
 
 // Phase 1 tile: h[p, n] = act(gate_e[n] . xp[p], up_e[n] . xp[p]) over the tile's rows x F columns.
 void gate_up_tile(const FfnCtx& c, const Tile& t, int tid) {
-    const ExpertFfn& f = c.f;
+    const ExpertFfn& f = *c.f;
     const int64_t D = f.n_embd, F = f.n_ff;
     float* ubuf = c.ubuf_all + static_cast<size_t>(tid) * c.ubuf_stride;
     const int64_t nc = t.col1 - t.col0;
-    kernels::MatmulArgs a = tile_args(t, c.xp, D, c.q1 ? c.act + static_cast<size_t>(t.row0) * c.s1 : nullptr, c.s1);
+    kernels::MatmulArgs a =
+        tile_args(t, c.xp, D, c.q1 ? c.act + static_cast<size_t>(t.row0 - c.offsets[0]) * c.s1 : nullptr, c.s1);
     a.w = f.gate.expert(t.e);
     a.w_row_stride = f.gate.row_stride;
     a.y = c.h + t.row0 * F + t.col0;
@@ -323,10 +347,10 @@ void gate_up_tile(const FfnCtx& c, const Tile& t, int tid) {
 
 // Phase 2 tile: out[p, d] = down_e[d] . h[p] over the tile's rows x D columns.
 void down_tile(const FfnCtx& c, const Tile& t) {
-    const ExpertFfn& f = c.f;
+    const ExpertFfn& f = *c.f;
     const int64_t D = f.n_embd, F = f.n_ff;
     kernels::MatmulArgs a =
-        tile_args(t, c.h, F, c.q2 ? c.act2 + static_cast<size_t>(t.row0 - c.row2) * c.s2 : nullptr, c.s2);
+        tile_args(t, c.h, F, c.q2 ? c.act2 + static_cast<size_t>(t.row0 - c.offsets[0]) * c.s2 : nullptr, c.s2);
     a.w = f.down.expert(t.e);
     a.w_row_stride = f.down.row_stride;
     a.y = c.out + t.row0 * D + t.col0;
@@ -340,21 +364,21 @@ void down_tile(const FfnCtx& c, const Tile& t) {
 }
 
 // Both phases in one pool region (decode-sized groups). One tile counter hands out every gate/up
-// tile before any down tile. The thread that finishes the last gate/up tile of expert e prepares
-// e's int8 h rows and publishes ready[e]. Down tiles are then claimed per expert (claimed[e]), from
-// the lowest expert whose h rows are ready: a thread waits (spinning) only while no unclaimed down
-// tile is ready, i.e. for gate/up tiles already handed out to threads that never wait, so this
-// cannot deadlock. This saves one pool barrier per MoE layer and lets a thread that finishes its
-// gate/up share early start on down rows instead of idling at the barrier (decode gives each
-// phase only ~4 tiles per thread, so the barrier's tail was a large part of the phase); claiming a
-// ready expert instead of the next in order keeps a thread busy while the other (slowed or
-// descheduled by a neighbour) still holds an earlier expert's gate/up tile. Which thread runs a
-// tile never changes its output bits.
-void run_fused(ThreadPool& pool, const FfnCtx& c, int64_t* prefix) {
-    const int E = c.E;
-    const int64_t D = c.f.n_embd, F = c.f.n_ff;
-    const TileGrid g1 = make_grid(E, c.offsets, F, pool.size(), prefix);
-    const TileGrid g2 = make_grid(E, c.offsets, D, pool.size(), prefix + (E + 1));
+// tile (of every part) before any down tile. The thread that finishes the last gate/up tile of
+// expert e prepares e's int8 h rows and publishes ready[e]. Down tiles are then claimed per expert
+// (claimed[e]), from the lowest expert whose h rows are ready: a thread waits (spinning) only while
+// no unclaimed down tile is ready, i.e. for gate/up tiles already handed out to threads that never
+// wait, so this cannot deadlock. This saves one pool barrier per MoE layer and lets a thread that
+// finishes its gate/up share early start on down rows instead of idling at the barrier (decode
+// gives each phase only ~4 tiles per thread, so the barrier's tail was a large part of the phase);
+// claiming a ready expert instead of the next in order keeps a thread busy while the other (slowed
+// or descheduled by a neighbour) still holds an earlier expert's gate/up tile. Experts are global
+// (the parts' experts in order: DeepSeek's shared expert after the routed ones, so its smaller
+// tiles come last). Which thread runs a tile never changes its output bits.
+void run_fused(ThreadPool& pool, const GroupedFfn::Part* parts, int n_parts, const FfnCtx* c, int64_t* prefix) {
+    const TileGrid g1 = make_grid(parts, n_parts, false, pool.size(), prefix);
+    const int E = g1.first[n_parts];
+    const TileGrid g2 = make_grid(parts, n_parts, true, pool.size(), prefix + (E + 1));
     int64_t* left = prefix + 2 * (E + 1);  // [E] gate/up tiles not yet finished
     int64_t* ready = left + E;              // [E] 1 once expert e's h rows (and int8 copy) are complete
     int64_t* claimed = ready + E;           // [E] down tiles of expert e handed out so far
@@ -369,14 +393,16 @@ void run_fused(ThreadPool& pool, const FfnCtx& c, int64_t* prefix) {
     pool.run([&](int tid, int) {
         try {
             for (int64_t id; (id = next.fetch_add(1, std::memory_order_relaxed)) < g1.total;) {
-                const Tile t = tile_at(g1, E, c.offsets, F, id);
-                gate_up_tile(c, t, tid);
-                if (std::atomic_ref<int64_t>(left[t.e]).fetch_sub(1, std::memory_order_acq_rel) == 1) {
-                    const int64_t r0 = c.offsets[t.e], r1 = c.offsets[t.e + 1];
-                    if (c.q2)
-                        kernels::quantize_act_rows(c.f.down.kernel->isa, c.f.down.kernel->act_q8, c.h + r0 * F, F,
-                                                   r1 - r0, F, c.act2 + static_cast<size_t>(r0 - c.row2) * c.s2, c.s2);
-                    std::atomic_ref<int64_t>(ready[t.e]).store(1, std::memory_order_release);
+                const Tile t = tile_at(g1, id);
+                const FfnCtx& cp = c[t.part];
+                gate_up_tile(cp, t, tid);
+                if (std::atomic_ref<int64_t>(left[t.ge]).fetch_sub(1, std::memory_order_acq_rel) == 1) {
+                    const int64_t r0 = cp.offsets[t.e], r1 = cp.offsets[t.e + 1], F = cp.f->n_ff;
+                    if (cp.q2)
+                        kernels::quantize_act_rows(cp.f->down.kernel->isa, cp.f->down.kernel->act_q8, cp.h + r0 * F, F,
+                                                   r1 - r0, F, cp.act2 + static_cast<size_t>(r0 - cp.offsets[0]) * cp.s2,
+                                                   cp.s2);
+                    std::atomic_ref<int64_t>(ready[t.ge]).store(1, std::memory_order_release);
                 }
             }
             int lo = 0;  // experts below lo have every down tile handed out (claims only grow)
@@ -393,7 +419,8 @@ void run_fused(ThreadPool& pool, const FfnCtx& c, int64_t* prefix) {
                     if (std::atomic_ref<int64_t>(ready[e]).load(std::memory_order_acquire) == 0) continue;
                     const int64_t j = cl.fetch_add(1, std::memory_order_relaxed);
                     if (j >= n2) continue;
-                    down_tile(c, tile_at(g2, E, c.offsets, D, g2.prefix[e] + j));
+                    const Tile t = tile_at(g2, g2.prefix[e] + j);
+                    down_tile(c[t.part], t);
                     ran = true;
                 }
                 if (!left_any) break;
@@ -412,37 +439,75 @@ void run_fused(ThreadPool& pool, const FfnCtx& c, int64_t* prefix) {
 
 void GroupedFfn::run(ThreadPool& pool, const ExpertFfn& f, int E, const int64_t* offsets, const float* xp, float* h,
                      float* out, void* scratch, void* act_scratch, Schedule schedule) {
-    const int64_t D = f.n_embd, F = f.n_ff;
-    int64_t* prefix = static_cast<int64_t*>(scratch);
-    float* ubuf_all = reinterpret_cast<float*>(static_cast<char*>(scratch) + counters_bytes(E));
-    const size_t ubuf_stride = (sizeof(float) * kRowTile * kMaxColTile + 64) / sizeof(float);
+    const Part part{&f, E, offsets, xp, h, out};
+    run(pool, &part, 1, scratch, act_scratch, schedule);
+}
 
-    char* act = static_cast<char*>(act_scratch);
-    const bool q1 = act && f.gate.kernel->act_q8 && f.up.kernel->act_q8 == f.gate.kernel->act_q8 &&
-                    f.gate.kernel->isa == f.up.kernel->isa;
-    const bool q2 = act && f.down.kernel->act_q8;
-    const size_t s1 = ref::act_q8_row_bytes(D), s2 = ref::act_q8_row_bytes(F);
-    const int64_t n_rows = offsets[E] - offsets[0];
+void GroupedFfn::run(ThreadPool& pool, const Part* parts, int n_parts, void* scratch, void* act_scratch,
+                     Schedule schedule) {
+    if (n_parts < 1 || n_parts > kMaxParts) throw_error("moe", "grouped FFN run of ", n_parts, " parts (1..", kMaxParts, ")");
+    int n_experts = 0;
+    int64_t n_rows = 0;
+    for (int q = 0; q < n_parts; ++q) {
+        n_experts += parts[q].n_experts;
+        n_rows += parts[q].offsets[parts[q].n_experts] - parts[q].offsets[0];
+    }
+    int64_t* prefix = static_cast<int64_t*>(scratch);
+    float* ubuf_all = reinterpret_cast<float*>(static_cast<char*>(scratch) + counters_bytes(n_experts));
+    const size_t ubuf_stride = (sizeof(float) * kRowTile * kMaxColTile + 64) / sizeof(float);
     const bool fused = (schedule == Schedule::Fused && n_rows <= kFuseRows) ||
-                       (schedule == Schedule::Auto && pool.size() > 1 && n_rows < kFuseRows);
-    // Fused: the h rows are quantized while other experts' gate/up tiles still read the xp rows,
-    // so they go behind the last xp row (act_scratch_bytes reserves kFuseRows rows for them),
-    // indexed so that the group's first row (offsets[0]) lands there.
-    char* const act2 = fused && act ? act + static_cast<size_t>(offsets[E]) * s1 : act;
-    const FfnCtx c{f, E, offsets, xp, h, out, ubuf_all, ubuf_stride, act, act2, fused ? offsets[0] : 0, q1, q2, s1, s2, glu_spec(f)};
-    if (q1) prepare_rows(pool, f.gate.kernel->isa, f.gate.kernel->act_q8, xp, D, offsets[0], offsets[E], D, act, s1);
+                       (schedule == Schedule::Auto && auto_fuses(pool, n_rows));
+
+    // int8 rows in act_scratch: every part's xp rows, part after part; then the h rows, behind
+    // them when fused (the h rows are quantized while other experts' gate/up tiles still read the
+    // xp rows; act_scratch_bytes reserves kFuseRows rows for them), else over them (after the
+    // gate/up barrier).
+    char* act = static_cast<char*>(act_scratch);
+    FfnCtx c[kMaxParts];
+    size_t at1 = 0;
+    for (int q = 0; q < n_parts; ++q) {
+        const ExpertFfn& fq = *parts[q].f;
+        const int64_t rows = parts[q].offsets[parts[q].n_experts] - parts[q].offsets[0];
+        c[q] = FfnCtx{&fq, parts[q].offsets, parts[q].xp, parts[q].h, parts[q].out, ubuf_all, ubuf_stride,
+                      nullptr, nullptr, false, false, ref::act_q8_row_bytes(fq.n_embd), ref::act_q8_row_bytes(fq.n_ff),
+                      glu_spec(fq)};
+        c[q].q1 = act && fq.gate.kernel->act_q8 && fq.up.kernel->act_q8 == fq.gate.kernel->act_q8 &&
+                  fq.gate.kernel->isa == fq.up.kernel->isa;
+        c[q].q2 = act && fq.down.kernel->act_q8;
+        c[q].act = act ? act + at1 : nullptr;
+        at1 += static_cast<size_t>(rows) * c[q].s1;
+    }
+    size_t at2 = fused ? at1 : 0;
+    for (int q = 0; q < n_parts; ++q) {
+        const int64_t rows = parts[q].offsets[parts[q].n_experts] - parts[q].offsets[0];
+        c[q].act2 = act ? act + at2 : nullptr;
+        at2 += static_cast<size_t>(rows) * c[q].s2;
+    }
+    for (int q = 0; q < n_parts; ++q)
+        if (c[q].q1)
+            prepare_rows(pool, c[q].f->gate.kernel->isa, c[q].f->gate.kernel->act_q8, c[q].xp, c[q].f->n_embd,
+                         c[q].offsets[0], c[q].offsets[parts[q].n_experts], c[q].f->n_embd, c[q].act, c[q].s1);
     if (fused) {
-        run_fused(pool, c, prefix);
+        run_fused(pool, parts, n_parts, c, prefix);
         return;
     }
     {
-        const TileGrid g = make_grid(E, offsets, F, pool.size(), prefix);
-        for_each_tile(pool, g.total, [&](int64_t id, int tid) { gate_up_tile(c, tile_at(g, E, offsets, F, id), tid); });
+        const TileGrid g = make_grid(parts, n_parts, false, pool.size(), prefix);
+        for_each_tile(pool, g.total, [&](int64_t id, int tid) {
+            const Tile t = tile_at(g, id);
+            gate_up_tile(c[t.part], t, tid);
+        });
     }
-    if (q2) prepare_rows(pool, f.down.kernel->isa, f.down.kernel->act_q8, h, F, offsets[0], offsets[E], F, act, s2);
+    for (int q = 0; q < n_parts; ++q)
+        if (c[q].q2)
+            prepare_rows(pool, c[q].f->down.kernel->isa, c[q].f->down.kernel->act_q8, c[q].h, c[q].f->n_ff,
+                         c[q].offsets[0], c[q].offsets[parts[q].n_experts], c[q].f->n_ff, c[q].act2, c[q].s2);
     {
-        const TileGrid g = make_grid(E, offsets, D, pool.size(), prefix);
-        for_each_tile(pool, g.total, [&](int64_t id, int) { down_tile(c, tile_at(g, E, offsets, D, id)); });
+        const TileGrid g = make_grid(parts, n_parts, true, pool.size(), prefix);
+        for_each_tile(pool, g.total, [&](int64_t id, int) {
+            const Tile t = tile_at(g, id);
+            down_tile(c[t.part], t);
+        });
     }
 }
 

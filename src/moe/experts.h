@@ -107,6 +107,8 @@ public:
     // an expert's down tiles start as soon as its own gate/up tiles are done (per-expert flags).
     // Same tiles and kernels either way, so the output is bitwise identical.
     enum class Schedule { Auto, TwoPhase, Fused };
+    // Whether Auto runs n_rows rows (all parts together) fused on this pool.
+    static bool auto_fuses(const ThreadPool& pool, int64_t n_rows) { return pool.size() > 1 && n_rows < kFuseRows; }
     // Scratch for up to n_experts groups with pool size n_threads.
     static size_t scratch_bytes(int n_experts, int n_threads);
 
@@ -121,6 +123,26 @@ public:
     // tile quantizing its rows again (same bytes either way, so the results are identical).
     static void run(ThreadPool& pool, const ExpertFfn& f, int n_experts, const int64_t* offsets, const float* xp,
                     float* h, float* out, void* scratch, void* act_scratch = nullptr,
+                    Schedule schedule = Schedule::Auto);
+
+    // One FFN of a multi-part run: f's n_experts experts over rows [offsets[0], offsets[n_experts])
+    // of xp [.., D] -> out [.., D], h [.., F] scratch (the arguments of the run above).
+    struct Part {
+        const ExpertFfn* f;
+        int n_experts;
+        const int64_t* offsets;
+        const float* xp;
+        float* h;
+        float* out;
+    };
+    static constexpr int kMaxParts = 2;
+    // Several FFNs of the same D (the routed experts and the shared expert of a DeepSeek / Qwen2-MoE
+    // layer) in the same pool regions: their tiles in one list, part after part, so decode runs
+    // both in one region instead of one each. Each part's output is bitwise what its own run gives
+    // (same tiles, same kernels). Scratch as above for the parts' experts and rows summed (the
+    // fused schedule takes the parts' rows together: fewer than kFuseRows); act_scratch's max_len
+    // the largest D or F. 1 <= n_parts <= kMaxParts.
+    static void run(ThreadPool& pool, const Part* parts, int n_parts, void* scratch, void* act_scratch,
                     Schedule schedule = Schedule::Auto);
 };
 

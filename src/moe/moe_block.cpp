@@ -34,8 +34,9 @@ MoeBlock::Buffers MoeBlock::carve(const MoeSpec& s, int64_t T, int n_threads, co
     b.xp = static_cast<float*>(alloc(t * k * D * 4));
     b.h = static_cast<float*>(alloc(t * k * F * 4));
     b.yp = static_cast<float*>(alloc(t * k * D * 4));
-    b.ffn_scratch = alloc(GroupedFfn::scratch_bytes(s.n_expert, n_threads));
-    b.act_scratch = alloc(GroupedFfn::act_scratch_bytes(static_cast<int64_t>(t * std::max<size_t>(k, 1)),
+    // The shared expert runs as one more expert (and T more rows) of the routed experts' run.
+    b.ffn_scratch = alloc(GroupedFfn::scratch_bytes(s.n_expert + (sh ? 1 : 0), n_threads));
+    b.act_scratch = alloc(GroupedFfn::act_scratch_bytes(static_cast<int64_t>(t * (std::max<size_t>(k, 1) + (sh ? 1 : 0))),
                                                         static_cast<int64_t>(std::max({D, F, Fs}))));
     b.hs = sh ? static_cast<float*>(alloc(t * Fs * 4)) : nullptr;
     b.ys = sh ? static_cast<float*>(alloc(t * D * 4)) : nullptr;
@@ -254,8 +255,8 @@ void MoeBlock::route_tokens(ThreadPool& pool, const float* x, int64_t T, const B
     if (obs.trace) obs.trace->add(weights_.layer, routing_, trace_base);
 }
 
-// b.ys [T, D] = gate * shared_ffn(x) (and b.sgate), for spec_.n_shared > 0.
-void MoeBlock::shared_experts(ThreadPool& pool, const float* x, int64_t T, const Buffers& b) {
+// b.sgate [T] = sigmoid(gate_inp_shexp . x) where the layer has the shared gate (Qwen2-MoE).
+void MoeBlock::shared_gate(const float* x, int64_t T, const Buffers& b) {
     const int64_t D = spec_.n_embd;
     if (spec_.shared_gate_sigmoid) {
         kernels::MatmulArgs a;
@@ -274,6 +275,11 @@ void MoeBlock::shared_experts(ThreadPool& pool, const float* x, int64_t T, const
     }
     b.shared_offsets[0] = 0;
     b.shared_offsets[1] = T;
+}
+
+// b.ys [T, D] = shared_ffn(x) and b.sgate, for spec_.n_shared > 0 (a run of its own).
+void MoeBlock::shared_experts(ThreadPool& pool, const float* x, int64_t T, const Buffers& b) {
+    shared_gate(x, T, b);
     GroupedFfn::run(pool, shared_ffn_, 1, b.shared_offsets, x, b.hs, b.ys, b.ffn_scratch, b.act_scratch);
 }
 
@@ -329,15 +335,26 @@ void MoeBlock::forward(ThreadPool& pool, const float* x, int64_t T, float* y, co
     gather_rows(pool, plan_, x, D, b.xp);
     if (times) lap(times->dispatch);
 
-    // ---- routed experts
-    if (store_) run_from_store(pool, x, T, b);
-    else GroupedFfn::run(pool, ffn_, static_cast<int>(E), plan_.offsets, b.xp, b.h, b.yp, b.ffn_scratch, b.act_scratch);
-    if (times) lap(times->experts);
-
-    // ---- shared experts (all tokens, one "expert" group over x itself)
-    if (spec_.n_shared > 0) {
-        shared_experts(pool, x, T, b);
-        if (times) lap(times->shared);
+    // ---- routed experts, then the shared experts (all tokens, one "expert" group over x itself).
+    // Decode-sized batches (the fused schedule, experts.h): the shared expert is the routed run's
+    // second part, its tiles in the same pool region (one region per layer instead of two;
+    // times->experts holds both). Larger batches keep two runs (merged, V2-Lite pp512 measured
+    // ~8 % slower, noisy).
+    const bool sh = spec_.n_shared > 0;
+    if (sh && !store_ && GroupedFfn::auto_fuses(pool, plan_.offsets[E] + T)) {
+        shared_gate(x, T, b);
+        const GroupedFfn::Part parts[2] = {{&ffn_, static_cast<int>(E), plan_.offsets, b.xp, b.h, b.yp},
+                                           {&shared_ffn_, 1, b.shared_offsets, x, b.hs, b.ys}};
+        GroupedFfn::run(pool, parts, 2, b.ffn_scratch, b.act_scratch);
+        if (times) lap(times->experts);
+    } else {
+        if (store_) run_from_store(pool, x, T, b);
+        else GroupedFfn::run(pool, ffn_, static_cast<int>(E), plan_.offsets, b.xp, b.h, b.yp, b.ffn_scratch, b.act_scratch);
+        if (times) lap(times->experts);
+        if (sh) {
+            shared_experts(pool, x, T, b);
+            if (times) lap(times->shared);
+        }
     }
 
     // ---- combine

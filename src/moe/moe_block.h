@@ -3,7 +3,7 @@
 // (+ shared experts), for T tokens x[T, D] -> y[T, D], f32 activations.
 //
 //   route (router.h) -> [approximations, approx.h, opt-in] -> dispatch plan + permute (dispatch.h)
-//   -> grouped expert FFN (experts.h) -> shared experts -> combine (combine.h)
+//   -> grouped expert FFN (experts.h; the shared experts as a second part of the same run) -> combine (combine.h)
 //
 // Scratch is planned once from (spec, max_tokens, n_threads); forward() never allocates (except
 // for the optional routing trace). Deterministic: every output element is computed by one thread
@@ -105,6 +105,7 @@ private:
     struct Buffers;
     void route_tokens(ThreadPool& pool, const float* x, int64_t T, const Buffers& b, const MoeObserve& obs,
                       int64_t trace_base);
+    void shared_gate(const float* x, int64_t T, const Buffers& b);
     void shared_experts(ThreadPool& pool, const float* x, int64_t T, const Buffers& b);
     void forward_ep(ThreadPool& pool, const float* x, int64_t T, float* y, const MoeObserve& obs, const Buffers& b);
     template <typename Alloc>

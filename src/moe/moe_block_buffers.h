@@ -24,8 +24,8 @@ struct MoeBlock::Buffers {
     float* xp;              // [T * k, D] permuted inputs
     float* h;               // [T * k, F] act(gate) * up
     float* yp;              // [T * k, D] expert outputs, permuted order
-    void* ffn_scratch;      // GroupedFfn::scratch_bytes(max(E, 1), n_threads)
-    void* act_scratch;      // [T * k rows] ActQ8 activations of max(D, F, Fs) values (int8 kernels)
+    void* ffn_scratch;      // GroupedFfn::scratch_bytes(E + (shared ? 1 : 0), n_threads)
+    void* act_scratch;      // [T * (k + (shared ? 1 : 0)) rows] ActQ8 activations of max(D, F, Fs) values
     float* hs;              // [T, Fs] shared experts
     float* ys;              // [T, D]
     float* sgate;           // [T] sigmoid(shared gate . x)

@@ -12,7 +12,9 @@
 namespace moe {
 
 struct StageTimes {
-    double route = 0, dispatch = 0, experts = 0, combine = 0, shared = 0;  // seconds
+    // seconds; the shared experts run in the routed experts' run (experts) except with an expert
+    // cache, EP or batches beyond the fused schedule (shared)
+    double route = 0, dispatch = 0, experts = 0, combine = 0, shared = 0;
     int64_t calls = 0;
     double total() const { return route + dispatch + experts + combine + shared; }
     void add(const StageTimes& o);

@@ -63,18 +63,19 @@ struct Types {
     DType gate_up, down;
 };
 
-// Random gate / up / down stacks of the types and the ExpertFfn viewing them (not copyable: f points into the stacks).
+// Random gate / up / down stacks of the types (kE experts of F rows) and the ExpertFfn viewing
+// them (not copyable: f points into the stacks).
 struct Experts {
     Stack gate, up, down;
     ExpertFfn f;
-    Experts(const Types& ty, const kernels::CpuKernels& kern, Rng& rng)
-        : gate(make_stack(ty.gate_up, kD, kF, rng)), up(make_stack(ty.gate_up, kD, kF, rng)),
-          down(make_stack(ty.down, kF, kD, rng)) {
-        f.gate = view(gate, kF, ty.gate_up, kern);
-        f.up = view(up, kF, ty.gate_up, kern);
+    Experts(const Types& ty, const kernels::CpuKernels& kern, Rng& rng, int64_t F = kF)
+        : gate(make_stack(ty.gate_up, kD, F, rng)), up(make_stack(ty.gate_up, kD, F, rng)),
+          down(make_stack(ty.down, F, kD, rng)) {
+        f.gate = view(gate, F, ty.gate_up, kern);
+        f.up = view(up, F, ty.gate_up, kern);
         f.down = view(down, kD, ty.down, kern);
         f.n_embd = kD;
-        f.n_ff = kF;
+        f.n_ff = F;
     }
     Experts(const Experts&) = delete;
     Experts& operator=(const Experts&) = delete;
@@ -204,6 +205,53 @@ TEST_P(GroupedFfnSchedule, TallExpertsRowTilesEqualRowsAlone) {
                 GroupedFfn::run(pool, fe, 1, off1, xp.data() + p * kD, h1.data(), one.data(), scratch.data(), act.data(),
                                 GroupedFfn::Schedule::TwoPhase);
                 ASSERT_EQ(0, std::memcmp(one.data(), out.data() + p * kD, sizeof(float) * kD));
+            }
+        }
+    }
+}
+
+// The shared expert as a second part of the routed experts' run (GroupedFfn::Part, another F and
+// its own rows): each part's output is bitwise what its own run gives, fused (decode-sized) and
+// two-phase, with tall row tiles too, for every pool size; the h and act scratch of the parts
+// must not overlap.
+TEST_P(GroupedFfnSchedule, TwoPartsEqualEachPartAlone) {
+    const Types ty = GetParam();
+    const kernels::CpuKernels kern = kernels::CpuKernels::from_env();
+    constexpr int64_t kFs = 768;  // the shared expert's F (DeepSeek: 2 x the routed F)
+    for (uint64_t seed = 1; seed <= 5; ++seed) {
+        SCOPED_TRACE(seed);
+        Rng rng(0x5a4ed0 + seed);
+        const Experts routed(ty, kern, rng), shared(ty, kern, rng, kFs);
+        const bool tall = seed == 5;  // prefill-sized: row tiles of kRowTile, two-phase only
+        int64_t offsets[kE + 1] = {0};
+        for (int e = 0; e < kE; ++e)
+            offsets[e + 1] = offsets[e] + (tall ? (e == 2 ? GroupedFfn::kRowTile + 3 : 7 * e)
+                                                : static_cast<int64_t>(rng.below(3)));
+        const int64_t rows = offsets[kE];
+        const int64_t T = tall ? GroupedFfn::kRowTile + 5 : 1 + static_cast<int64_t>(rng.below(3));  // shared rows
+        const int64_t soff[2] = {0, T};
+        std::vector<float> xp(static_cast<size_t>(std::max<int64_t>(rows, 1) * kD)), xs(static_cast<size_t>(T * kD));
+        for (float& v : xp) v = rng.normal();
+        for (float& v : xs) v = rng.normal();
+        for (int threads : {1, 2, 3}) {
+            SCOPED_TRACE(threads);
+            ThreadPool pool(threads);
+            std::vector<char> scratch(GroupedFfn::scratch_bytes(kE + 1, threads) + 64);
+            std::vector<char> act(GroupedFfn::act_scratch_bytes(rows + T, std::max(kD, kFs)));
+            std::vector<float> h, hs, y, ys, y1, ys1;
+            auto reset = [](std::vector<float>& v, int64_t n) { v.assign(static_cast<size_t>(std::max<int64_t>(n, 1)), std::nanf("")); };
+            for (GroupedFfn::Schedule s : {GroupedFfn::Schedule::TwoPhase, GroupedFfn::Schedule::Fused, GroupedFfn::Schedule::Auto}) {
+                if (tall && s == GroupedFfn::Schedule::Fused) continue;
+                SCOPED_TRACE(static_cast<int>(s));
+                reset(h, rows * kF), reset(hs, T * kFs), reset(y, rows * kD), reset(ys, T * kD);
+                const GroupedFfn::Part parts[2] = {{&routed.f, kE, offsets, xp.data(), h.data(), y.data()},
+                                                   {&shared.f, 1, soff, xs.data(), hs.data(), ys.data()}};
+                GroupedFfn::run(pool, parts, 2, scratch.data(), act.data(), s);
+                reset(h, rows * kF), reset(hs, T * kFs), reset(y1, rows * kD), reset(ys1, T * kD);
+                GroupedFfn::run(pool, routed.f, kE, offsets, xp.data(), h.data(), y1.data(), scratch.data(), act.data(), s);
+                GroupedFfn::run(pool, shared.f, 1, soff, xs.data(), hs.data(), ys1.data(), scratch.data(), act.data(), s);
+                ASSERT_EQ(0, std::memcmp(y.data(), y1.data(), sizeof(float) * static_cast<size_t>(rows * kD)));
+                ASSERT_EQ(0, std::memcmp(ys.data(), ys1.data(), sizeof(float) * ys.size()));
             }
         }
     }
