@@ -4,9 +4,10 @@
 //  - YaRN's attention scale: mscale^2 / sqrt(nope + rope) from the file's yarn_log_multiplier;
 //  - positions past YaRN's original context agree with the fp64 reference;
 //  - variants the forward pass does not run are one clear error naming the key and value;
-//  - a latent of 256 with attn_kv_b in Q4_K and Q6_K (V2-Lite's types; the rows K % 256 == 0 that
-//    decode's single wave over chunks of heads needs): decode equals prefill bit for bit and stays
-//    close to the fp64 reference.
+//  - a latent of 256 with attn_kv_b in Q4_K and Q6_K (V2-Lite's Q4_K_M types), and again in Q8_0
+//    and Q5_K (Q8_0 / Q5_K_M files): head_fused::supported, so decode runs its single wave over
+//    chunks of heads with the rows decoded in registers (checked where the CPU has AVX-512);
+//    decode equals prefill bit for bit and stays close to the fp64 reference.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -25,6 +26,8 @@
 #include "core/thread_pool.h"
 #include "format/gguf.h"
 #include "format/gguf_writer.h"
+#include "kernels/cpu/dense_isa.h"
+#include "kernels/cpu/head_rows.h"
 #include "kernels/ref/quant_formats.h"
 #include "model/model.h"
 #include "runtime/gen_model_util.h"
@@ -60,10 +63,10 @@ std::string with_string_key(const std::string& src, const std::string& key, cons
 }
 
 // tiny-deepseek2 with kv_lora_rank 256 and 8 heads (two chunks of kAttentionHeadsPerItem in decode's
-// wave): the kv_a, kv_b, q and output tensors made anew (random), attn_kv_b Q4_K in blocks 0 and 1,
-// Q6_K in block 2; every other tensor copied.
-std::string wide_latent_model() {
-    const fs::path p = temp_dir() / "tiny-deepseek2-latent256.gguf";
+// wave): the kv_a, kv_b, q and output tensors made anew (random), attn_kv_b in kv_b[i] in block i
+// (3 blocks); every other tensor copied.
+std::string wide_latent_model(const DType (&kv_b)[3], const std::string& name) {
+    const fs::path p = temp_dir() / name;
     if (fs::exists(p)) return p.string();
     const auto in = gguf::File::open(model_path("tiny-deepseek2"));
     const int64_t r = 256, H = 8, old_H = 4;
@@ -94,7 +97,8 @@ std::string wide_latent_model() {
         if (has(t, "attn_kv_b")) {
             o.ne[0] = r;
             o.ne[1] = t.ne[1] / old_H * H;
-            o.type = t.name.rfind("blk.2.", 0) == 0 ? DType::Q6_K : DType::Q4_K;
+            const size_t dot = t.name.find('.', 4);
+            o.type = kv_b[std::stoi(t.name.substr(4, dot - 4))];
         }
         outs.push_back(o);
         w.add_tensor(t.name, o.type, o.ne);
@@ -187,13 +191,25 @@ TEST(Mla, UnsupportedRopeScalingIsAnError) {
     EXPECT_THROW(model::Model::load(bad2, {1, 4, 64}), Error);
 }
 
-TEST(Mla, QuantizedLatent256DecodeEqualsPrefill) {
-    const std::string path = wide_latent_model();
+namespace {
+
+// Decode (one token at a time) equals prefill bit for bit on the latent-256 model with kv_b in
+// kv_b[i] in block i, and prefill stays close to the fp64 reference. Where the CPU has AVX-512
+// every layer's k_b and v_b take the fused one-wave decode (attention_mla's condition).
+void latent256_decode_equals_prefill(const DType (&kv_b)[3], const std::string& name) {
+    const std::string path = wide_latent_model(kv_b, name);
     auto a = model::Model::load(path, {2, 64, 64}), b = model::Model::load(path, {2, 64, 64});
     ASSERT_EQ(a->config().kv_lora_rank, 256);
     ASSERT_EQ(a->config().n_head, 8);
-    ASSERT_EQ(a->weights().layers[2].v_b.type, DType::Q6_K);
-    ASSERT_EQ(a->weights().layers[0].k_b.type, DType::Q4_K);
+    const kernels::Isa isa = a->kernels().isa();
+    const bool wave = isa == kernels::Isa::Avx512 && cpu::dense_use_avx512(isa);
+    for (int il = 0; il < 3; ++il) {
+        const auto& l = a->weights().layers[static_cast<size_t>(il)];
+        ASSERT_EQ(l.k_b.type, kv_b[il]);
+        ASSERT_EQ(l.v_b.type, kv_b[il]);
+        EXPECT_EQ(cpu::head_rows_decode_supported(l.k_b, isa), wave) << "layer " << il;
+        EXPECT_EQ(cpu::head_rows_decode_supported(l.v_b, isa), wave) << "layer " << il;
+    }
     ThreadPool pool(2);
     runtime::Session sa(*a, pool, {64, 1, DType::F32}), sb(*b, pool, {64, 1, DType::F32});
     const int64_t V = a->config().n_vocab;
@@ -211,5 +227,17 @@ TEST(Mla, QuantizedLatent256DecodeEqualsPrefill) {
     for (size_t i = 0; i < toks.size(); ++i)
         worst = std::max(worst, testref::nmse(all.data() + i * V, ref.data() + i * V, static_cast<size_t>(V)));
     EXPECT_LE(worst, 1e-6);
-    std::printf("[ tiny-deepseek2, latent 256, Q4_K / Q6_K kv_b ] worst NMSE vs fp64 reference: %.3g\n", worst);
+    std::printf("[ tiny-deepseek2, latent 256, %s / %s / %s kv_b, %s decode ] worst NMSE vs fp64 reference: %.3g\n",
+                dtype_name(kv_b[0]), dtype_name(kv_b[1]), dtype_name(kv_b[2]), wave ? "one-wave fused" : "buffered", worst);
+}
+
+}  // namespace
+
+TEST(Mla, QuantizedLatent256DecodeEqualsPrefill) {
+    latent256_decode_equals_prefill({DType::Q4_K, DType::Q4_K, DType::Q6_K}, "tiny-deepseek2-latent256.gguf");
+}
+
+// Q8_0 and Q5_K kv_b (Q8_0 and Q5_K_M files), each in both forms (k_b columns, v_b rows).
+TEST(Mla, QuantizedLatent256Q8Q5KDecodeEqualsPrefill) {
+    latent256_decode_equals_prefill({DType::Q8_0, DType::Q5_K, DType::Q8_0}, "tiny-deepseek2-latent256-q8-q5k.gguf");
 }

@@ -82,7 +82,8 @@ void head_rows_product(ThreadPool& pool, const kernels::MatmulKernel& f32, const
     const int64_t chunk = std::min(w.rows, kHeadRowsBuffer / w.K);
     const int64_t per_head = (w.rows + chunk - 1) / chunk;
     const bool avx512 = dense_use_avx512(isa);
-    // Q4_K / Q6_K on AVX-512: decode (m = 1) reads the rows in place, decoded in registers.
+    // head_fused::supported (Q8_0, Q4_K, Q5_K, Q6_K on AVX-512): decode (m = 1) reads the rows in place,
+    // decoded in registers.
     const bool fused = head_fused::supported(w.type, w.K, isa);
     auto row_at = [&](int64_t h, int64_t o0) {
         return w.data + static_cast<size_t>(h * w.head_rows + w.first + o0) * w.row_bytes;
@@ -123,7 +124,7 @@ void head_rows_product(ThreadPool& pool, const kernels::MatmulKernel& f32, const
         return;
     }
     // Rows form: one task per (head, chunk of rows); every output is one dot product of the f32 kernel
-    // (Q4_K / Q6_K on AVX-512: rows_buf, the per-output sequence of head_fused::rows_one).
+    // (the fused types: rows_buf, the per-output sequence of head_fused::rows_one).
     auto task = [&](int64_t t0, int64_t t1, int) {
         alignas(64) float buf[kHeadRowsBuffer];
         for (int64_t t = t0; t < t1; ++t) {

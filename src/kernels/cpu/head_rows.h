@@ -10,10 +10,11 @@
 //   columns form: y_h[t][k] = sum_o W_h[o][k] x_h[t][o]   (y = 0, then one fma per o, o ascending)
 // Either way each output is one fixed operation sequence that depends on neither the batch size m
 // nor the thread (the kernels' determinism contract), so prefill equals decode bit for bit.
-// Q4_K / Q6_K with K % 256 == 0 on AVX-512 (V2-Lite's kv_b) use head_rows_fused.h instead of the
-// buffer at m = 1: the rows are decoded into registers (dequant_row's bits) and prefetched, one
-// task per head; the columns form runs the same fmas as above, the rows form its own fixed
-// sequence (one 16-lane chain per output, then a fixed tree), which m > 1 runs on the buffer.
+// Q4_K / Q5_K / Q6_K with K % 256 == 0 and Q8_0 with K % 32 == 0 on AVX-512 (head_fused::supported;
+// V2-Lite's kv_b in Q4_K_M, Q5_K_M and Q8_0 files) use head_rows_fused.h instead of the buffer at
+// m = 1: the rows are decoded into registers (dequant_row's bits) and prefetched, one task per
+// head; the columns form runs the same fmas as above, the rows form its own fixed sequence (one
+// 16-lane chain per output, then a fixed tree), which m > 1 runs on the buffer.
 // Activations stay f32 (the products are f32-exact up to the fma chains). Other types and ISAs:
 // the buffered path.
 #include <cstdint>

@@ -1,9 +1,11 @@
 #pragma once
-// Fused kernels of head_rows_product (head_rows.h) for Q4_K / Q6_K rows read in place with K a
-// multiple of 256 on the AVX-512 path: a row's blocks are decoded into registers (the same
-// instructions, so the same bits, as cpu::dequant_row) and go straight into the fmas, with f32
-// activations; no row buffer. V2-Lite's kv_b (H = 16, K = 512, 128 rows per product) spent ~9 %
-// of decode in dequant_row's buffer round trip.
+// Fused kernels of head_rows_product (head_rows.h) for rows read in place on the AVX-512 path:
+// Q4_K / Q5_K / Q6_K with K a multiple of 256, Q8_0 with K a multiple of 32 (the kernels step one
+// block at a time, so whole blocks suffice). A row's blocks are decoded into registers (exactly
+// cpu::dequant_row's / ref::dequant_row's bits: each decoder's rounding is exact or one fmsub
+// where the reference rounds once) and go straight into the fmas, with f32 activations; no row
+// buffer. V2-Lite's kv_b (H = 16, K = 512, 128 rows per product) spent ~9 % of decode in
+// dequant_row's buffer round trip. supported() says which; the others take the buffered path.
 //
 // Rows form, per output: acc (16 lanes) = 0; acc = fma(W[o][16g..], x[16g..], acc) for g ascending;
 // y[o] = hsum(acc) (one fixed tree). rows_one decodes in registers (decode, one activation row);
