@@ -463,7 +463,7 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     using NP4 = std::integral_constant<int, 4>;
     using NP2 = std::integral_constant<int, 2>;
     const int64_t pbi = static_cast<int64_t>(pb);
-    // Q4_K / Q6_K / Q8_0: four panels at a time while four whole ones are left, then two (Q5_K: two only)
+    // Q4_K / Q8_0: four panels at a time while four whole ones are left, then two (Q5_K, Q6_K: two only)
     if (w.type == DType::Q8_0) {
         multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q80<4>(p, pbi, nb, x, acc); }, NP4{});
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q80<2>(p, pbi, nb, x, acc); }, NP2{});
@@ -471,7 +471,8 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
         multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q4k<4>(p, pbi, nsb, x, stop, acc); }, NP4{});
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q4k<2>(p, pbi, nsb, x, stop, acc); }, NP2{});
     } else if (w.type == DType::Q6_K) {
-        multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q6k<4>(p, pbi, nsb, x, stop, acc); }, NP4{});
+        // two at a time, not four: from DRAM four ran at 0.71-0.74x the block GEMV, two at 0.84-0.86x
+        // (panel_gemv_bench Q6_K 64 1024 2048, docs/PERFORMANCE.md session 17); in L2 four are faster
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q6k<2>(p, pbi, nsb, x, stop, acc); }, NP2{});
     } else if (w.type == DType::Q5_K) {
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q5k<2>(p, pbi, nsb, x, stop, acc); }, NP2{});
