@@ -66,6 +66,33 @@ static void dequant_q4_k_avx512(const uint8_t* s, float* y, int64_t n) {
     }
 }
 
+// Q5_K (176-byte blocks: f16 d, f16 dmin, 12 scale bytes as Q4_K, qh[32], qs[128]): Q4_K's
+// nibble plus 16 x bit j of qh[l] for value l of sub-block j. d * sc times q (5 bits) is exact, so
+// the fused multiply-subtract rounds as the reference's d1 * q - m1: ref::dequant_row's bits.
+// (MLA's prefill reads a Q5_K_M file's kv_b through this; the reference copies each block first.)
+static void dequant_q5_k_avx512(const uint8_t* s, float* y, int64_t n) {
+    const __m512i low = _mm512_set1_epi32(0xF), one = _mm512_set1_epi32(1);
+    for (int64_t b = 0; b < n / 256; ++b, s += 176) {
+        uint16_t h[2];
+        std::memcpy(h, s, 4);
+        const float d = fp16_to_fp32(h[0]), dmin = fp16_to_fp32(h[1]);
+        const uint8_t* qh = s + 16;
+        const uint8_t* qs = s + 48;
+        for (int j = 0; j < 8; ++j, y += 32) {
+            uint8_t sc, m;
+            ref::get_scale_min_k4(j, s + 4, &sc, &m);
+            const __m512 d1 = _mm512_set1_ps(d * static_cast<float>(sc)), m1 = _mm512_set1_ps(dmin * static_cast<float>(m));
+            for (int part = 0; part < 2; ++part) {
+                const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 32 * (j / 2) + 16 * part)));
+                const __m512i hb = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qh + 16 * part)));
+                const __m512i lo = (j & 1) ? _mm512_srli_epi32(q, 4) : _mm512_and_si512(q, low);
+                const __m512i v = _mm512_or_si512(lo, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hb, j), one), 4));
+                _mm512_storeu_ps(y + 16 * part, _mm512_fmsub_ps(d1, _mm512_cvtepi32_ps(v), m1));
+            }
+        }
+    }
+}
+
 // Q6_K (210-byte blocks: ql[128], qh[64], int8 scales[16], f16 d): y = d * sc * (q - 32), with
 // (d * sc) * q exact in f32 (11 + 8 + 6 bits), so any order gives ref::dequant_row's bits.
 static void dequant_q6_k_avx512(const uint8_t* s, float* y, int64_t n) {
@@ -118,6 +145,10 @@ void dequant_row(DType type, const void* src, float* dst, int64_t n, kernels::Is
     }
     if (type == DType::Q4_K && n % 256 == 0 && dense_use_avx512(isa)) {
         dequant_q4_k_avx512(static_cast<const uint8_t*>(src), dst, n);
+        return;
+    }
+    if (type == DType::Q5_K && n % 256 == 0 && dense_use_avx512(isa)) {
+        dequant_q5_k_avx512(static_cast<const uint8_t*>(src), dst, n);
         return;
     }
 #endif

@@ -1,5 +1,5 @@
 #pragma once
-// Fast row conversion F16/BF16/Q8_0/Q4_K/Q6_K -> F32 (model loading converts whole weight tensors with it;
+// Fast row conversion F16/BF16/Q8_0/Q4_K/Q5_K/Q6_K -> F32 (model loading converts whole weight tensors with it;
 // MLA's head products dequantize kv_b rows per call, kernels/cpu/head_rows.h). All are exact,
 // so every path gives the same bits as ref::dequant_row; other types run ref::dequant_row.
 #include <cstdint>
