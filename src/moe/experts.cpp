@@ -450,7 +450,7 @@ void GroupedFfn::run(ThreadPool& pool, const Part* parts, int n_parts, void* scr
     int64_t n_rows = 0;
     for (int q = 0; q < n_parts; ++q) {
         n_experts += parts[q].n_experts;
-        n_rows += parts[q].offsets[parts[q].n_experts] - parts[q].offsets[0];
+        n_rows += parts[q].rows();
     }
     int64_t* prefix = static_cast<int64_t*>(scratch);
     float* ubuf_all = reinterpret_cast<float*>(static_cast<char*>(scratch) + counters_bytes(n_experts));
@@ -467,7 +467,6 @@ void GroupedFfn::run(ThreadPool& pool, const Part* parts, int n_parts, void* scr
     size_t at1 = 0;
     for (int q = 0; q < n_parts; ++q) {
         const ExpertFfn& fq = *parts[q].f;
-        const int64_t rows = parts[q].offsets[parts[q].n_experts] - parts[q].offsets[0];
         c[q] = FfnCtx{&fq, parts[q].offsets, parts[q].xp, parts[q].h, parts[q].out, ubuf_all, ubuf_stride,
                       nullptr, nullptr, false, false, ref::act_q8_row_bytes(fq.n_embd), ref::act_q8_row_bytes(fq.n_ff),
                       glu_spec(fq)};
@@ -475,13 +474,12 @@ void GroupedFfn::run(ThreadPool& pool, const Part* parts, int n_parts, void* scr
                   fq.gate.kernel->isa == fq.up.kernel->isa;
         c[q].q2 = act && fq.down.kernel->act_q8;
         c[q].act = act ? act + at1 : nullptr;
-        at1 += static_cast<size_t>(rows) * c[q].s1;
+        at1 += static_cast<size_t>(parts[q].rows()) * c[q].s1;
     }
     size_t at2 = fused ? at1 : 0;
     for (int q = 0; q < n_parts; ++q) {
-        const int64_t rows = parts[q].offsets[parts[q].n_experts] - parts[q].offsets[0];
         c[q].act2 = act ? act + at2 : nullptr;
-        at2 += static_cast<size_t>(rows) * c[q].s2;
+        at2 += static_cast<size_t>(parts[q].rows()) * c[q].s2;
     }
     for (int q = 0; q < n_parts; ++q)
         if (c[q].q1)

@@ -134,6 +134,7 @@ public:
         const float* xp;
         float* h;
         float* out;
+        int64_t rows() const { return offsets[n_experts] - offsets[0]; }
     };
     static constexpr int kMaxParts = 2;
     // Several FFNs of the same D (the routed experts and the shared expert of a DeepSeek / Qwen2-MoE

@@ -42,51 +42,33 @@ static void dequant_q8_0_avx512(const uint8_t* s, float* d, int64_t n) {
     }
 }
 
-// Q4_K (144-byte blocks: f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles):
-// y = (d * sc) * q - dmin * m. d * sc (11 + 6 bits) and its product with q (4 bits) are exact in
-// f32, so the fused and the separate multiply-subtract round alike: ref::dequant_row's bits.
-// (The reference's per-block memcpy into a struct made MLA's per-call kv_b reads 10 % of decode.)
-static void dequant_q4_k_avx512(const uint8_t* s, float* y, int64_t n) {
-    const __m512i low = _mm512_set1_epi32(0xF);
-    for (int64_t b = 0; b < n / 256; ++b, s += 144) {
+// Q4_K (144-byte blocks: f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles)
+// and Q5_K (176 bytes: the same header, qh[32], then the 128 bytes of nibbles; value l of sub-block j
+// gets 16 x bit j of qh[l]): y = (d * sc) * q - dmin * m. d * sc (11 + 6 bits) and its product
+// with q (4 or 5 bits) are exact in f32, so the fused and the separate multiply-subtract round
+// alike: ref::dequant_row's bits. (The reference's per-block memcpy into a struct made MLA's
+// per-call kv_b reads 10 % of decode; a Q5_K_M file's kv_b goes through the Q5_K form.)
+template <bool kQ5>
+static void dequant_q45_k_avx512(const uint8_t* s, float* y, int64_t n) {
+    constexpr size_t kBytes = kQ5 ? 176 : 144;
+    const __m512i low = _mm512_set1_epi32(0xF), one = _mm512_set1_epi32(1);
+    for (int64_t b = 0; b < n / 256; ++b, s += kBytes) {
         uint16_t h[2];
         std::memcpy(h, s, 4);
         const float d = fp16_to_fp32(h[0]), dmin = fp16_to_fp32(h[1]);
-        const uint8_t* qs = s + 16;
+        const uint8_t* qh = s + 16;  // Q5_K only
+        const uint8_t* qs = s + (kQ5 ? 48 : 16);
         for (int j = 0; j < 8; ++j, y += 32) {  // 32 values per scale: nibble half j & 1 of bytes 32 (j / 2) ..
             uint8_t sc, m;
             ref::get_scale_min_k4(j, s + 4, &sc, &m);
             const __m512 d1 = _mm512_set1_ps(d * static_cast<float>(sc)), m1 = _mm512_set1_ps(dmin * static_cast<float>(m));
             for (int part = 0; part < 2; ++part) {
                 const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 32 * (j / 2) + 16 * part)));
-                const __m512i v = (j & 1) ? _mm512_srli_epi32(q, 4) : _mm512_and_si512(q, low);
-                _mm512_storeu_ps(y + 16 * part, _mm512_fmsub_ps(d1, _mm512_cvtepi32_ps(v), m1));
-            }
-        }
-    }
-}
-
-// Q5_K (176-byte blocks: f16 d, f16 dmin, 12 scale bytes as Q4_K, qh[32], qs[128]): Q4_K's
-// nibble plus 16 x bit j of qh[l] for value l of sub-block j. d * sc times q (5 bits) is exact, so
-// the fused multiply-subtract rounds as the reference's d1 * q - m1: ref::dequant_row's bits.
-// (MLA's prefill reads a Q5_K_M file's kv_b through this; the reference copies each block first.)
-static void dequant_q5_k_avx512(const uint8_t* s, float* y, int64_t n) {
-    const __m512i low = _mm512_set1_epi32(0xF), one = _mm512_set1_epi32(1);
-    for (int64_t b = 0; b < n / 256; ++b, s += 176) {
-        uint16_t h[2];
-        std::memcpy(h, s, 4);
-        const float d = fp16_to_fp32(h[0]), dmin = fp16_to_fp32(h[1]);
-        const uint8_t* qh = s + 16;
-        const uint8_t* qs = s + 48;
-        for (int j = 0; j < 8; ++j, y += 32) {
-            uint8_t sc, m;
-            ref::get_scale_min_k4(j, s + 4, &sc, &m);
-            const __m512 d1 = _mm512_set1_ps(d * static_cast<float>(sc)), m1 = _mm512_set1_ps(dmin * static_cast<float>(m));
-            for (int part = 0; part < 2; ++part) {
-                const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 32 * (j / 2) + 16 * part)));
-                const __m512i hb = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qh + 16 * part)));
-                const __m512i lo = (j & 1) ? _mm512_srli_epi32(q, 4) : _mm512_and_si512(q, low);
-                const __m512i v = _mm512_or_si512(lo, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hb, j), one), 4));
+                __m512i v = (j & 1) ? _mm512_srli_epi32(q, 4) : _mm512_and_si512(q, low);
+                if constexpr (kQ5) {
+                    const __m512i hb = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qh + 16 * part)));
+                    v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hb, j), one), 4));
+                }
                 _mm512_storeu_ps(y + 16 * part, _mm512_fmsub_ps(d1, _mm512_cvtepi32_ps(v), m1));
             }
         }
@@ -144,11 +126,11 @@ void dequant_row(DType type, const void* src, float* dst, int64_t n, kernels::Is
         return;
     }
     if (type == DType::Q4_K && n % 256 == 0 && dense_use_avx512(isa)) {
-        dequant_q4_k_avx512(static_cast<const uint8_t*>(src), dst, n);
+        dequant_q45_k_avx512<false>(static_cast<const uint8_t*>(src), dst, n);
         return;
     }
     if (type == DType::Q5_K && n % 256 == 0 && dense_use_avx512(isa)) {
-        dequant_q5_k_avx512(static_cast<const uint8_t*>(src), dst, n);
+        dequant_q45_k_avx512<true>(static_cast<const uint8_t*>(src), dst, n);
         return;
     }
 #endif
