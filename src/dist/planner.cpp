@@ -68,6 +68,8 @@ LoadInput parse_counts_json(const std::string& text, const std::string& path) {
             }
         }
     }
+    // {"domain": {}} lists no layer: nothing to plan from (the fuzz found it; placement assumed >= 1 layer).
+    if (in.n_layers == 0) throw_error("place", path, ": no layer counts (expected {domain: {\"layerN\": [counts]}})");
     return in;
 }
 

@@ -400,6 +400,8 @@ TEST(Planner, HostileLoadFilesRefused) {
     for (int i = 1; i < 1000; ++i) wide += ",0";
     refused([&] { parse_counts_json(wide + "]}}", "c.json"); }, "above the limit");
     refused([] { parse_counts_json(R"({"a":{"layer0":[1,-2]}})", "c.json"); }, "layer0[1] is not a count");
+    // A domain without layers gave a 0 x 0 load that placement then planned from (fuzz, stop 30).
+    refused([] { parse_counts_json(R"({"a":{}})", "c.json"); }, "c.json: no layer counts");
     refused([] { parse_trace_tsv("100000\t0\t1000000\t1\n", "t.tsv"); }, "t.tsv:1: 100001 layers x 1000001 experts");
     refused([] { parse_trace_tsv("0\t0\t99999999999\t1\n", "t.tsv"); }, "t.tsv:1: not a number");
     const LoadInput ok = parse_trace_tsv("# c\n0\t0\t3,-1\t1,0\n1\t0\t1,2\t.5,.5\n", "t.tsv");
