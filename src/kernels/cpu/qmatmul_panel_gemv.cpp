@@ -156,6 +156,13 @@ __m512 panel16_q2k(const uint8_t* P, int64_t nsb, const ref::ActQ8Row& x, const 
 // by the pragma: left as a loop, 12 GB/s in L2 and from DRAM). 32
 // slots (per (granule, vector)): 19.5-23 one thread, no better than the bursts; two panels at a
 // time with either: no better than four; PREFETCHT0 of granule g + 4 (Q5_K's): no better.
+// The granule loop is NOT unrolled and the engine runs one panel at a time (NP = 1): on an AMD
+// Zen 5 host (2 vCPUs) the unrolled four-panel form streamed 15-23 GB/s from DRAM on one thread
+// and the hardware prefetchers did nothing for it (no software prefetch: 8-9 GB/s), while this form
+// runs 28-33 (`panel_gemv_bench Q4_K 64 1024 2048`, 2 MiB pages; two threads 30-37 -> 33-55, noisy);
+// docs/PERFORMANCE.md, session 18. (In L2 the unrolled four panels were faster: only decode, which
+// streams from DRAM, takes this GEMV.) The same change to Q6_K's octet loop and Q8_0's block loop
+// measured no different (within the noise), so they stay unrolled.
 // The end of a Q4_K / Q5_K super-block (the same scales and d regions): M = mins32 of the stored
 // min pairs (scs[j] + 128) against the granules' nsum pairs, then the two FMAs of gemv16_q4k in its
 // order with panel j's d, dmin at dd[j] (f16 [2][16]).
@@ -199,7 +206,7 @@ void panels_q4k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
         for (int j = 0; j < NP; ++j) S[j] = _mm512_setzero_si512();
         const char* nx = reinterpret_cast<const char*>(P + NP * pb + sb * share);
         const NextPanel np{nx, std::min<int64_t>(share, reinterpret_cast<const char*>(stop) - nx)};
-#pragma GCC unroll 8
+#pragma GCC unroll 1  // not unrolled: see above
         for (int g = 0; g < 8; ++g) {
             const int8_t* xg = xq + 32 * g;
             __m512i Il[NP], Ih[NP];
@@ -463,13 +470,11 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     using NP4 = std::integral_constant<int, 4>;
     using NP2 = std::integral_constant<int, 2>;
     const int64_t pbi = static_cast<int64_t>(pb);
-    // Q4_K / Q8_0: four panels at a time while four whole ones are left, then two (Q5_K, Q6_K: two only)
+    // Q8_0: four panels at a time while four whole ones are left, then two (Q5_K, Q6_K: two only;
+    // Q4_K: one, the loop below: from DRAM one panel at a time streamed faster than four, see panels_q4k)
     if (w.type == DType::Q8_0) {
         multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q80<4>(p, pbi, nb, x, acc); }, NP4{});
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q80<2>(p, pbi, nb, x, acc); }, NP2{});
-    } else if (w.type == DType::Q4_K) {
-        multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q4k<4>(p, pbi, nsb, x, stop, acc); }, NP4{});
-        multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q4k<2>(p, pbi, nsb, x, stop, acc); }, NP2{});
     } else if (w.type == DType::Q6_K) {
         // two at a time, not four: from DRAM four ran at 0.71-0.74x the block GEMV, two at 0.84-0.86x
         // (panel_gemv_bench Q6_K 64 1024 2048, docs/PERFORMANCE.md session 17); in L2 four are faster
