@@ -147,8 +147,9 @@ __m512 panel16_q2k(const uint8_t* P, int64_t nsb, const ref::ActQ8Row& x, const 
 // mins32 (qmatmul_avx512.h): the stored min pairs (m_2k, m_2k+1) as words against the broadcast
 // nsum pair of granules 2k, 2k+1 (|nsum| <= 32 x 128, int16). Per super-block the two FMAs of
 // gemv16_q4k in its order, so the bits are gemv16_q4k's. The loads limit it in cache (one thread,
-// in L2): each level vector is loaded once (load_once: 1.27x) and up to four panels go at once,
-// sharing the activation broadcasts (1 -> 2 panels 1.09x, 2 -> 4 1.08x).
+// in L2): each level vector is loaded once (load_once: 1.27x); the template can take up to four
+// panels at once, sharing the activation broadcasts (in L2: 1 -> 2 panels 1.09x, 2 -> 4 1.08x), but
+// the engine calls it with one (below: faster from DRAM, which is where decode reads).
 // The next NP panels' PREFETCHT2 go one slot per level vector load (32 NP slots per super-block,
 // ~1.2 lines each), not in 8 bursts of ~18 per granule: from DRAM (panel_gemv_bench Q4_K 64 1024
 // 2048, medians of 3 alternations) one thread 21.1 -> 28.1 GB/s (the read loop: 29.9), two 38.3 ->
