@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# moe bench vs llama-bench on one GGUF, in alternating pairs: each pair runs `moe bench` then
+# `llama-bench` with the same -p / -n / -t / -r, back to back, then one `moe bench --membw`
+# sample. On a shared VM the read bandwidth swings 2x within minutes, so one pair says little;
+# the per-pair ratios and their median (and min / max) are what to compare against a target.
+#
+#   bench/pairs_vs_llama.sh MODEL.gguf [PAIRS]        (default PAIRS: 3)
+# env: MOE (build/moe), LLAMA_BENCH (/work/peers/llama.cpp/build/bin/llama-bench), THREADS (2),
+#      P (512; 0 = skip prefill), N (128; 0 = skip decode), REPS (2), MOE_EXTRA (extra moe bench flags)
+# Output: one line per pair and test (moe t/s and, for tg, moe bench's "of BW ceiling", llama.cpp
+# t/s, ratio, bandwidth sample), then per
+# test the median, min and max ratio over the pairs.
+set -euo pipefail
+MODEL=${1:?usage: bench/pairs_vs_llama.sh MODEL.gguf [PAIRS]}
+PAIRS=${2:-3}
+MOE=${MOE:-build/moe}
+LLAMA_BENCH=${LLAMA_BENCH:-/work/peers/llama.cpp/build/bin/llama-bench}
+THREADS=${THREADS:-2}
+P=${P:-512}
+N=${N:-128}
+REPS=${REPS:-2}
+[ -x "$MOE" ] || { echo "pairs_vs_llama: $MOE is not an executable (set MOE=path/to/moe)" >&2; exit 2; }
+[ -x "$LLAMA_BENCH" ] || { echo "pairs_vs_llama: $LLAMA_BENCH is not an executable (set LLAMA_BENCH)" >&2; exit 2; }
+[ -r "$MODEL" ] || { echo "pairs_vs_llama: cannot read $MODEL" >&2; exit 2; }
+TESTS=()
+[ "$P" -gt 0 ] && TESTS+=("pp$P")
+[ "$N" -gt 0 ] && TESTS+=("tg$N")
+RATIOS=$(mktemp)
+trap 'rm -f "$RATIOS"' EXIT
+
+# t/s of test $2 in the markdown table $1 (both tables: column 8, the mean before the ±)
+moe_ts() { grep -E "\| $2 \|" <<<"$1" | head -1 | awk -F'|' '{print $8}' | awk '{print $1}'; }
+moe_ceil() { grep -E "\| $2 \|" <<<"$1" | head -1 | awk -F'|' '{print $9}' | awk '{print $1}'; }
+llama_ts() { grep -E "\| +$2 \|" <<<"$1" | head -1 | awk -F'|' '{print $8}' | awk '{print $1}'; }
+
+echo "# $(basename "$MODEL"), $THREADS threads, -p $P -n $N -r $REPS, $PAIRS pairs ($(date -u +%FT%TZ))"
+for i in $(seq 1 "$PAIRS"); do
+  m=$("$MOE" bench -m "$MODEL" -p "$P" -n "$N" -t "$THREADS" -r "$REPS" ${MOE_EXTRA:-} 2>&1)
+  l=$("$LLAMA_BENCH" -m "$MODEL" -p "$P" -n "$N" -t "$THREADS" -r "$REPS" 2>&1)
+  bw=$("$MOE" bench --membw -t "$THREADS" 2>&1 | grep -o '[0-9.]* GB/s' | head -1)
+  for t in "${TESTS[@]}"; do
+    a=$(moe_ts "$m" "$t"); b=$(llama_ts "$l" "$t")
+    if [ -z "$a" ] || [ -z "$b" ]; then
+      echo "pair $i $t: no result (moe: '${a}', llama.cpp: '${b}')" >&2
+      echo "$m" | tail -5 >&2; echo "$l" | tail -5 >&2
+      exit 1
+    fi
+    r=$(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.2f", a / b}')
+    c=$(moe_ceil "$m" "$t")
+    echo "pair $i $t: moe $a t/s${c:+ (${c} % of its read-bandwidth ceiling)}, llama.cpp $b t/s, ratio ${r}x, read bandwidth after the pair $bw"
+    echo "$t $r" >>"$RATIOS"
+  done
+done
+for t in "${TESTS[@]}"; do
+  grep "^$t " "$RATIOS" | awk '{print $2}' | sort -g |
+    awk -v t="$t" '{v[NR]=$1} END{m = NR % 2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2;
+                   printf "%s: median ratio %.2fx (min %.2fx, max %.2fx, %d pairs)\n", t, m, v[1], v[NR], NR}'
+done
