@@ -8,8 +8,7 @@
 # env: MOE (build/moe), LLAMA_BENCH (/work/peers/llama.cpp/build/bin/llama-bench), THREADS (2),
 #      P (512; 0 = skip prefill), N (128; 0 = skip decode), REPS (2), MOE_EXTRA (extra moe bench flags)
 # Output: one line per pair and test (moe t/s and, for tg, moe bench's "of BW ceiling", llama.cpp
-# t/s, ratio, bandwidth sample), then per
-# test the median, min and max ratio over the pairs.
+# t/s, ratio, bandwidth sample), then per test the median, min and max ratio over the pairs.
 set -euo pipefail
 MODEL=${1:?usage: bench/pairs_vs_llama.sh MODEL.gguf [PAIRS]}
 PAIRS=${2:-3}
@@ -28,10 +27,9 @@ TESTS=()
 RATIOS=$(mktemp)
 trap 'rm -f "$RATIOS"' EXIT
 
-# t/s of test $2 in the markdown table $1 (both tables: column 8, the mean before the ±)
-moe_ts() { grep -E "\| $2 \|" <<<"$1" | head -1 | awk -F'|' '{print $8}' | awk '{print $1}'; }
-moe_ceil() { grep -E "\| $2 \|" <<<"$1" | head -1 | awk -F'|' '{print $9}' | awk '{print $1}'; }
-llama_ts() { grep -E "\| +$2 \|" <<<"$1" | head -1 | awk -F'|' '{print $8}' | awk '{print $1}'; }
+# Cell $3 (awk column; 8 = t/s, moe's 9 = "of BW ceiling") of test $2's row in the markdown table $1,
+# the number before any ± or %: the first row naming the test (the result row, before moe's stage split).
+cell() { grep -E "\| +$2 \|" <<<"$1" | head -1 | awk -F'|' -v c="$3" '{print $c}' | awk '{print $1}'; }
 
 echo "# $(basename "$MODEL"), $THREADS threads, -p $P -n $N -r $REPS, $PAIRS pairs ($(date -u +%FT%TZ))"
 for i in $(seq 1 "$PAIRS"); do
@@ -39,14 +37,14 @@ for i in $(seq 1 "$PAIRS"); do
   l=$("$LLAMA_BENCH" -m "$MODEL" -p "$P" -n "$N" -t "$THREADS" -r "$REPS" 2>&1)
   bw=$("$MOE" bench --membw -t "$THREADS" 2>&1 | grep -o '[0-9.]* GB/s' | head -1)
   for t in "${TESTS[@]}"; do
-    a=$(moe_ts "$m" "$t"); b=$(llama_ts "$l" "$t")
+    a=$(cell "$m" "$t" 8); b=$(cell "$l" "$t" 8)
     if [ -z "$a" ] || [ -z "$b" ]; then
       echo "pair $i $t: no result (moe: '${a}', llama.cpp: '${b}')" >&2
       echo "$m" | tail -5 >&2; echo "$l" | tail -5 >&2
       exit 1
     fi
     r=$(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.2f", a / b}')
-    c=$(moe_ceil "$m" "$t")
+    c=$(cell "$m" "$t" 9)
     echo "pair $i $t: moe $a t/s${c:+ (${c} % of its read-bandwidth ceiling)}, llama.cpp $b t/s, ratio ${r}x, read bandwidth after the pair $bw"
     echo "$t $r" >>"$RATIOS"
   done
