@@ -4,17 +4,19 @@
 // direct_row<DLegacy<Q5_0>> / gemv16_mxfp4 over the original
 // blocks) against the panel GEMV over the repacked matrices, same activation row (the type's: Q8_K, Q8_0's per
 // 32; prepared once).
-// Usage: panel_gemv_bench [Q3_K|Q2_K|Q4_K|Q6_K|Q8_0|Q4_0|Q5_K|Q5_0|MXFP4] [matrices=16]
+// Usage (decode reads DRAM: give it matrices totalling at least 8x the L3, it says so): panel_gemv_bench [Q3_K|Q2_K|Q4_K|Q6_K|Q8_0|Q4_0|Q5_K|Q5_0|MXFP4] [matrices=16]
 // [N=1024] [K=2048] [alternations=3]   (K a multiple of the type's panel_k_step: 256; Q8_0, Q4_0, Q5_0, MXFP4: 32, e.g. 2880)
 // One thread: thread CPU time of a pass over all matrices, best of 5 (each timing 8 passes).
-// Two threads: each thread the same pass over its row half of every matrix; the pass time is the
-// slower thread's CPU time, best of 5. GB/s are bytes of the ORIGINAL weights per second (the
+// Two threads: each thread the same pass over its row half of every matrix, started together; the
+// pass time is the wall time until the slower thread ends, best of 5. GB/s are bytes of the ORIGINAL weights per second (the
 // Q3_K panel reads 3.6 % more, the Q2_K, Q6_K, Q8_0, Q4_0, Q5_0 and MXFP4 panels as much, the Q4_K panel 2.8 %, Q5_K 2.3 % more); GFLOP/s =
 // 2 N K per matrix and pass. Also times the scalar repack (one thread). Both the blocks and the
 // panels are on 2 MiB pages (huge_alloc, as the engine's file mapping and panels; MOE_HUGEPAGES=0: 4 KiB).
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <barrier>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +29,7 @@
 #include "core/dtype.h"
 #include "core/huge_pages.h"
 #include "core/rng.h"
+#include "core/timer.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/qmatmul.h"
 #include "kernels/cpu/qmatmul_panel_layout.h"
@@ -101,20 +104,40 @@ void pass_panel(Setup& s, int64_t r0, int64_t r1) {
     }
 }
 
+// The L3 this CPU sees: sysfs first (in a VM, sysconf's CPUID answer can be the whole host
+// socket's: 384 MiB on a 2-vCPU guest whose sysfs and lscpu say 32 MiB), else sysconf; 0 if unknown.
+long l3_bytes() {
+    if (FILE* f = std::fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r")) {
+        long v = 0;
+        char unit = 0;
+        const int got = std::fscanf(f, "%ld%c", &v, &unit);
+        std::fclose(f);
+        if (got >= 1 && v > 0) return unit == 'K' ? v << 10 : unit == 'M' ? v << 20 : v;
+    }
+    return std::max(0L, sysconf(_SC_LEVEL3_CACHE_SIZE));
+}
+
 constexpr int kPasses = 8, kBest = 5;
 
 // Best per-pass seconds of fn(r0, r1) over kBest timings, on `threads` threads splitting the rows.
+// One thread: its CPU time. Two: both start the timed passes together (a barrier after the warm
+// pass) and the time is the wall time until the slower one ends, so neither streams alone while
+// the other is still starting or already done (that tail read as extra bandwidth: each thread's
+// own CPU time, unsynchronised, was this bench's two-thread number before session 20).
 double time_it(const Setup& s, int threads, const std::function<void(int64_t, int64_t)>& fn) {
     double best = 1e30;
     for (int t = 0; t < kBest; ++t) {
         std::vector<double> sec(threads);
+        std::barrier sync(threads);
         const auto work = [&](int th) {
             const int64_t half = (s.N / 16 + threads - 1) / threads * 16;
             const int64_t r0 = th * half, r1 = std::min<int64_t>(s.N, r0 + half);
             fn(r0, r1);  // warm
+            sync.arrive_and_wait();
+            const Timer wall;  // two threads: from the common start
             const double t0 = thread_seconds();
             for (int p = 0; p < kPasses; ++p) fn(r0, r1);
-            sec[th] = (thread_seconds() - t0) / kPasses;
+            sec[th] = (threads == 1 ? thread_seconds() - t0 : wall.seconds()) / kPasses;
         };
         if (threads == 1) {
             work(0);
@@ -188,6 +211,15 @@ int main(int argc, char** argv) {
                 static_cast<long long>(s.K), mb, static_cast<double>(s.P.size()) / 1e6,
                 100.0 * (static_cast<double>(s.P.size()) / static_cast<double>(s.w.size()) - 1.0));
     std::printf("repack (scalar, 1 thread): %.1f ms per MB of %s (%.1f MB/s)\n", 1e3 * rep / mb, tn.c_str(), mb / rep);
+    // Each pass streams one layout's matrices; one not well past the L3 leaves part of itself
+    // there for the next pass, and the GB/s are not DRAM's (session 20: 64 matrices of 1024 x 2048
+    // Q4_K, 75 MB beside a 32 MiB L3, read 15 % faster at one thread and up to 2x at two than 384).
+    const long l3 = l3_bytes();
+    if (l3 > 0) {
+        const double x = static_cast<double>(s.w.size()) / static_cast<double>(l3);
+        std::printf("working set %.1f x the L3 (%.0f MiB)%s\n", x, static_cast<double>(l3) / 1048576.0,
+                    x < 8 ? ": the GB/s include L3 hits; for DRAM streaming use at least 8 x (e.g. 384 matrices of 1024 x 2048)" : ": DRAM streaming");
+    }
 
     // same bits (a bench sanity check; the test is tests/kernels/test_panel_gemv.cpp)
     const kernels::CpuKernels kc(kernels::Isa::Avx512);
