@@ -17,6 +17,12 @@
 // quad's level in place and the other's low bits beside it, its top bits in a side vector per
 // granule (panels_q5k).
 // MXFP4: Q4_0's nibbles through a level table (qmatmul_panel_mxfp4.cpp, detail::gemv_mxfp4_avx512).
+// The "from DRAM" figures below that use `panel_gemv_bench T 64 1024 2048` were partly L3 hits
+// (75 MB against a 32 MiB L3) and, at two threads, timed each thread alone (fixed in session 20).
+// On a DRAM stream (384 matrices, docs/PERFORMANCE.md session 20) the panels read, against the
+// blocks: Q4_K 0.92-0.95x one thread, 0.89-0.91x two; Q6_K 0.91-0.95x, about even; Q8_0 1.3-1.5x;
+// Q5_0 1.1-1.6x. Q4_K stays repacked: its prefill GEMM is 21 % faster on the panels (OLMoE
+// Q4_K_M pp512) and keeping both layouts would double the expert memory.
 #include <immintrin.h>
 
 #include <algorithm>
