@@ -20,6 +20,8 @@ namespace moe::kernels {
 
 void quantize_act_rows_avx512(ref::ActQuant kind, const float* x, int64_t ldx, int64_t m, int64_t K, void* out,
                               size_t stride);
+void quantize_act_rows_avx2(ref::ActQuant kind, const float* x, int64_t ldx, int64_t m, int64_t K, void* out,
+                            size_t stride);
 bool qmm_avx512_usable();
 MatmulFn qmm_avx512_kernel(DType t);
 
@@ -202,6 +204,10 @@ void quantize_act_rows(Isa isa, ref::ActQuant kind, const float* x, int64_t ldx,
         quantize_act_rows_avx512(kind, x, ldx, m, K, out, stride);
         return;
     }
+    if (isa != Isa::Scalar) {
+        quantize_act_rows_avx2(kind, x, ldx, m, K, out, stride);
+        return;
+    }
     for (int64_t r = 0; r < m; ++r) ref::quantize_act_q8(x + r * ldx, K, static_cast<char*>(out) + r * stride, kind);
 }
 
@@ -219,6 +225,8 @@ MatmulFn qmm_kernel(DType t, Isa isa) {
     // kernel, the AVX2 int path runs instead (same bits: qmatmul.h).
     if (isa == Isa::Avx512 && qmm_has_avx512(t)) return qmm_avx512_kernel(t);
     const bool avx2 = isa != Isa::Scalar;
+    if (avx2)
+        if (MatmulFn f = qmm_avx2_blocks_kernel(t)) return f;
     switch (t) {
 #define MOE_QMM_CASE(T) \
     case DType::T: return avx2 ? qmm_avx2<DType::T> : qmm_scalar<DType::T>;
