@@ -1,7 +1,7 @@
 // AVX2 int8 kernels that read the weight blocks in place: Q4_K, Q5_K, Q6_K, Q8_0 (the types of
 // Q4_K_M, Q5_K_M, Q6_K and Q8_0 files). The generic AVX2 path (qmatmul_generic.cpp) decodes each
 // weight row to bytes with scalar code first, ~0.2 GB/s; CPUs without AVX-512 VNNI (Zen 2/3,
-// Haswell..Alder Lake) run these instead. Hand-written because no library computes the engine's
+// Haswell..Alder Lake; F16C is required, as on all of them) run these instead. Hand-written because no library computes the engine's
 // canonical chain (qmatmul.h), which every path must reproduce bit for bit.
 //
 // Shape of the work: 4 weight rows at a time against one ActQ8 activation row. Per 256-value
@@ -18,7 +18,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/fp16.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/qmatmul.h"
 #include "kernels/ref/quant_formats.h"
 
@@ -26,7 +26,7 @@ namespace moe::kernels {
 
 namespace {
 
-#define MOE_AVX2 __attribute__((target("avx2,fma")))
+#define MOE_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 constexpr int kRows = 4;       // weight rows per step (one 4-way reduction)
 constexpr int64_t kActBlock = 16;  // activation rows per pass over the weight rows (prefill: they stay in L2)
@@ -97,6 +97,13 @@ inline void store_lanes(float* y, __m128 v, int count) {
     for (int i = 0; i < count; ++i) y[i] = t[i];
 }
 
+// The f16 at byte `off` of the 4 rows' current blocks as 4 floats (F16C: exact, as fp16_to_fp32).
+MOE_AVX2 inline __m128 halves4(const uint8_t* const* blk, size_t off) {
+    uint16_t h[4];
+    for (int i = 0; i < 4; ++i) std::memcpy(&h[i], blk[i] + off, 2);
+    return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(h)));
+}
+
 // One activation row as the block steps read it.
 struct XRow {
     const int8_t* qs;
@@ -144,7 +151,9 @@ struct Q45K {
     MOE_AVX2 static void step(const uint8_t* const* row, int64_t b, const XRow* x, __m128* acc) {
         __m256i S[RM][kRows];
         __m128i M[RM][kRows];
-        alignas(16) float d[kRows], dmin[kRows];
+        const uint8_t* blks[kRows];
+        for (int i = 0; i < kRows; ++i) blks[i] = row[i] + b * static_cast<int64_t>(kBytes);
+        const __m128 d = halves4(blks, 0), dmin = halves4(blks, 2);
         const int8_t* xq[RM];
         __m128i ns8[RM];
         for (int r = 0; r < RM; ++r) {
@@ -152,11 +161,7 @@ struct Q45K {
             ns8[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r].ns + 8 * b));
         }
         for (int i = 0; i < kRows; ++i) {
-            const uint8_t* blk = row[i] + b * static_cast<int64_t>(kBytes);
-            uint16_t h[2];
-            std::memcpy(h, blk, 4);
-            d[i] = fp16_to_fp32(h[0]);
-            dmin[i] = fp16_to_fp32(h[1]);
+            const uint8_t* blk = blks[i];
             const Scales45 s = scales45(blk + 4);
             __m256i t[RM];
             sb_sum45<Five, RM>(blk, xq, s, t);
@@ -169,8 +174,8 @@ struct Q45K {
             const __m128 dx = _mm_set1_ps(x[r].dxv[64 * b]);
             const __m128i s4 = reduce4(S[r][0], S[r][1], S[r][2], S[r][3]);
             const __m128i m4 = reduce4(M[r][0], M[r][1], M[r][2], M[r][3]);
-            acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(s4), _mm_mul_ps(_mm_load_ps(d), dx), acc[r]);
-            acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(m4), _mm_mul_ps(_mm_load_ps(dmin), dx), acc[r]);
+            acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(s4), _mm_mul_ps(d, dx), acc[r]);
+            acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(m4), _mm_mul_ps(dmin, dx), acc[r]);
         }
     }
 };
@@ -217,7 +222,9 @@ struct Q6K {
     template <int RM>
     MOE_AVX2 static void step(const uint8_t* const* row, int64_t b, const XRow* x, __m128* acc) {
         __m256i S[RM][kRows];
-        alignas(16) float d[kRows];
+        const uint8_t* blks[kRows];
+        for (int i = 0; i < kRows; ++i) blks[i] = row[i] + b * static_cast<int64_t>(kBytes);
+        const __m128 d = halves4(blks, 208);
         const int8_t* xq[RM];
         const int16_t* ns[RM];
         for (int r = 0; r < RM; ++r) {
@@ -225,18 +232,13 @@ struct Q6K {
             ns[r] = x[r].ns + 16 * b;
         }
         for (int i = 0; i < kRows; ++i) {
-            const uint8_t* blk = row[i] + b * static_cast<int64_t>(kBytes);
-            uint16_t h;
-            std::memcpy(&h, blk + 208, 2);
-            d[i] = fp16_to_fp32(h);
             __m256i t[RM];
-            sb_sum_q6k<RM>(blk, xq, ns, t);
+            sb_sum_q6k<RM>(blks[i], xq, ns, t);
             for (int r = 0; r < RM; ++r) S[r][i] = t[r];
         }
         for (int r = 0; r < RM; ++r) {
             const __m128 dx = _mm_set1_ps(x[r].dxv[64 * b]);
-            acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(reduce4(S[r][0], S[r][1], S[r][2], S[r][3])),
-                                  _mm_mul_ps(_mm_load_ps(d), dx), acc[r]);
+            acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(reduce4(S[r][0], S[r][1], S[r][2], S[r][3])), _mm_mul_ps(d, dx), acc[r]);
         }
     }
 };
@@ -254,22 +256,19 @@ struct Q80 {
     MOE_AVX2 static void step(const uint8_t* const* row, int64_t g, const XRow* x, __m128* acc) {
         const __m256i ones = _mm256_set1_epi16(1);
         __m256i xv[RM], I[RM][kRows];
-        alignas(16) float d[kRows];
+        const uint8_t* blks[kRows];
+        for (int i = 0; i < kRows; ++i) blks[i] = row[i] + g * static_cast<int64_t>(kBytes);
+        const __m128 d = halves4(blks, 0);
         for (int r = 0; r < RM; ++r) xv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r].qs + 32 * g));
         for (int i = 0; i < kRows; ++i) {
-            const uint8_t* blk = row[i] + g * static_cast<int64_t>(kBytes);
-            uint16_t h;
-            std::memcpy(&h, blk, 2);
-            d[i] = fp16_to_fp32(h);
-            const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+            const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blks[i] + 2));
             const __m256i aw = _mm256_abs_epi8(w);
             for (int r = 0; r < RM; ++r)
                 I[r][i] = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv[r], w)), ones);
         }
         for (int r = 0; r < RM; ++r) {
             const __m128 dx = _mm_set1_ps(x[r].dxv[8 * g]);  // the block's scale (dxv[4 * i16], i16 = 2 g)
-            acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(reduce4(I[r][0], I[r][1], I[r][2], I[r][3])),
-                                  _mm_mul_ps(_mm_load_ps(d), dx), acc[r]);
+            acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(reduce4(I[r][0], I[r][1], I[r][2], I[r][3])), _mm_mul_ps(d, dx), acc[r]);
         }
     }
 };
@@ -320,6 +319,7 @@ MOE_AVX2 void qmm_blocks(const MatmulArgs& a) {
 }  // namespace
 
 MatmulFn qmm_avx2_blocks_kernel(DType t) {
+    if (!cpu_has_f16c()) return nullptr;  // every AVX2 CPU so far has it; else the generic path
     switch (t) {
         case DType::Q4_K: return qmm_blocks<Q45K<false>>;
         case DType::Q5_K: return qmm_blocks<Q45K<true>>;
