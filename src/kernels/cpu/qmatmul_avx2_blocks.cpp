@@ -1,5 +1,5 @@
-// AVX2 int8 kernels that read the weight blocks in place: Q4_K, Q5_K, Q6_K, Q8_0 (the types of
-// Q4_K_M, Q5_K_M, Q6_K and Q8_0 files). The generic AVX2 path (qmatmul_generic.cpp) decodes each
+// AVX2 int8 kernels that read the weight blocks in place: Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0,
+// MXFP4 (the types of Q4_K_M, Q5_K_M, Q6_K, Q8_0, Q4_0 and gpt-oss MXFP4 files). The generic AVX2 path (qmatmul_generic.cpp) decodes each
 // weight row to bytes with scalar code first, ~0.2 GB/s; CPUs without AVX-512 VNNI (Zen 2/3,
 // Haswell..Alder Lake; F16C is required, as on all of them) run these instead. Hand-written because no library computes the engine's
 // canonical chain (qmatmul.h), which every path must reproduce bit for bit.
@@ -273,6 +273,68 @@ struct Q80 {
     }
 };
 
+// ---------------------------------------------------------------- Q4_0, Q5_0, MXFP4
+// 32-value blocks of nibbles: value l < 16 is the low nibble of qs[l], value 16 + l the high one
+// (Q5_0: plus bit l of the 32-bit qh as bit 4). The chain's I = sum (q - 2^shift) x is formed on
+// the signed values v (Q4_0 nibble - 8, Q5_0 5 bits - 16, MXFP4 kMxfp4Values[nibble]) like Q8_0's
+// sum (|v| <= 16). Scale: f16 d; MXFP4: e8m0_half(e).
+template <DType T>
+struct Nib32 {
+    static constexpr ref::ActQuant kAct = ref::kActQ8_0;
+    static constexpr int kNsGroup = 0, kValues = 32;
+    static constexpr size_t kBytes =
+        T == DType::Q4_0 ? sizeof(ref::BlockQ4_0) : T == DType::Q5_0 ? sizeof(ref::BlockQ5_0) : sizeof(ref::BlockMxfp4);
+    static constexpr size_t kQs = T == DType::Q4_0 ? 2 : T == DType::Q5_0 ? 6 : 1;
+
+    MOE_AVX2 static __m256i values(const uint8_t* blk) {
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQs));
+        const __m128i m4 = _mm_set1_epi8(0x0F);
+        __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+        if constexpr (T == DType::MXFP4) {
+            const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ref::kMxfp4Values)));
+            return _mm256_shuffle_epi8(tab, v);
+        } else if constexpr (T == DType::Q5_0) {
+            uint32_t qh;
+            std::memcpy(&qh, blk + 2, 4);
+            // byte l <- byte l / 8 of qh, then its bit l % 8 -> 0x10
+            const __m256i rep = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)),
+                                                    _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
+                                                                       0x0303030303030303LL));
+            const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+            const __m256i hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(rep, bit), bit), _mm256_set1_epi8(0x10));
+            return _mm256_sub_epi8(_mm256_or_si256(v, hb), _mm256_set1_epi8(16));
+        } else {
+            return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
+        }
+    }
+    MOE_AVX2 static __m128 scales(const uint8_t* const* blk) {
+        if constexpr (T == DType::MXFP4)
+            return _mm_setr_ps(ref::e8m0_half(blk[0][0]), ref::e8m0_half(blk[1][0]), ref::e8m0_half(blk[2][0]),
+                               ref::e8m0_half(blk[3][0]));
+        else
+            return halves4(blk, 0);
+    }
+    template <int RM>
+    MOE_AVX2 static void step(const uint8_t* const* row, int64_t g, const XRow* x, __m128* acc) {
+        const __m256i ones = _mm256_set1_epi16(1);
+        __m256i xv[RM], I[RM][kRows];
+        const uint8_t* blks[kRows];
+        for (int i = 0; i < kRows; ++i) blks[i] = row[i] + g * static_cast<int64_t>(kBytes);
+        const __m128 d = scales(blks);
+        for (int r = 0; r < RM; ++r) xv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r].qs + 32 * g));
+        for (int i = 0; i < kRows; ++i) {
+            const __m256i v = values(blks[i]);
+            const __m256i av = _mm256_abs_epi8(v);
+            for (int r = 0; r < RM; ++r)
+                I[r][i] = _mm256_madd_epi16(_mm256_maddubs_epi16(av, _mm256_sign_epi8(xv[r], v)), ones);
+        }
+        for (int r = 0; r < RM; ++r) {
+            const __m128 dx = _mm_set1_ps(x[r].dxv[8 * g]);
+            acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(reduce4(I[r][0], I[r][1], I[r][2], I[r][3])), _mm_mul_ps(d, dx), acc[r]);
+        }
+    }
+};
+
 // ---------------------------------------------------------------- driver
 // Activation rows in blocks of kActBlock (they stay in L2 while every 4-row weight group of the
 // call passes over them), four at a time (the weight levels are split once for the four).
@@ -325,6 +387,9 @@ MatmulFn qmm_avx2_blocks_kernel(DType t) {
         case DType::Q5_K: return qmm_blocks<Q45K<true>>;
         case DType::Q6_K: return qmm_blocks<Q6K>;
         case DType::Q8_0: return qmm_blocks<Q80>;
+        case DType::Q4_0: return qmm_blocks<Nib32<DType::Q4_0>>;
+        case DType::Q5_0: return qmm_blocks<Nib32<DType::Q5_0>>;
+        case DType::MXFP4: return qmm_blocks<Nib32<DType::MXFP4>>;
         default: return nullptr;
     }
 }
