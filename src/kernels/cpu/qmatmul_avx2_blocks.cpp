@@ -243,50 +243,26 @@ struct Q6K {
     }
 };
 
-// ---------------------------------------------------------------- Q8_0
-// Block: d, qs[32] int8. I = sum w * x exactly: vpmaddubsw on |w| (0..128 as unsigned) and x with
-// w's sign (vpsignb), |pair| <= 2 * 128 * 127 < 2^15. Exact because Q8_0 activations lie in
-// -127..127 (kActQ8_0 scales by 127 / amax; MatmulArgs::xq comes from the same quantizer): a -128
+// ---------------------------------------------------------------- Q8_0, Q4_0, Q5_0, MXFP4
+// 32-value blocks, the chain's I = sum (q - 2^shift) x formed on the signed values v: Q8_0's int8,
+// Q4_0 nibble - 8, Q5_0 5 bits - 16, MXFP4 kMxfp4Values[nibble]. Nibbles: value l < 16 is the low
+// nibble of qs[l], value 16 + l the high one (Q5_0: plus bit l of the 32-bit qh as bit 4). Scale:
+// f16 d; MXFP4: e8m0_half(e). I by vpmaddubsw on |v| (0..128 as unsigned) and x with v's sign
+// (vpsignb), |pair| <= 2 * 128 * 127 < 2^15. Exact because these types' activations (kActQ8_0)
+// lie in -127..127 (scaled by 127 / amax; MatmulArgs::xq comes from the same quantizer): a -128
 // would wrap under the sign flip.
-struct Q80 {
-    static constexpr ref::ActQuant kAct = ref::kActQ8_0;
-    static constexpr int kNsGroup = 0, kValues = 32;
-    static constexpr size_t kBytes = sizeof(ref::BlockQ8_0);
-    template <int RM>
-    MOE_AVX2 static void step(const uint8_t* const* row, int64_t g, const XRow* x, __m128* acc) {
-        const __m256i ones = _mm256_set1_epi16(1);
-        __m256i xv[RM], I[RM][kRows];
-        const uint8_t* blks[kRows];
-        for (int i = 0; i < kRows; ++i) blks[i] = row[i] + g * static_cast<int64_t>(kBytes);
-        const __m128 d = halves4(blks, 0);
-        for (int r = 0; r < RM; ++r) xv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r].qs + 32 * g));
-        for (int i = 0; i < kRows; ++i) {
-            const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blks[i] + 2));
-            const __m256i aw = _mm256_abs_epi8(w);
-            for (int r = 0; r < RM; ++r)
-                I[r][i] = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv[r], w)), ones);
-        }
-        for (int r = 0; r < RM; ++r) {
-            const __m128 dx = _mm_set1_ps(x[r].dxv[8 * g]);  // the block's scale (dxv[4 * i16], i16 = 2 g)
-            acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(reduce4(I[r][0], I[r][1], I[r][2], I[r][3])), _mm_mul_ps(d, dx), acc[r]);
-        }
-    }
-};
-
-// ---------------------------------------------------------------- Q4_0, Q5_0, MXFP4
-// 32-value blocks of nibbles: value l < 16 is the low nibble of qs[l], value 16 + l the high one
-// (Q5_0: plus bit l of the 32-bit qh as bit 4). The chain's I = sum (q - 2^shift) x is formed on
-// the signed values v (Q4_0 nibble - 8, Q5_0 5 bits - 16, MXFP4 kMxfp4Values[nibble]) like Q8_0's
-// sum (|v| <= 16). Scale: f16 d; MXFP4: e8m0_half(e).
 template <DType T>
-struct Nib32 {
+struct Signed32 {
     static constexpr ref::ActQuant kAct = ref::kActQ8_0;
     static constexpr int kNsGroup = 0, kValues = 32;
-    static constexpr size_t kBytes =
-        T == DType::Q4_0 ? sizeof(ref::BlockQ4_0) : T == DType::Q5_0 ? sizeof(ref::BlockQ5_0) : sizeof(ref::BlockMxfp4);
-    static constexpr size_t kQs = T == DType::Q4_0 ? 2 : T == DType::Q5_0 ? 6 : 1;
+    static constexpr size_t kBytes = T == DType::Q8_0   ? sizeof(ref::BlockQ8_0)
+                                     : T == DType::Q4_0 ? sizeof(ref::BlockQ4_0)
+                                     : T == DType::Q5_0 ? sizeof(ref::BlockQ5_0)
+                                                        : sizeof(ref::BlockMxfp4);
+    static constexpr size_t kQs = T == DType::Q8_0 || T == DType::Q4_0 ? 2 : T == DType::Q5_0 ? 6 : 1;
 
     MOE_AVX2 static __m256i values(const uint8_t* blk) {
+        if constexpr (T == DType::Q8_0) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kQs));
         const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQs));
         const __m128i m4 = _mm_set1_epi8(0x0F);
         __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
@@ -329,7 +305,7 @@ struct Nib32 {
                 I[r][i] = _mm256_madd_epi16(_mm256_maddubs_epi16(av, _mm256_sign_epi8(xv[r], v)), ones);
         }
         for (int r = 0; r < RM; ++r) {
-            const __m128 dx = _mm_set1_ps(x[r].dxv[8 * g]);
+            const __m128 dx = _mm_set1_ps(x[r].dxv[8 * g]);  // the block's scale (dxv[4 * i16], i16 = 2 g)
             acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(reduce4(I[r][0], I[r][1], I[r][2], I[r][3])), _mm_mul_ps(d, dx), acc[r]);
         }
     }
@@ -386,10 +362,10 @@ MatmulFn qmm_avx2_blocks_kernel(DType t) {
         case DType::Q4_K: return qmm_blocks<Q45K<false>>;
         case DType::Q5_K: return qmm_blocks<Q45K<true>>;
         case DType::Q6_K: return qmm_blocks<Q6K>;
-        case DType::Q8_0: return qmm_blocks<Q80>;
-        case DType::Q4_0: return qmm_blocks<Nib32<DType::Q4_0>>;
-        case DType::Q5_0: return qmm_blocks<Nib32<DType::Q5_0>>;
-        case DType::MXFP4: return qmm_blocks<Nib32<DType::MXFP4>>;
+        case DType::Q8_0: return qmm_blocks<Signed32<DType::Q8_0>>;
+        case DType::Q4_0: return qmm_blocks<Signed32<DType::Q4_0>>;
+        case DType::Q5_0: return qmm_blocks<Signed32<DType::Q5_0>>;
+        case DType::MXFP4: return qmm_blocks<Signed32<DType::MXFP4>>;
         default: return nullptr;
     }
 }
