@@ -34,20 +34,43 @@ constexpr int64_t kPrefetchRows = 2 * kRows;  // software prefetch distance (run
 
 // Per-call int16 sums of the activations (-sum of each 16 or 32 int8 values), K/16 or K/32 per row.
 thread_local std::vector<int16_t> tls_ns;
+// Per-call copy of the int8 activations in Q4_K / Q5_K order (permute_q8k), K per row (64-byte aligned).
+thread_local std::vector<int8_t> tls_qs;
 
 struct Ctx {
     const unsigned char* act;
     size_t act_stride;
     const int16_t* ns;  // [m][ns_per_row]
     int64_t ns_per_row;
+    const int8_t* qs;  // permuted int8 activations [m][K], or null (the ActQ8Row's own)
 };
+
+// The activations in sb_sum45's vector order: per 64 values, the same unpacks as the weights'
+// (unpacklo_epi64 / unpackhi_epi64 of the two 32-value halves: values 0..7, 32..39, 16..23, 48..55,
+// then 8..15, 40..47, 24..31, 56..63).
+MOE_AVX2 void permute_q8k(const int8_t* x, int64_t K, int8_t* out) {
+    for (int64_t i = 0; i < K; i += 64) {
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+        const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + 32));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_unpacklo_epi64(a, b));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i + 32), _mm256_unpackhi_epi64(a, b));
+    }
+}
 
 // The call's activation rows and, for group 16 or 32 (0: none), nsum (ActQ8Row, one int32 per 16
 // values at index 4 * i16) as int16 sums per group. |sum| <= 32 * 128: fits int16.
-Ctx make_ctx(const MatmulArgs& a, ref::ActQuant kind, int group) {
+MOE_AVX2 Ctx make_ctx(const MatmulArgs& a, ref::ActQuant kind, int group, bool permute) {
     size_t stride = 0;
     const unsigned char* act = qmm_activations(a, Isa::Avx2, kind, &stride);
-    if (group == 0) return {act, stride, nullptr, 0};
+    const int8_t* qs = nullptr;
+    if (permute) {  // K is a multiple of 256 here (K-quant rows)
+        if (static_cast<int64_t>(tls_qs.size()) < a.m * a.K + 64) tls_qs.resize(static_cast<size_t>(a.m * a.K + 64));
+        int8_t* base = tls_qs.data() + (64 - reinterpret_cast<uintptr_t>(tls_qs.data()) % 64) % 64;  // whole-line loads
+        for (int64_t r = 0; r < a.m; ++r)
+            permute_q8k(ref::act_q8_row(const_cast<unsigned char*>(act + r * stride), a.K).qs, a.K, base + r * a.K);
+        qs = base;
+    }
+    if (group == 0) return {act, stride, nullptr, 0, qs};
     const int64_t per = a.K / group;
     if (static_cast<int64_t>(tls_ns.size()) < a.m * per) tls_ns.resize(static_cast<size_t>(a.m * per));
     for (int64_t r = 0; r < a.m; ++r) {
@@ -56,7 +79,7 @@ Ctx make_ctx(const MatmulArgs& a, ref::ActQuant kind, int group) {
         for (int64_t g = 0; g < per; ++g)
             o[g] = static_cast<int16_t>(group == 16 ? x.nsum[4 * g] : x.nsum[8 * g] + x.nsum[8 * g + 4]);
     }
-    return {act, stride, tls_ns.data(), per};
+    return {act, stride, tls_ns.data(), per, qs};
 }
 
 MOE_AVX2 inline __m128i reduce4(__m256i a, __m256i b, __m256i c, __m256i d) {
@@ -67,28 +90,23 @@ MOE_AVX2 inline __m128i reduce4(__m128i a, __m128i b, __m128i c, __m128i d) {
     return _mm_hadd_epi32(_mm_hadd_epi32(a, b), _mm_hadd_epi32(c, d));
 }
 
-// Byte shuffles broadcasting int16 lane j of a 128-bit vector to all 16 int16 lanes.
-MOE_AVX2 inline __m256i bcast16(__m256i v16x2, int j) {
-    const __m256i pat = _mm256_set1_epi16(static_cast<int16_t>((2 * j) | ((2 * j + 1) << 8)));
-    return _mm256_shuffle_epi8(v16x2, pat);
-}
-
-// Q4_K / Q5_K scales of one super-block (get_scale_min_k4 on 32-bit words): sc[8] as int16 in both
-// 128-bit halves, m[8] as int16.
-struct Scales45 {
-    __m256i sc;
-    __m128i m;
-};
-MOE_AVX2 inline Scales45 scales45(const uint8_t* s12) {
-    uint32_t w[3];
-    std::memcpy(w, s12, 12);
-    const uint32_t k6 = 0x3f3f3f3fu, k4 = 0x0f0f0f0fu, k2 = 0x03030303u;
-    const uint32_t sc_lo = w[0] & k6, m_lo = w[1] & k6;
-    const uint32_t sc_hi = (w[2] & k4) | (((w[0] >> 6) & k2) << 4);
-    const uint32_t m_hi = ((w[2] >> 4) & k4) | (((w[1] >> 6) & k2) << 4);
-    const __m128i sc8 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo)));
-    const __m128i m8 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo)));
-    return {_mm256_broadcastsi128_si256(sc8), m8};
+// Q4_K / Q5_K scales of one super-block (get_scale_min_k4, vectorised): bytes sc[0..7], m[0..7]
+// in both 128-bit halves. s12 points at the 12 scale bytes; the 4 bytes read after them (the
+// block's next field) are masked away. With the 6-bit fields of the 12 bytes B:
+//   sc[j] = B[j] & 63, m[j] = B[j + 4] & 63 (j < 4);
+//   sc[j] = (B[j + 4] & 15) | (B[j - 4] >> 6) << 4, m[j] = (B[j + 4] >> 4) | (B[j] >> 6) << 4 (j >= 4).
+MOE_AVX2 inline __m256i scales45(const uint8_t* s12) {
+    const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s12)));
+    const __m256i a = _mm256_shuffle_epi8(b, _mm256_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11, 0, 1, 2, 3,
+                                                              8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    const __m256i c = _mm256_shuffle_epi8(b, _mm256_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7, -1,
+                                                              -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+    const __m256i t1 = _mm256_and_si256(a, _mm256_setr_epi64x(0x0f0f0f0f3f3f3f3fLL, 0x000000003f3f3f3fLL,
+                                                              0x0f0f0f0f3f3f3f3fLL, 0x000000003f3f3f3fLL));
+    const __m256i t2 = _mm256_and_si256(_mm256_srli_epi16(a, 4), _mm256_setr_epi64x(0, 0x0f0f0f0f00000000LL, 0,
+                                                                                     0x0f0f0f0f00000000LL));
+    const __m256i t3 = _mm256_and_si256(_mm256_srli_epi16(c, 2), _mm256_set1_epi64x(0x3030303000000000LL));
+    return _mm256_or_si256(_mm256_or_si256(t1, t2), t3);
 }
 
 inline void store_lanes(float* y, __m128 v, int count) {
@@ -113,10 +131,15 @@ struct XRow {
 
 // ---------------------------------------------------------------- Q4_K / Q5_K
 // Super-block: d, dmin, scales[12], (Q5_K: qh[32]), qs[128]; value 32 j + l is the low (j even)
-// or high (j odd) nibble of qs[32 (j / 2) + l], plus (Q5_K) bit j of qh[l] as bit 4. The levels
-// are split once and used for RM activation rows.
+// or high (j odd) nibble of qs[32 (j / 2) + l], plus (Q5_K) bit j of qh[l] as bit 4. Per 64
+// values (granules 2c, 2c + 1: lo and hi, the levels of qs[32 c ..]) the vectors v1 =
+// unpacklo_epi64(lo, hi) and v2 = unpackhi_epi64(lo, hi) hold, in each 128-bit lane, 8 values of
+// granule 2c then 8 of 2c + 1, so both take the one scale vector [s_2c x 4, s_2c+1 x 4] per lane:
+// their vpmaddubsw results add in int16 (|.| <= 2 * 2 * 31 * 128 < 2^15) before one vpmaddwd
+// (the old order needed two vpmaddwd and two scale broadcasts). The activations are permuted to
+// match once per call (permute_q8k). The levels are split once and used for RM activation rows.
 template <bool Five, int RM>
-MOE_AVX2 inline void sb_sum45(const uint8_t* blk, const int8_t* const* xq, const Scales45& s, __m256i* acc) {
+MOE_AVX2 inline void sb_sum45(const uint8_t* blk, const int8_t* const* xq, __m256i sc, __m256i* acc) {
     const uint8_t* qs = blk + (Five ? 48 : 16);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256i hbits = _mm256_setzero_si256();
@@ -132,12 +155,15 @@ MOE_AVX2 inline void sb_sum45(const uint8_t* blk, const int8_t* const* xq, const
             lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), b));
             hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), b));
         }
-        const __m256i s0 = bcast16(s.sc, 2 * c), s1 = bcast16(s.sc, 2 * c + 1);
+        const __m256i v1 = _mm256_unpacklo_epi64(lo, hi), v2 = _mm256_unpackhi_epi64(lo, hi);
+        // int16 [s_2c x 4, s_2c+1 x 4] in each lane from the scale bytes (index byte 0x80: zero high byte)
+        const int64_t e = static_cast<int64_t>(0x8000800080008000ULL | 0x0001000100010001ULL * (2 * c));
+        const __m256i s = _mm256_shuffle_epi8(sc, _mm256_set_epi64x(e + 0x0001000100010001LL, e, e + 0x0001000100010001LL, e));
         for (int r = 0; r < RM; ++r) {
             const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[r] + 64 * c));
             const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[r] + 64 * c + 32));
-            acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), s0));
-            acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), s1));
+            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(v1, x0), _mm256_maddubs_epi16(v2, x1));
+            acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(p, s));
         }
     }
 }
@@ -146,6 +172,7 @@ template <bool Five>
 struct Q45K {
     static constexpr ref::ActQuant kAct = ref::kActQ8_K;
     static constexpr int kNsGroup = 32, kValues = 256;
+    static constexpr bool kPermute = true;
     static constexpr size_t kBytes = Five ? sizeof(ref::BlockQ5_K) : sizeof(ref::BlockQ4_K);
     template <int RM>
     MOE_AVX2 static void step(const uint8_t* const* row, int64_t b, const XRow* x, __m128* acc) {
@@ -160,14 +187,16 @@ struct Q45K {
             xq[r] = x[r].qs + 256 * b;
             ns8[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r].ns + 8 * b));
         }
+#pragma GCC unroll 4
         for (int i = 0; i < kRows; ++i) {
-            const uint8_t* blk = blks[i];
-            const Scales45 s = scales45(blk + 4);
+            const __m256i sc = scales45(blks[i] + 4);
+            // m[0..7] as int16
+            const __m128i m16 = _mm_cvtepu8_epi16(_mm_srli_si128(_mm256_castsi256_si128(sc), 8));
             __m256i t[RM];
-            sb_sum45<Five, RM>(blk, xq, s, t);
+            sb_sum45<Five, RM>(blks[i], xq, sc, t);
             for (int r = 0; r < RM; ++r) {
                 S[r][i] = t[r];
-                M[r][i] = _mm_madd_epi16(s.m, ns8[r]);
+                M[r][i] = _mm_madd_epi16(m16, ns8[r]);
             }
         }
         for (int r = 0; r < RM; ++r) {
@@ -190,6 +219,8 @@ MOE_AVX2 inline void sb_sum_q6k(const uint8_t* blk, const int8_t* const* xq, con
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
     const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+    // int16 scales, even ones in the low lane, odd ones in the high lane: [s_2p x 8 | s_2p+1 x 8] is one vpshufb
+    const __m256i sc_eo = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
     // offset term: 32 * sum_j sc_j * nsum_j (|.| <= 32 * 16 * 128 * 2048 < 2^28)
     for (int r = 0; r < RM; ++r)
         acc[r] = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ns16[r]))), 5);
@@ -205,8 +236,7 @@ MOE_AVX2 inline void sb_sum_q6k(const uint8_t* blk, const int8_t* const* xq, con
         };
         for (int c = 0; c < 4; ++c) {
             const int p = 4 * h + c;  // values 32 p .. 32 p + 31: scales 2 p (low lane), 2 p + 1 (high lane)
-            const __m128i pat = _mm_set_epi64x(0x0101010101010101LL * (2 * p + 1), 0x0101010101010101LL * (2 * p));
-            const __m256i s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, pat));
+            const __m256i s = _mm256_shuffle_epi8(sc_eo, _mm256_set1_epi16(static_cast<int16_t>((2 * p) | ((2 * p + 1) << 8))));
             for (int r = 0; r < RM; ++r) {
                 const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[r] + 32 * p));
                 acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(_mm256_maddubs_epi16(v[c], x), s));
@@ -218,6 +248,7 @@ MOE_AVX2 inline void sb_sum_q6k(const uint8_t* blk, const int8_t* const* xq, con
 struct Q6K {
     static constexpr ref::ActQuant kAct = ref::kActQ8_K;
     static constexpr int kNsGroup = 16, kValues = 256;
+    static constexpr bool kPermute = false;
     static constexpr size_t kBytes = sizeof(ref::BlockQ6_K);
     template <int RM>
     MOE_AVX2 static void step(const uint8_t* const* row, int64_t b, const XRow* x, __m128* acc) {
@@ -231,6 +262,7 @@ struct Q6K {
             xq[r] = x[r].qs + 256 * b;
             ns[r] = x[r].ns + 16 * b;
         }
+#pragma GCC unroll 4
         for (int i = 0; i < kRows; ++i) {
             __m256i t[RM];
             sb_sum_q6k<RM>(blks[i], xq, ns, t);
@@ -255,6 +287,7 @@ template <DType T>
 struct Signed32 {
     static constexpr ref::ActQuant kAct = ref::kActQ8_0;
     static constexpr int kNsGroup = 0, kValues = 32;
+    static constexpr bool kPermute = false;
     static constexpr size_t kBytes = T == DType::Q8_0   ? sizeof(ref::BlockQ8_0)
                                      : T == DType::Q4_0 ? sizeof(ref::BlockQ4_0)
                                      : T == DType::Q5_0 ? sizeof(ref::BlockQ5_0)
@@ -320,7 +353,7 @@ MOE_AVX2 inline void run_rows(const MatmulArgs& a, const Ctx& c, const uint8_t* 
     __m128 acc[RM];
     for (int k = 0; k < RM; ++k) {
         const ref::ActQ8Row q = ref::act_q8_row(const_cast<unsigned char*>(c.act + (r + k) * c.act_stride), a.K);
-        x[k] = {q.qs, q.dxv, c.ns ? c.ns + (r + k) * c.ns_per_row : nullptr};
+        x[k] = {c.qs ? c.qs + (r + k) * a.K : q.qs, q.dxv, c.ns ? c.ns + (r + k) * c.ns_per_row : nullptr};
         acc[k] = _mm_setzero_ps();
     }
     const int64_t nb = a.K / Ty::kValues;
@@ -338,7 +371,7 @@ MOE_AVX2 inline void run_rows(const MatmulArgs& a, const Ctx& c, const uint8_t* 
 
 template <class Ty>
 MOE_AVX2 void qmm_blocks(const MatmulArgs& a) {
-    const Ctx c = make_ctx(a, Ty::kAct, Ty::kNsGroup);
+    const Ctx c = make_ctx(a, Ty::kAct, Ty::kNsGroup, Ty::kPermute);
     for (int64_t r0 = 0; r0 < a.m; r0 += kActBlock) {
         const int64_t r1 = std::min(a.m, r0 + kActBlock);
         for (int64_t n = a.n0; n < a.n1; n += kRows) {
