@@ -128,8 +128,8 @@ TensorView own_f32(ModelWeights& w, const std::string& name, std::vector<float> 
     return t;
 }
 
-// Types whose cpu::dequant_row is fast enough to read kv_b in place at every call (AVX-512 paths,
-// 1M values on one thread: 0.06-0.2 ns per value) against the ~0.3-0.5 ns per value that reading
+// Types whose cpu::dequant_row is fast enough to read kv_b in place at every call (AVX-512 and
+// AVX2 paths, 1M values on one thread: 0.06-0.2 ns per value) against the ~0.3-0.5 ns per value that reading
 // an f32 copy costs at decode's memory bandwidth. The others (the scalar reference: Q4_0 0.37,
 // Q5_0 0.48 ns, the IQ family slower) keep f32 copies.
 bool kv_b_in_place(DType t) {

@@ -131,15 +131,19 @@ TEST(Dequant, RandomBlocksMatchTheDefinitionsBitForBit) {
             std::vector<float> y(n), y2(n), y3(n);
             ASSERT_TRUE(ref::dequantize_row(f.t, data.data(), y.data(), n)) << dtype_name(f.t);
             ref::dequant_row(f.t, data.data(), y2.data(), n);
-            cpu::dequant_row(f.t, data.data(), y3.data(), n);
-            for (int k = 0; k < nblk; ++k)
-                for (uint32_t i = 0; i < info.block; ++i) {
-                    const int64_t e = k * info.block + i;
-                    const float want = f.elem(data.data() + k * info.bytes, static_cast<int>(i));
-                    ASSERT_TRUE(same_bits(y[e], want)) << dtype_name(f.t) << " block " << k << " element " << i
-                                                       << ": got " << y[e] << " want " << want;
-                    ASSERT_TRUE(same_bits(y2[e], want) && same_bits(y3[e], want)) << dtype_name(f.t);
-                }
+            for (kernels::Isa isa : kernels::supported_isas()) {  // every cpu::dequant_row path this CPU has
+                std::fill(y3.begin(), y3.end(), -1.0f);
+                cpu::dequant_row(f.t, data.data(), y3.data(), n, isa);
+                for (int k = 0; k < nblk; ++k)
+                    for (uint32_t i = 0; i < info.block; ++i) {
+                        const int64_t e = k * info.block + i;
+                        const float want = f.elem(data.data() + k * info.bytes, static_cast<int>(i));
+                        ASSERT_TRUE(same_bits(y[e], want)) << dtype_name(f.t) << " block " << k << " element " << i
+                                                           << ": got " << y[e] << " want " << want;
+                        ASSERT_TRUE(same_bits(y2[e], want) && same_bits(y3[e], want))
+                            << dtype_name(f.t) << " isa " << kernels::isa_name(isa) << " element " << e;
+                    }
+            }
         }
     }
 }

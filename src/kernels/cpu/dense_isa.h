@@ -1,9 +1,9 @@
 #pragma once
 // ISA plumbing for the dense ops in src/kernels/cpu (rmsnorm, attention, dequant_row). They take the
 // engine-wide kernels::Isa (kernels/cpu/isa.h; chosen once by CpuKernels, MOE_FORCE_ISA) and run
-// their AVX-512 path for Isa::Avx512 on a CPU that has it; Scalar and Avx2 run the scalar path
-// (these ops are a small share of a token's time next to the matmuls; an AVX2 path can be added
-// per op without changing callers).
+// their AVX-512 path for Isa::Avx512 on a CPU that has it. Attention and dequant_row also have AVX2
+// paths (target attributes, for Isa::Avx2 or a CPU without AVX-512); the others run the scalar path
+// for Scalar and Avx2 (a small share of a token's time next to the matmuls).
 //
 // MOE_DENSE_AVX512_BEGIN / _END bracket AVX-512 code in a .cpp file, so the portable -march=x86-64
 // build carries it too. Include every header BEFORE the BEGIN marker: inline functions defined

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "kernels/cpu/dequant_row_avx2.h"
 #include "kernels/ref/dequant_row.h"
 #include "kernels/ref/quant_formats.h"
 
@@ -134,6 +135,15 @@ void dequant_row(DType type, const void* src, float* dst, int64_t n, kernels::Is
         return;
     }
 #endif
+    if (isa != kernels::Isa::Scalar && kernels::isa_supported(kernels::Isa::Avx2) && kernels::cpu_has_f16c() &&
+        __builtin_cpu_supports("fma")) {
+        const int64_t done = dequant_row_avx2(type, src, dst, n);
+        if (done == n) return;
+        if (done > 0) {  // F16 / BF16: the tail
+            ref::dequant_row(type, static_cast<const uint16_t*>(src) + done, dst + done, n - done);
+            return;
+        }
+    }
     ref::dequant_row(type, src, dst, n);
 }
 
