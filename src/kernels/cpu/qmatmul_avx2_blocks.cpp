@@ -1,5 +1,5 @@
-// AVX2 int8 kernels that read the weight blocks in place: Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0,
-// MXFP4 (the types of Q4_K_M, Q5_K_M, Q6_K, Q8_0, Q4_0 and gpt-oss MXFP4 files). The generic AVX2 path (qmatmul_generic.cpp) decodes each
+// AVX2 int8 kernels that read the weight blocks in place: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_0, Q4_0,
+// Q5_0, MXFP4 (the types of Q2_K, Q3_K_M, Q4_K_M, Q5_K_M, Q6_K, Q8_0, Q4_0 and gpt-oss MXFP4 files). The generic AVX2 path (qmatmul_generic.cpp) decodes each
 // weight row to bytes with scalar code first, ~0.2 GB/s; CPUs without AVX-512 VNNI (Zen 2/3,
 // Haswell..Alder Lake; F16C is required, as on all of them) run these instead. Hand-written because no library computes the engine's
 // canonical chain (qmatmul.h), which every path must reproduce bit for bit.
@@ -275,6 +275,100 @@ struct Q6K {
     }
 };
 
+// ---------------------------------------------------------------- Q2_K / Q3_K
+// Q2_K (84 bytes): scales[16] (low nibble sc, high nibble m, per 16 values), qs[64], d, dmin.
+// Q3_K (110 bytes): hmask[32], qs[64], scales[12] (16 6-bit fields, minus 32), d. Both: value
+// 128 h + 32 j + l (granule 8 h + 2 j + l / 16) has the 2 bits (qs[32 h + l] >> 2 j) & 3; Q3_K adds
+// bit 4 h + j of hmask[l] as bit 2 and its weight is that level - 4. So, as in Q6_K, the vector
+// for (h, j) is [16 values of granule 2 p | 16 of 2 p + 1] (p = 4 h + j). Q3_K's offset enters as
+// 4 * sum_g sc_g nsum_g, Q2_K's mins as M = sum_g m_g nsum_g.
+template <bool Three>
+MOE_AVX2 inline __m128i q23k_scales(const uint8_t* blk) {  // 16 signed bytes sc_g (Q2_K: sc | m << 4)
+    if constexpr (!Three) return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
+    // the 12 scale bytes at 96 (a 16-byte load from 94 stays inside the block), lo4 / hi2 fields:
+    // lo4_j = s[j] & 15 (j < 8), s[j - 8] >> 4; hi2_j = (s[8 + j % 4] >> 2 (j / 4)) & 3
+    const __m128i b = _mm_srli_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 94)), 2);
+    const __m128i lo = _mm_and_si128(_mm_unpacklo_epi64(b, _mm_srli_epi16(b, 4)), _mm_set1_epi8(0x0F));
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi8(b, _mm_set1_epi32(0x0b0a0908)), _mm_setr_epi32(0, 2, 4, 6)),
+                                     _mm_set1_epi8(0x03));
+    return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
+}
+
+template <bool Three, int RM>
+MOE_AVX2 inline void sb_sum_q23k(const uint8_t* blk, const int8_t* const* xq, const int16_t* const* ns16, __m256i* acc,
+                                 __m256i* mins) {
+    const __m256i m3 = _mm256_set1_epi8(0x03), b2 = _mm256_set1_epi8(0x04);
+    const __m128i sc8raw = q23k_scales<Three>(blk);
+    const __m128i sc8 = Three ? sc8raw : _mm_and_si128(sc8raw, _mm_set1_epi8(0x0F));
+    const __m256i sc_eo = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
+    const uint8_t* qs = blk + (Three ? 32 : 16);
+    if constexpr (Three) {  // offset: 4 * sum_g sc_g * nsum_g (|.| <= 4 * 16 * 32 * 2048 < 2^23)
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        for (int r = 0; r < RM; ++r)
+            acc[r] = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ns16[r]))), 2);
+    } else {
+        const __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8raw, 4), _mm_set1_epi8(0x0F)));
+        for (int r = 0; r < RM; ++r) {
+            acc[r] = _mm256_setzero_si256();
+            mins[r] = _mm256_madd_epi16(m16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ns16[r])));
+        }
+    }
+    __m256i hm = _mm256_setzero_si256();
+    if constexpr (Three) hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk));
+    for (int h = 0; h < 2; ++h) {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * h));
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+            const int p = 4 * h + j;
+            __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+            if constexpr (Three) {  // bit p of hmask -> bit 2 (16-bit shifts: bit 2 stays the byte's own)
+                const __m256i hb = p >= 2 ? _mm256_srli_epi16(hm, p - 2) : _mm256_slli_epi16(hm, 2 - p);
+                v = _mm256_or_si256(v, _mm256_and_si256(hb, b2));
+            }
+            const __m256i s = _mm256_shuffle_epi8(sc_eo, _mm256_set1_epi16(static_cast<int16_t>((2 * p) | ((2 * p + 1) << 8))));
+            for (int r = 0; r < RM; ++r) {
+                const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[r] + 32 * p));
+                acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(_mm256_maddubs_epi16(v, x), s));
+            }
+        }
+    }
+}
+
+template <bool Three>
+struct Q23K {
+    static constexpr ref::ActQuant kAct = ref::kActQ8_K;
+    static constexpr int kNsGroup = 16, kValues = 256;
+    static constexpr bool kPermute = false;
+    static constexpr size_t kBytes = Three ? sizeof(ref::BlockQ3_K) : sizeof(ref::BlockQ2_K);
+    template <int RM>
+    MOE_AVX2 static void step(const uint8_t* const* row, int64_t b, const XRow* x, __m128* acc) {
+        __m256i S[RM][kRows], M[RM][kRows];
+        const uint8_t* blks[kRows];
+        for (int i = 0; i < kRows; ++i) blks[i] = row[i] + b * static_cast<int64_t>(kBytes);
+        const __m128 d = halves4(blks, Three ? 108 : 80);
+        const int8_t* xq[RM];
+        const int16_t* ns[RM];
+        for (int r = 0; r < RM; ++r) {
+            xq[r] = x[r].qs + 256 * b;
+            ns[r] = x[r].ns + 16 * b;
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < kRows; ++i) {
+            __m256i t[RM], u[RM];
+            sb_sum_q23k<Three, RM>(blks[i], xq, ns, t, u);
+            for (int r = 0; r < RM; ++r) S[r][i] = t[r], M[r][i] = Three ? t[r] : u[r];
+        }
+        for (int r = 0; r < RM; ++r) {
+            const __m128 dx = _mm_set1_ps(x[r].dxv[64 * b]);
+            acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(reduce4(S[r][0], S[r][1], S[r][2], S[r][3])), _mm_mul_ps(d, dx), acc[r]);
+            if constexpr (!Three) {
+                const __m128 dmin = halves4(blks, 82);
+                acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(reduce4(M[r][0], M[r][1], M[r][2], M[r][3])), _mm_mul_ps(dmin, dx), acc[r]);
+            }
+        }
+    }
+};
+
 // ---------------------------------------------------------------- Q8_0, Q4_0, Q5_0, MXFP4
 // 32-value blocks, the chain's I = sum (q - 2^shift) x formed on the signed values v: Q8_0's int8,
 // Q4_0 nibble - 8, Q5_0 5 bits - 16, MXFP4 kMxfp4Values[nibble]. Nibbles: value l < 16 is the low
@@ -395,6 +489,8 @@ MatmulFn qmm_avx2_blocks_kernel(DType t) {
         case DType::Q4_K: return qmm_blocks<Q45K<false>>;
         case DType::Q5_K: return qmm_blocks<Q45K<true>>;
         case DType::Q6_K: return qmm_blocks<Q6K>;
+        case DType::Q2_K: return qmm_blocks<Q23K<false>>;
+        case DType::Q3_K: return qmm_blocks<Q23K<true>>;
         case DType::Q8_0: return qmm_blocks<Signed32<DType::Q8_0>>;
         case DType::Q4_0: return qmm_blocks<Signed32<DType::Q4_0>>;
         case DType::Q5_0: return qmm_blocks<Signed32<DType::Q5_0>>;
