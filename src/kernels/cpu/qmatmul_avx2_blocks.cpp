@@ -1,5 +1,6 @@
 // AVX2 int8 kernels that read the weight blocks in place: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_0, Q4_0,
-// Q5_0, MXFP4 (the types of Q2_K, Q3_K_M, Q4_K_M, Q5_K_M, Q6_K, Q8_0, Q4_0 and gpt-oss MXFP4 files). The generic AVX2 path (qmatmul_generic.cpp) decodes each
+// Q5_0, MXFP4, IQ4_NL, IQ4_XS (the types of Q2_K, Q3_K_M, Q4_K_M, Q5_K_M, Q6_K, Q8_0, Q4_0, IQ4_NL,
+// IQ4_XS and gpt-oss MXFP4 files). The generic AVX2 path (qmatmul_generic.cpp) decodes each
 // weight row to bytes with scalar code first, ~0.2 GB/s; CPUs without AVX-512 VNNI (Zen 2/3,
 // Haswell..Alder Lake; F16C is required, as on all of them) run these instead. Hand-written because no library computes the engine's
 // canonical chain (qmatmul.h), which every path must reproduce bit for bit.
@@ -20,6 +21,7 @@
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/qmatmul.h"
+#include "kernels/ref/iq_tables.h"
 #include "kernels/ref/quant_formats.h"
 
 namespace moe::kernels {
@@ -369,9 +371,20 @@ struct Q23K {
     }
 };
 
-// ---------------------------------------------------------------- Q8_0, Q4_0, Q5_0, MXFP4
+// 16 bytes of nibbles at p as 32 levels [low nibbles | high nibbles], optionally through a 16-entry
+// int8 table (MXFP4, IQ4_NL, IQ4_XS values).
+MOE_AVX2 inline __m256i nibbles32(const uint8_t* p) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+}
+MOE_AVX2 inline __m256i table16(const int8_t* t) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t)));
+}
+
+// ---------------------------------------------------------------- Q8_0, Q4_0, Q5_0, MXFP4, IQ4_NL
 // 32-value blocks, the chain's I = sum (q - 2^shift) x formed on the signed values v: Q8_0's int8,
-// Q4_0 nibble - 8, Q5_0 5 bits - 16, MXFP4 kMxfp4Values[nibble]. Nibbles: value l < 16 is the low
+// Q4_0 nibble - 8, Q5_0 5 bits - 16, MXFP4 kMxfp4Values[nibble], IQ4_NL kIq4nlValues[nibble]. Nibbles: value l < 16 is the low
 // nibble of qs[l], value 16 + l the high one (Q5_0: plus bit l of the 32-bit qh as bit 4). Scale:
 // f16 d; MXFP4: e8m0_half(e). I by vpmaddubsw on |v| (0..128 as unsigned) and x with v's sign
 // (vpsignb), |pair| <= 2 * 128 * 127 < 2^15. Exact because these types' activations (kActQ8_0)
@@ -382,20 +395,20 @@ struct Signed32 {
     static constexpr ref::ActQuant kAct = ref::kActQ8_0;
     static constexpr int kNsGroup = 0, kValues = 32;
     static constexpr bool kPermute = false;
-    static constexpr size_t kBytes = T == DType::Q8_0   ? sizeof(ref::BlockQ8_0)
-                                     : T == DType::Q4_0 ? sizeof(ref::BlockQ4_0)
-                                     : T == DType::Q5_0 ? sizeof(ref::BlockQ5_0)
-                                                        : sizeof(ref::BlockMxfp4);
-    static constexpr size_t kQs = T == DType::Q8_0 || T == DType::Q4_0 ? 2 : T == DType::Q5_0 ? 6 : 1;
+    static constexpr size_t kBytes = T == DType::Q8_0     ? sizeof(ref::BlockQ8_0)
+                                     : T == DType::Q4_0   ? sizeof(ref::BlockQ4_0)
+                                     : T == DType::Q5_0   ? sizeof(ref::BlockQ5_0)
+                                     : T == DType::IQ4_NL ? sizeof(ref::BlockIQ4_NL)
+                                                          : sizeof(ref::BlockMxfp4);
+    static constexpr size_t kQs = T == DType::Q8_0 || T == DType::Q4_0 || T == DType::IQ4_NL ? 2 : T == DType::Q5_0 ? 6 : 1;
 
     MOE_AVX2 static __m256i values(const uint8_t* blk) {
         if constexpr (T == DType::Q8_0) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kQs));
-        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQs));
-        const __m128i m4 = _mm_set1_epi8(0x0F);
-        __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+        const __m256i v = nibbles32(blk + kQs);
         if constexpr (T == DType::MXFP4) {
-            const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ref::kMxfp4Values)));
-            return _mm256_shuffle_epi8(tab, v);
+            return _mm256_shuffle_epi8(table16(ref::kMxfp4Values), v);
+        } else if constexpr (T == DType::IQ4_NL) {
+            return _mm256_shuffle_epi8(table16(ref::kIq4nlValues), v);
         } else if constexpr (T == DType::Q5_0) {
             uint32_t qh;
             std::memcpy(&qh, blk + 2, 4);
@@ -434,6 +447,51 @@ struct Signed32 {
         for (int r = 0; r < RM; ++r) {
             const __m128 dx = _mm_set1_ps(x[r].dxv[8 * g]);  // the block's scale (dxv[4 * i16], i16 = 2 g)
             acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(reduce4(I[r][0], I[r][1], I[r][2], I[r][3])), _mm_mul_ps(d, dx), acc[r]);
+        }
+    }
+};
+
+// ---------------------------------------------------------------- IQ4_XS
+// Super-block (136 bytes): d, scales_h (2 high bits per 32 values), scales_l[4] (4 low bits per 32
+// values), qs[128]: block ib's value l < 16 / 16 + l is kIq4nlValues of the low / high nibble of
+// qs[16 ib + l]. Not a super-block-chain type: per 32-value granule (qmatmul.h) acc = fma(float(I),
+// ws * dx, acc) with ws = d * (ls - 32), exact (11 + 6 bits). I by Signed32's sign trick, exact as
+// kActQ8_K activations lie in -127..127 (scaled by -127 / the signed max).
+struct IQ4XS {
+    static constexpr ref::ActQuant kAct = ref::kActQ8_K;
+    static constexpr int kNsGroup = 0, kValues = 256;
+    static constexpr bool kPermute = false;
+    static constexpr size_t kBytes = sizeof(ref::BlockIQ4_XS);
+    template <int RM>
+    MOE_AVX2 static void step(const uint8_t* const* row, int64_t b, const XRow* x, __m128* acc) {
+        const __m256i ones = _mm256_set1_epi16(1), tab = table16(ref::kIq4nlValues);
+        const uint8_t* blks[kRows];
+        uint32_t sl[kRows];
+        uint16_t sh[kRows];
+        for (int i = 0; i < kRows; ++i) {
+            blks[i] = row[i] + b * static_cast<int64_t>(kBytes);
+            std::memcpy(&sh[i], blks[i] + 2, 2);
+            std::memcpy(&sl[i], blks[i] + 4, 4);
+        }
+        const __m128 d = halves4(blks, 0);
+        // lane = weight row: ls_ib = (bits 4 ib.. of scales_l & 15) | (bits 2 ib.. of scales_h & 3) << 4
+        const __m128i L = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sl));
+        const __m128i H = _mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sh)));
+        for (int ib = 0; ib < 8; ++ib) {
+            const __m128i ls = _mm_or_si128(_mm_and_si128(_mm_srli_epi32(L, 4 * ib), _mm_set1_epi32(15)),
+                                            _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(H, 2 * ib), _mm_set1_epi32(3)), 4));
+            const __m128 ws = _mm_mul_ps(d, _mm_cvtepi32_ps(_mm_sub_epi32(ls, _mm_set1_epi32(32))));
+            __m256i xv[RM], I[RM][kRows];
+            for (int r = 0; r < RM; ++r) xv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r].qs + 256 * b + 32 * ib));
+            for (int i = 0; i < kRows; ++i) {
+                const __m256i v = _mm256_shuffle_epi8(tab, nibbles32(blks[i] + 8 + 16 * ib));
+                const __m256i av = _mm256_abs_epi8(v);
+                for (int r = 0; r < RM; ++r) I[r][i] = _mm256_madd_epi16(_mm256_maddubs_epi16(av, _mm256_sign_epi8(xv[r], v)), ones);
+            }
+            for (int r = 0; r < RM; ++r) {
+                const __m128 dx = _mm_set1_ps(x[r].dxv[64 * b + 8 * ib]);  // dxv[4 * i16], i16 = 16 b + 2 ib
+                acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(reduce4(I[r][0], I[r][1], I[r][2], I[r][3])), _mm_mul_ps(ws, dx), acc[r]);
+            }
         }
     }
 };
@@ -495,6 +553,8 @@ MatmulFn qmm_avx2_blocks_kernel(DType t) {
         case DType::Q4_0: return qmm_blocks<Signed32<DType::Q4_0>>;
         case DType::Q5_0: return qmm_blocks<Signed32<DType::Q5_0>>;
         case DType::MXFP4: return qmm_blocks<Signed32<DType::MXFP4>>;
+        case DType::IQ4_NL: return qmm_blocks<Signed32<DType::IQ4_NL>>;
+        case DType::IQ4_XS: return qmm_blocks<IQ4XS>;
         default: return nullptr;
     }
 }
