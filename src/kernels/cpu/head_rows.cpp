@@ -15,7 +15,7 @@ namespace moe::cpu {
 namespace {
 
 // Columns form over one chunk (rows o0.. of head h, dequantized at buf [n_rows, K]): for each t and
-// k, y[k] = fma(x[o], buf[o][k], y[k]) for o ascending. Scalar and AVX-512 run the same fmas.
+// k, y[k] = fma(x[o], buf[o][k], y[k]) for o ascending. Scalar, AVX2 and AVX-512 run the same fmas.
 void columns_scalar(const float* buf, int64_t n_rows, int64_t K, const float* x, float* y, int64_t k0) {
     for (int64_t k = k0; k < K; ++k) {
         float a = y[k];
@@ -55,11 +55,41 @@ int64_t columns_avx512(const float* buf, int64_t n_rows, int64_t K, const float*
 MOE_DENSE_AVX512_END
 #endif
 
-void columns(const float* buf, int64_t n_rows, int64_t K, const float* x, float* y, bool avx512) {
+// The same on 8-float vectors for CPUs without AVX-512 (32 columns per pass).
+__attribute__((target("avx2,fma"))) int64_t columns_avx2(const float* buf, int64_t n_rows, int64_t K, const float* x,
+                                                         float* y) {
+    int64_t k = 0;
+    for (; k + 32 <= K; k += 32) {
+        __m256 a0 = _mm256_loadu_ps(y + k), a1 = _mm256_loadu_ps(y + k + 8), a2 = _mm256_loadu_ps(y + k + 16),
+               a3 = _mm256_loadu_ps(y + k + 24);
+        for (int64_t o = 0; o < n_rows; ++o) {
+            const __m256 s = _mm256_set1_ps(x[o]);
+            const float* w = buf + o * K + k;
+            a0 = _mm256_fmadd_ps(s, _mm256_loadu_ps(w), a0);
+            a1 = _mm256_fmadd_ps(s, _mm256_loadu_ps(w + 8), a1);
+            a2 = _mm256_fmadd_ps(s, _mm256_loadu_ps(w + 16), a2);
+            a3 = _mm256_fmadd_ps(s, _mm256_loadu_ps(w + 24), a3);
+        }
+        _mm256_storeu_ps(y + k, a0);
+        _mm256_storeu_ps(y + k + 8, a1);
+        _mm256_storeu_ps(y + k + 16, a2);
+        _mm256_storeu_ps(y + k + 24, a3);
+    }
+    for (; k + 8 <= K; k += 8) {
+        __m256 a = _mm256_loadu_ps(y + k);
+        for (int64_t o = 0; o < n_rows; ++o) a = _mm256_fmadd_ps(_mm256_set1_ps(x[o]), _mm256_loadu_ps(buf + o * K + k), a);
+        _mm256_storeu_ps(y + k, a);
+    }
+    return k;
+}
+
+void columns(const float* buf, int64_t n_rows, int64_t K, const float* x, float* y, kernels::Isa isa) {
     int64_t k0 = 0;
 #if MOE_DENSE_HAS_AVX512
-    if (avx512) k0 = columns_avx512(buf, n_rows, K, x, y);
+    if (dense_use_avx512(isa)) k0 = columns_avx512(buf, n_rows, K, x, y);
+    else
 #endif
+    if (isa != kernels::Isa::Scalar && kernels::isa_supported(kernels::Isa::Avx2)) k0 = columns_avx2(buf, n_rows, K, x, y);
     columns_scalar(buf, n_rows, K, x, y, k0);
 }
 
@@ -106,7 +136,7 @@ void head_rows_product(ThreadPool& pool, const kernels::MatmulKernel& f32, const
                     const int64_t n_rows = std::min(chunk, w.rows - o0);
                     dequant(h, o0, n_rows, buf);
                     for (int64_t t = 0; t < m; ++t)
-                        columns(buf, n_rows, w.K, io.x + t * io.ldx + h * io.xs + o0, io.y + t * io.ldy + h * io.ys, avx512);
+                        columns(buf, n_rows, w.K, io.x + t * io.ldx + h * io.xs + o0, io.y + t * io.ldy + h * io.ys, isa);
                 }
             }
         };
