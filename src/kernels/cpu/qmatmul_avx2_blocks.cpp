@@ -36,7 +36,7 @@ constexpr int64_t kPrefetchRows = 2 * kRows;  // software prefetch distance (run
 
 // Per-call int16 sums of the activations (-sum of each 16 or 32 int8 values), K/16 or K/32 per row.
 thread_local std::vector<int16_t> tls_ns;
-// Per-call copy of the int8 activations in Q4_K / Q5_K order (permute_q8k), K per row (64-byte aligned).
+// Per-call copy of the int8 activations in a kernel's order (Permute), K per row (64-byte aligned).
 thread_local std::vector<int8_t> tls_qs;
 
 struct Ctx {
@@ -59,17 +59,36 @@ MOE_AVX2 void permute_q8k(const int8_t* x, int64_t K, int8_t* out) {
     }
 }
 
+// The activations in Signed32::step2's order: per pair of 32-value blocks (64 values) the 16-value
+// quarters 0, 2, 1, 3 ([block g values 0..15 | g + 1 0..15], then 16..31 of each); an odd last block
+// stays as it is.
+MOE_AVX2 void permute_pairs(const int8_t* x, int64_t K, int8_t* out) {
+    int64_t i = 0;
+    for (; i + 64 <= K; i += 64) {
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+        const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + 32));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_permute2x128_si256(a, b, 0x20));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i + 32), _mm256_permute2x128_si256(a, b, 0x31));
+    }
+    if (i < K) std::memcpy(out + i, x + i, static_cast<size_t>(K - i));
+}
+
+enum class Permute { None, Q45K, Pairs };
+
 // The call's activation rows and, for group 16 or 32 (0: none), nsum (ActQ8Row, one int32 per 16
 // values at index 4 * i16) as int16 sums per group. |sum| <= 32 * 128: fits int16.
-MOE_AVX2 Ctx make_ctx(const MatmulArgs& a, ref::ActQuant kind, int group, bool permute) {
+MOE_AVX2 Ctx make_ctx(const MatmulArgs& a, ref::ActQuant kind, int group, Permute permute) {
     size_t stride = 0;
     const unsigned char* act = qmm_activations(a, Isa::Avx2, kind, &stride);
     const int8_t* qs = nullptr;
-    if (permute) {  // K is a multiple of 256 here (K-quant rows)
+    if (permute != Permute::None) {  // K: whole super-blocks (Q45K), whole 32-value blocks (Pairs)
         if (static_cast<int64_t>(tls_qs.size()) < a.m * a.K + 64) tls_qs.resize(static_cast<size_t>(a.m * a.K + 64));
         int8_t* base = tls_qs.data() + (64 - reinterpret_cast<uintptr_t>(tls_qs.data()) % 64) % 64;  // whole-line loads
-        for (int64_t r = 0; r < a.m; ++r)
-            permute_q8k(ref::act_q8_row(const_cast<unsigned char*>(act + r * stride), a.K).qs, a.K, base + r * a.K);
+        for (int64_t r = 0; r < a.m; ++r) {
+            const int8_t* x = ref::act_q8_row(const_cast<unsigned char*>(act + r * stride), a.K).qs;
+            if (permute == Permute::Q45K) permute_q8k(x, a.K, base + r * a.K);
+            else permute_pairs(x, a.K, base + r * a.K);
+        }
         qs = base;
     }
     if (group == 0) return {act, stride, nullptr, 0, qs};
@@ -174,7 +193,8 @@ template <bool Five>
 struct Q45K {
     static constexpr ref::ActQuant kAct = ref::kActQ8_K;
     static constexpr int kNsGroup = 32, kValues = 256;
-    static constexpr bool kPermute = true;
+    static constexpr Permute kPermute = Permute::Q45K;
+    static constexpr bool kPairs = false;
     static constexpr size_t kBytes = Five ? sizeof(ref::BlockQ5_K) : sizeof(ref::BlockQ4_K);
     template <int RM>
     MOE_AVX2 static void step(const uint8_t* const* row, int64_t b, const XRow* x, __m128* acc) {
@@ -250,7 +270,8 @@ MOE_AVX2 inline void sb_sum_q6k(const uint8_t* blk, const int8_t* const* xq, con
 struct Q6K {
     static constexpr ref::ActQuant kAct = ref::kActQ8_K;
     static constexpr int kNsGroup = 16, kValues = 256;
-    static constexpr bool kPermute = false;
+    static constexpr Permute kPermute = Permute::None;
+    static constexpr bool kPairs = false;
     static constexpr size_t kBytes = sizeof(ref::BlockQ6_K);
     template <int RM>
     MOE_AVX2 static void step(const uint8_t* const* row, int64_t b, const XRow* x, __m128* acc) {
@@ -340,7 +361,8 @@ template <bool Three>
 struct Q23K {
     static constexpr ref::ActQuant kAct = ref::kActQ8_K;
     static constexpr int kNsGroup = 16, kValues = 256;
-    static constexpr bool kPermute = false;
+    static constexpr Permute kPermute = Permute::None;
+    static constexpr bool kPairs = false;
     static constexpr size_t kBytes = Three ? sizeof(ref::BlockQ3_K) : sizeof(ref::BlockQ2_K);
     template <int RM>
     MOE_AVX2 static void step(const uint8_t* const* row, int64_t b, const XRow* x, __m128* acc) {
@@ -394,7 +416,10 @@ template <DType T>
 struct Signed32 {
     static constexpr ref::ActQuant kAct = ref::kActQ8_0;
     static constexpr int kNsGroup = 0, kValues = 32;
-    static constexpr bool kPermute = false;
+    // Two blocks per step (step2) for the nibble types whose |v| <= 16: two vpmaddubsw results then
+    // add in int16 (|.| <= 2 * 2 * 16 * 127 < 2^15) and one 3-hadd tree reduces both blocks.
+    static constexpr bool kPairs = T == DType::Q4_0 || T == DType::Q5_0 || T == DType::MXFP4;
+    static constexpr Permute kPermute = kPairs ? Permute::Pairs : Permute::None;
     static constexpr size_t kBytes = T == DType::Q8_0     ? sizeof(ref::BlockQ8_0)
                                      : T == DType::Q4_0   ? sizeof(ref::BlockQ4_0)
                                      : T == DType::Q5_0   ? sizeof(ref::BlockQ5_0)
@@ -430,6 +455,64 @@ struct Signed32 {
         else
             return halves4(blk, 0);
     }
+    // Blocks g, g + 1 of one row as lo = [g values 0..15 | g + 1 values 0..15], hi = [.. 16..31 | ..].
+    MOE_AVX2 static void values2(const uint8_t* b0, const uint8_t* b1, __m256i* lo, __m256i* hi) {
+        const __m256i q = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + kQs)),
+                                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + kQs)));
+        const __m256i m4 = _mm256_set1_epi8(0x0F);
+        __m256i l = _mm256_and_si256(q, m4), h = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if constexpr (T == DType::MXFP4) {
+            const __m256i tab = table16(ref::kMxfp4Values);
+            *lo = _mm256_shuffle_epi8(tab, l), *hi = _mm256_shuffle_epi8(tab, h);
+        } else if constexpr (T == DType::Q5_0) {
+            uint32_t qh0, qh1;
+            std::memcpy(&qh0, b0 + 2, 4);
+            std::memcpy(&qh1, b1 + 2, 4);
+            // byte l of a lane <- byte l / 8 (lo) or 2 + l / 8 (hi) of that block's qh, its bit l % 8 -> 0x10
+            const __m256i qh = _mm256_set_m128i(_mm_cvtsi32_si128(static_cast<int>(qh1)), _mm_cvtsi32_si128(static_cast<int>(qh0)));
+            const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+            auto hb = [&](int64_t b0i, int64_t b1i) MOE_AVX2 {
+                const __m256i rep = _mm256_shuffle_epi8(qh, _mm256_setr_epi64x(b0i, b1i, b0i, b1i));
+                return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(rep, bit), bit), _mm256_set1_epi8(0x10));
+            };
+            const __m256i s16 = _mm256_set1_epi8(16);
+            *lo = _mm256_sub_epi8(_mm256_or_si256(l, hb(0, 0x0101010101010101LL)), s16);
+            *hi = _mm256_sub_epi8(_mm256_or_si256(h, hb(0x0202020202020202LL, 0x0303030303030303LL)), s16);
+        } else {
+            *lo = _mm256_sub_epi8(l, _mm256_set1_epi8(8)), *hi = _mm256_sub_epi8(h, _mm256_set1_epi8(8));
+        }
+    }
+    // Blocks g and g + 1 against the Pairs-permuted activations; the chain's two FMAs in block order.
+    template <int RM>
+    MOE_AVX2 static void step2(const uint8_t* const* row, int64_t g, const XRow* x, __m128* acc) {
+        const __m256i ones = _mm256_set1_epi16(1);
+        __m256i xl[RM], xh[RM], I[RM][kRows];
+        const uint8_t *b0[kRows], *b1[kRows];
+        for (int i = 0; i < kRows; ++i) b0[i] = row[i] + g * static_cast<int64_t>(kBytes), b1[i] = b0[i] + kBytes;
+        const __m128 d0 = scales(b0), d1 = scales(b1);
+        for (int r = 0; r < RM; ++r) {
+            xl[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r].qs + 32 * g));
+            xh[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r].qs + 32 * g + 32));
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < kRows; ++i) {
+            __m256i l, h;
+            values2(b0[i], b1[i], &l, &h);
+            const __m256i al = _mm256_abs_epi8(l), ah = _mm256_abs_epi8(h);
+            for (int r = 0; r < RM; ++r) {
+                const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(al, _mm256_sign_epi8(xl[r], l)),
+                                                   _mm256_maddubs_epi16(ah, _mm256_sign_epi8(xh[r], h)));
+                I[r][i] = _mm256_madd_epi16(p, ones);
+            }
+        }
+        for (int r = 0; r < RM; ++r) {
+            // [block g rows 0..3 | block g + 1 rows 0..3]
+            const __m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(I[r][0], I[r][1]), _mm256_hadd_epi32(I[r][2], I[r][3]));
+            const __m128 dx0 = _mm_set1_ps(x[r].dxv[8 * g]), dx1 = _mm_set1_ps(x[r].dxv[8 * g + 8]);
+            acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm256_castsi256_si128(t)), _mm_mul_ps(d0, dx0), acc[r]);
+            acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm256_extracti128_si256(t, 1)), _mm_mul_ps(d1, dx1), acc[r]);
+        }
+    }
     template <int RM>
     MOE_AVX2 static void step(const uint8_t* const* row, int64_t g, const XRow* x, __m128* acc) {
         const __m256i ones = _mm256_set1_epi16(1);
@@ -460,7 +543,8 @@ struct Signed32 {
 struct IQ4XS {
     static constexpr ref::ActQuant kAct = ref::kActQ8_K;
     static constexpr int kNsGroup = 0, kValues = 256;
-    static constexpr bool kPermute = false;
+    static constexpr Permute kPermute = Permute::None;
+    static constexpr bool kPairs = false;
     static constexpr size_t kBytes = sizeof(ref::BlockIQ4_XS);
     template <int RM>
     MOE_AVX2 static void step(const uint8_t* const* row, int64_t b, const XRow* x, __m128* acc) {
@@ -509,15 +593,18 @@ MOE_AVX2 inline void run_rows(const MatmulArgs& a, const Ctx& c, const uint8_t* 
         acc[k] = _mm_setzero_ps();
     }
     const int64_t nb = a.K / Ty::kValues;
-    for (int64_t b = 0; b < nb; ++b) {
-        // Decode streams the rows from DRAM; the 4 interleaved row streams defeat this CPU's
-        // prefetchers (Zen 3: 4.1 GB/s on one thread without, 11.3 with, `moe bench --membw` 13.6):
-        // fetch, spread over the group's steps, the group two ahead (rows are w_row_stride apart).
-        // (Addresses past the matrix are only prefetched, never read: integer arithmetic, no pointer.)
+    // Decode streams the rows from DRAM; the 4 interleaved row streams defeat this CPU's
+    // prefetchers (Zen 3: 4.1 GB/s on one thread without, 11.3 with, `moe bench --membw` 13.6):
+    // fetch, spread over the group's steps, the group two ahead (rows are w_row_stride apart).
+    // (Addresses past the matrix are only prefetched, never read: integer arithmetic, no pointer.)
+    auto prefetch = [&](int64_t b, int64_t blocks) MOE_AVX2 {
         const uintptr_t p = reinterpret_cast<uintptr_t>(row[0]) + kPrefetchRows * a.w_row_stride + b * kRows * Ty::kBytes;
-        for (size_t o = 0; o < kRows * Ty::kBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
-        Ty::template step<RM>(row, b, x, acc);
-    }
+        for (size_t o = 0; o < blocks * kRows * Ty::kBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+    };
+    int64_t b = 0;
+    if constexpr (Ty::kPairs)
+        for (; b + 2 <= nb; b += 2) prefetch(b, 2), Ty::template step2<RM>(row, b, x, acc);
+    for (; b < nb; ++b) prefetch(b, 1), Ty::template step<RM>(row, b, x, acc);
     for (int k = 0; k < RM; ++k) store_lanes(a.y + (r + k) * a.ldy + (n - a.n0), acc[k], count);
 }
 
