@@ -63,7 +63,7 @@ bool qmm_supported(DType t);
 bool qmm_has_avx512(DType t);
 // Kernel functions per (type, path); nullptr if the type has no int8 kernel.
 MatmulFn qmm_kernel(DType t, Isa isa);
-// The AVX2 kernels that read the weight blocks in place (qmatmul_avx2_blocks.cpp: Q2_K, Q3_K,
+// The AVX2 kernels that read the weight blocks in place (qmatmul_avx2_blocks.h: Q2_K, Q3_K,
 // Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0, MXFP4, IQ4_NL, IQ4_XS; they need F16C); nullptr for the other
 // types (Q4_1, Q5_1, the IQ1/IQ2/IQ3 family, TQ1_0, TQ2_0), which run
 // the generic AVX2 path.
