@@ -135,8 +135,7 @@ void dequant_row(DType type, const void* src, float* dst, int64_t n, kernels::Is
         return;
     }
 #endif
-    if (isa != kernels::Isa::Scalar && kernels::isa_supported(kernels::Isa::Avx2) && kernels::cpu_has_f16c() &&
-        __builtin_cpu_supports("fma")) {
+    if (isa != kernels::Isa::Scalar && kernels::isa_supported(kernels::Isa::Avx2) && kernels::cpu_has_f16c()) {  // (Avx2: with FMA)
         const int64_t done = dequant_row_avx2(type, src, dst, n);
         if (done == n) return;
         if (done > 0) {  // F16 / BF16: the tail

@@ -150,7 +150,6 @@ struct IQ4XS {
     static constexpr ref::ActQuant kAct = ref::kActQ8_K;
     static constexpr int kNsGroup = 0, kValues = 256;
     static constexpr Permute kPermute = Permute::None;
-    static constexpr bool kPairs = false;
     static constexpr size_t kBytes = sizeof(ref::BlockIQ4_XS);
     template <int RM>
     MOE_AVX2_BLK static void step(const uint8_t* const* row, int64_t b, const XRow* x, __m128* acc) {

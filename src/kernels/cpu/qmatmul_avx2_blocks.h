@@ -165,7 +165,7 @@ MOE_AVX2_BLK inline void run_rows(const MatmulArgs& a, const Ctx& c, const uint8
         for (size_t o = 0; o < blocks * kRows * Ty::kBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
     };
     int64_t b = 0;
-    if constexpr (Ty::kPairs)
+    if constexpr (Ty::kPermute == Permute::Pairs)
         for (; b + 2 <= nb; b += 2) prefetch(b, 2), Ty::template step2<RM>(row, b, x, acc);
     for (; b < nb; ++b) prefetch(b, 1), Ty::template step<RM>(row, b, x, acc);
     for (int k = 0; k < RM; ++k) store_lanes(a.y + (r + k) * a.ldy + (n - a.n0), acc[k], count);

@@ -72,7 +72,6 @@ struct Q45K {
     static constexpr ref::ActQuant kAct = ref::kActQ8_K;
     static constexpr int kNsGroup = 32, kValues = 256;
     static constexpr Permute kPermute = Permute::Q45K;
-    static constexpr bool kPairs = false;
     static constexpr size_t kBytes = Five ? sizeof(ref::BlockQ5_K) : sizeof(ref::BlockQ4_K);
     template <int RM>
     MOE_AVX2_BLK static void step(const uint8_t* const* row, int64_t b, const XRow* x, __m128* acc) {
@@ -109,6 +108,16 @@ struct Q45K {
     }
 };
 
+// ---------------------------------------------------------------- 16-value granules (Q6_K, Q2_K, Q3_K)
+// A super-block's 16 int8 granule scales as int16, even ones in the low lane and odd ones in the
+// high lane, so that [s_2p x 8 | s_2p+1 x 8] (the scales of values 32 p .. 32 p + 31) is one vpshufb.
+MOE_AVX2_BLK inline __m256i even_odd16(__m128i sc8) {
+    return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
+}
+MOE_AVX2_BLK inline __m256i pair_scales(__m256i sc_eo, int p) {
+    return _mm256_shuffle_epi8(sc_eo, _mm256_set1_epi16(static_cast<int16_t>((2 * p) | ((2 * p + 1) << 8))));
+}
+
 // ---------------------------------------------------------------- Q6_K
 // Super-block: ql[128], qh[64], scales[16] (int8, one per 16 values), d. Half h (128 values):
 // value 128 h + 32 c + l = (low / high nibble of ql[64 h + 32 (c & 1) + l]) | (2 bits of
@@ -119,8 +128,7 @@ MOE_AVX2_BLK inline void sb_sum_q6k(const uint8_t* blk, const int8_t* const* xq,
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
     const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-    // int16 scales, even ones in the low lane, odd ones in the high lane: [s_2p x 8 | s_2p+1 x 8] is one vpshufb
-    const __m256i sc_eo = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
+    const __m256i sc_eo = even_odd16(sc8);
     // offset term: 32 * sum_j sc_j * nsum_j (|.| <= 32 * 16 * 128 * 2048 < 2^28)
     for (int r = 0; r < RM; ++r)
         acc[r] = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ns16[r]))), 5);
@@ -136,7 +144,7 @@ MOE_AVX2_BLK inline void sb_sum_q6k(const uint8_t* blk, const int8_t* const* xq,
         };
         for (int c = 0; c < 4; ++c) {
             const int p = 4 * h + c;  // values 32 p .. 32 p + 31: scales 2 p (low lane), 2 p + 1 (high lane)
-            const __m256i s = _mm256_shuffle_epi8(sc_eo, _mm256_set1_epi16(static_cast<int16_t>((2 * p) | ((2 * p + 1) << 8))));
+            const __m256i s = pair_scales(sc_eo, p);
             for (int r = 0; r < RM; ++r) {
                 const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[r] + 32 * p));
                 acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(_mm256_maddubs_epi16(v[c], x), s));
@@ -149,7 +157,6 @@ struct Q6K {
     static constexpr ref::ActQuant kAct = ref::kActQ8_K;
     static constexpr int kNsGroup = 16, kValues = 256;
     static constexpr Permute kPermute = Permute::None;
-    static constexpr bool kPairs = false;
     static constexpr size_t kBytes = sizeof(ref::BlockQ6_K);
     template <int RM>
     MOE_AVX2_BLK static void step(const uint8_t* const* row, int64_t b, const XRow* x, __m128* acc) {
@@ -201,7 +208,7 @@ MOE_AVX2_BLK inline void sb_sum_q23k(const uint8_t* blk, const int8_t* const* xq
     const __m256i m3 = _mm256_set1_epi8(0x03), b2 = _mm256_set1_epi8(0x04);
     const __m128i sc8raw = q23k_scales<Three>(blk);
     const __m128i sc8 = Three ? sc8raw : _mm_and_si128(sc8raw, _mm_set1_epi8(0x0F));
-    const __m256i sc_eo = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
+    const __m256i sc_eo = even_odd16(sc8);
     const uint8_t* qs = blk + (Three ? 32 : 16);
     if constexpr (Three) {  // offset: 4 * sum_g sc_g * nsum_g (|.| <= 4 * 16 * 32 * 2048 < 2^23)
         const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
@@ -226,7 +233,7 @@ MOE_AVX2_BLK inline void sb_sum_q23k(const uint8_t* blk, const int8_t* const* xq
                 const __m256i hb = p >= 2 ? _mm256_srli_epi16(hm, p - 2) : _mm256_slli_epi16(hm, 2 - p);
                 v = _mm256_or_si256(v, _mm256_and_si256(hb, b2));
             }
-            const __m256i s = _mm256_shuffle_epi8(sc_eo, _mm256_set1_epi16(static_cast<int16_t>((2 * p) | ((2 * p + 1) << 8))));
+            const __m256i s = pair_scales(sc_eo, p);
             for (int r = 0; r < RM; ++r) {
                 const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[r] + 32 * p));
                 acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(_mm256_maddubs_epi16(v, x), s));
@@ -240,14 +247,13 @@ struct Q23K {
     static constexpr ref::ActQuant kAct = ref::kActQ8_K;
     static constexpr int kNsGroup = 16, kValues = 256;
     static constexpr Permute kPermute = Permute::None;
-    static constexpr bool kPairs = false;
     static constexpr size_t kBytes = Three ? sizeof(ref::BlockQ3_K) : sizeof(ref::BlockQ2_K);
     template <int RM>
     MOE_AVX2_BLK static void step(const uint8_t* const* row, int64_t b, const XRow* x, __m128* acc) {
         __m256i S[RM][kRows], M[RM][kRows];
         const uint8_t* blks[kRows];
         for (int i = 0; i < kRows; ++i) blks[i] = row[i] + b * static_cast<int64_t>(kBytes);
-        const __m128 d = halves4(blks, Three ? 108 : 80);
+        const __m128 d = halves4(blks, Three ? 108 : 80), dmin = Three ? d : halves4(blks, 82);
         const int8_t* xq[RM];
         const int16_t* ns[RM];
         for (int r = 0; r < RM; ++r) {
@@ -258,15 +264,16 @@ struct Q23K {
         for (int i = 0; i < kRows; ++i) {
             __m256i t[RM], u[RM];
             sb_sum_q23k<Three, RM>(blks[i], xq, ns, t, u);
-            for (int r = 0; r < RM; ++r) S[r][i] = t[r], M[r][i] = Three ? t[r] : u[r];
+            for (int r = 0; r < RM; ++r) {
+                S[r][i] = t[r];
+                if constexpr (!Three) M[r][i] = u[r];
+            }
         }
         for (int r = 0; r < RM; ++r) {
             const __m128 dx = _mm_set1_ps(x[r].dxv[64 * b]);
             acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(reduce4(S[r][0], S[r][1], S[r][2], S[r][3])), _mm_mul_ps(d, dx), acc[r]);
-            if constexpr (!Three) {
-                const __m128 dmin = halves4(blks, 82);
+            if constexpr (!Three)
                 acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(reduce4(M[r][0], M[r][1], M[r][2], M[r][3])), _mm_mul_ps(dmin, dx), acc[r]);
-            }
         }
     }
 };
