@@ -1,11 +1,11 @@
 // AVX-512 VNNI register decoders for the grid-based IQ types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S,
 // IQ1_S, IQ1_M), run by the engine of qmatmul_avx512.h. Each unit of 64 values is 8 (IQ2 / IQ1) or
-// 16 (IQ3) grid entries fetched with one gather, turned into unsigned levels 128 +- magnitude by a
-// 64-bit sign mask; the scales are computed as in qmatmul_decode_more.h, so every path gives the
-// same bits. Indices, sign masks and the scale vectors are built with vector and SWAR operations:
-// no per-group scalar loop and no index array stored and reloaded as a vector (a failed store
-// forward). Decode (m = 1) 1.1-4.3x the per-group loops on AMD Zen 5; replacing the gathers by
-// scalar loads measured 1.05x (IQ1_S) to 0.63x (IQ2_S), so they stay (docs/PERFORMANCE.md, session 23).
+// 16 (IQ3) grid entries (8: scalar loads, grid8; 16: one gather), turned into unsigned levels
+// 128 +- magnitude by a 64-bit sign mask; the scales are computed as in qmatmul_decode_more.h, so
+// every path gives the same bits. Indices, sign masks and the scale vectors are built with vector
+// and SWAR operations: no per-group scalar loop and no index array written by scalar stores and
+// reloaded as a vector (a failed store forward). Decode (m = 1) 1.1-4.7x the per-group loops on
+// AMD Zen 5 (docs/PERFORMANCE.md, session 23).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -65,6 +65,20 @@ inline __m512 iq2_nibble_scales(const uint8_t* p, float d) {
     return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(d), _mm512_add_ps(_mm512_set1_ps(0.5f), f)), _mm512_set1_ps(0.25f));
 }
 
+// The 8 entries of a 64-bit grid table at idx's 64-bit lanes, by scalar loads and inserts: on AMD
+// Zen 5 one vpgatherqq zmm costs ~3.6 ns of throughput, storing the indices and 8 scalar loads
+// and inserts ~2.1 ns (a gather-only loop; 16 dwords: vpgatherdd 4.9 ns, scalar 6.8, so the IQ3
+// types keep it).
+inline __m512i grid8(const uint64_t* G, __m512i idx) {
+    alignas(64) uint64_t x[8];
+    _mm512_store_si512(x, idx);
+    auto e = [&](int g) { return static_cast<long long>(G[x[g]]); };
+    const __m128i g01 = _mm_insert_epi64(_mm_cvtsi64_si128(e(0)), e(1), 1), g23 = _mm_insert_epi64(_mm_cvtsi64_si128(e(2)), e(3), 1);
+    const __m128i g45 = _mm_insert_epi64(_mm_cvtsi64_si128(e(4)), e(5), 1), g67 = _mm_insert_epi64(_mm_cvtsi64_si128(e(6)), e(7), 1);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_inserti128_si256(_mm256_castsi128_si256(g01), g23, 1)),
+                              _mm256_inserti128_si256(_mm256_castsi128_si256(g45), g67, 1), 1);
+}
+
 // IQ2_XXS (66 bytes: d, 8 x (u32 grid bytes, u32 signs/scale)): unit u = groups of 32 ib = 2u, 2u+1,
 // 8 grid entries of 8 magnitudes gathered at once.
 struct DIQ2_XXS {
@@ -77,7 +91,7 @@ struct DIQ2_XXS {
         uint32_t a[4];  // grid bytes and signs of group 2u, then of 2u + 1
         std::memcpy(a, b, 16);
         const __m512i idx = _mm512_cvtepu8_epi64(_mm_cvtsi64_si128(static_cast<long long>(a[0] | (static_cast<uint64_t>(a[2]) << 32))));
-        const __m512i mag = _mm512_i64gather_epi64(idx, reinterpret_cast<const long long*>(ref::kIq2xxsGrid), 8);
+        const __m512i mag = grid8(ref::kIq2xxsGrid, idx);
         return signed_levels(mag, signs8x8(fields7x8(a[1], a[3])));
     }
     static __m512 scale_vec(const State&, const uint8_t* row, int64_t sb, int64_t) {
@@ -105,7 +119,7 @@ struct DIQ2_XS {
     static __m512i levels(const State&, const uint8_t* row, int64_t sb, int u, int64_t) {
         const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + sb * 74 + 2 + 16 * u));  // 8 x u16
         const __m512i idx = _mm512_cvtepu16_epi64(_mm_and_si128(q, _mm_set1_epi16(511)));
-        const __m512i mag = _mm512_i64gather_epi64(idx, reinterpret_cast<const long long*>(ref::kIq2xsGrid), 8);
+        const __m512i mag = grid8(ref::kIq2xsGrid, idx);
         const __m128i f = _mm_srli_epi16(q, 9);  // the 7 sign bits of each entry
         return signed_levels(mag, signs8x8(static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_packus_epi16(f, f)))));
     }
@@ -129,7 +143,7 @@ struct DIQ2_S {
         const __m512i lo = _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * u)));
         const __m512i hi = _mm512_srlv_epi64(_mm512_set1_epi64(static_cast<int64_t>(qh) << 8), _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14));
         const __m512i idx = _mm512_ternarylogic_epi64(lo, hi, _mm512_set1_epi64(0x300), 0xF8);  // lo | (hi & 0x300)
-        const __m512i mag = _mm512_i64gather_epi64(idx, reinterpret_cast<const long long*>(ref::kIq2sGrid), 8);
+        const __m512i mag = grid8(ref::kIq2sGrid, idx);
         return signed_levels(mag, signs_explicit(b + 34 + 8 * u));
     }
     static __m512 scale_vec(const State&, const uint8_t* row, int64_t sb, int64_t) {
@@ -213,7 +227,7 @@ struct DIQ1_S {
         const __m512i lo = _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * u)));
         const __m512i hi = _mm512_srlv_epi64(_mm512_set1_epi64(static_cast<int64_t>(qh) << 8), _mm512_setr_epi64(0, 3, 6, 9, 16, 19, 22, 25));
         const __m512i idx = _mm512_ternarylogic_epi64(lo, hi, _mm512_set1_epi64(0x700), 0xF8);  // lo | (hi & 0x700)
-        const __m512i grid = _mm512_i64gather_epi64(idx, reinterpret_cast<const long long*>(ref::kIq1sGrid), 8);
+        const __m512i grid = grid8(ref::kIq1sGrid, idx);
         const uint64_t neg = ((qh & 0x8000u) ? 0x00000000FFFFFFFFull : 0) | ((qh & 0x80000000u) ? 0xFFFFFFFF00000000ull : 0);
         return iq1_levels(grid, neg);
     }
@@ -239,7 +253,7 @@ struct DIQ1_M {
         const __m512i lo = _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 8 * u)));
         const __m512i hi = _mm512_srlv_epi64(_mm512_set1_epi64(static_cast<int64_t>(q4) << 8), _mm512_setr_epi64(0, 4, 8, 12, 16, 20, 24, 28));
         const __m512i idx = _mm512_ternarylogic_epi64(lo, hi, _mm512_set1_epi64(0x700), 0xF8);  // lo | (hi & 0x700)
-        const __m512i grid = _mm512_i64gather_epi64(idx, reinterpret_cast<const long long*>(ref::kIq1sGrid), 8);
+        const __m512i grid = grid8(ref::kIq1sGrid, idx);
         return iq1_levels(grid, group_mask(_pext_u32(q4, 0x88888888u)));
     }
     static __m512 scale_vec(const State&, const uint8_t* row, int64_t sb, int64_t) {
