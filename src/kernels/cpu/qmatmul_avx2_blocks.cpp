@@ -187,12 +187,14 @@ struct IQ4XS {
 
 }  // namespace
 
-// The K-quants' steps (qmatmul_avx2_kquants.cpp).
+// The K-quants' steps (qmatmul_avx2_kquants.cpp), the grid IQ types' (qmatmul_avx2_iq.cpp).
 MatmulFn qmm_avx2_kquant_kernel(DType t);
+MatmulFn qmm_avx2_iq_kernel(DType t);
 
 MatmulFn qmm_avx2_blocks_kernel(DType t) {
     if (!cpu_has_f16c()) return nullptr;  // every AVX2 CPU so far has it; else the generic path
     if (MatmulFn f = qmm_avx2_kquant_kernel(t)) return f;
+    if (MatmulFn f = qmm_avx2_iq_kernel(t)) return f;
     switch (t) {
         case DType::Q8_0: return qmm_blocks<Signed32<DType::Q8_0>>;
         case DType::Q4_0: return qmm_blocks<Signed32<DType::Q4_0>>;
