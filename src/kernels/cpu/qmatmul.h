@@ -64,9 +64,8 @@ bool qmm_has_avx512(DType t);
 // Kernel functions per (type, path); nullptr if the type has no int8 kernel.
 MatmulFn qmm_kernel(DType t, Isa isa);
 // The AVX2 kernels that read the weight blocks in place (qmatmul_avx2_blocks.h: Q2_K, Q3_K,
-// Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0, MXFP4, IQ4_NL, IQ4_XS; they need F16C); nullptr for the other
-// types (Q4_1, Q5_1, the IQ1/IQ2/IQ3 family, TQ1_0, TQ2_0), which run
-// the generic AVX2 path.
+// Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0, MXFP4, IQ4_NL, IQ4_XS, the IQ1/IQ2/IQ3 grid types; they need
+// F16C); nullptr for the other types (Q4_1, Q5_1, TQ1_0, TQ2_0), which run the generic AVX2 path.
 MatmulFn qmm_avx2_blocks_kernel(DType t);
 // The AVX-512 kernel of t as a CPU without the optional extensions its decode GEMV uses would run
 // it (Q3_K without GFNI; IQ2_XXS without AVX512_VBMI: the generic decode rows), or nullptr where t

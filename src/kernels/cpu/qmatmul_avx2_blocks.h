@@ -1,7 +1,7 @@
 #pragma once
 // AVX2 int8 kernels that read the weight blocks in place: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_0, Q4_0,
-// Q5_0, MXFP4, IQ4_NL, IQ4_XS (the types of Q2_K, Q3_K_M, Q4_K_M, Q5_K_M, Q6_K, Q8_0, Q4_0, IQ4_NL,
-// IQ4_XS and gpt-oss MXFP4 files). The generic AVX2 path (qmatmul_generic.cpp) decodes each
+// Q5_0, MXFP4, IQ4_NL, IQ4_XS and the grid IQ types (the types of Q2_K, Q3_K_M, Q4_K_M, Q5_K_M, Q6_K,
+// Q8_0, Q4_0, IQ4_NL, IQ4_XS, IQ1_S .. IQ3_M and gpt-oss MXFP4 files). The generic AVX2 path (qmatmul_generic.cpp) decodes each
 // weight row to bytes with scalar code first, ~0.2 GB/s; CPUs without AVX-512 VNNI (Zen 2/3,
 // Haswell..Alder Lake; F16C is required, as on all of them) run these instead. Hand-written because no library computes the engine's
 // canonical chain (qmatmul.h), which every path must reproduce bit for bit.
@@ -14,8 +14,8 @@
 // the scalar path's std::fma sequence for its row. The min / offset terms use the activations'
 //
 // This header: the shared parts (activation context, reductions, the driver over 4-row weight
-// groups); the steps per type family are in qmatmul_avx2_kquants.cpp (Q2_K..Q6_K) and
-// qmatmul_avx2_blocks.cpp (the 32-value block types, IQ4_XS). Internal to src/kernels/cpu.
+// groups); the steps per type family are in qmatmul_avx2_kquants.cpp (Q2_K..Q6_K),
+// qmatmul_avx2_blocks.cpp (the 32-value block types, IQ4_XS) and qmatmul_avx2_iq.cpp (IQ1/IQ2/IQ3). Internal to src/kernels/cpu.
 #include <immintrin.h>
 
 #include <algorithm>
