@@ -147,9 +147,13 @@ struct IQ3S {
     }
     MOE_AVX2_BLK static void block(const uint8_t* b, int ib, __m256i* mag, __m256i* neg) {
         const uint8_t* q = b + 2 + 8 * ib;
-        const int h = b[66 + ib];  // bit k: bit 8 of entry k's index
-        int i[8];
-        for (int k = 0; k < 8; ++k) i[k] = q[k] | ((h >> k) & 1) << 8;
+        // index k = q[k] | bit k of qh[ib] << 8, built in a vector and stored (scalar shifts per
+        // entry: 0.57x; the same for the 4-entry types was slower, 0.7-0.98x)
+        const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)));
+        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b[66 + ib] << 8), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                                            _mm256_set1_epi32(0x100));
+        alignas(32) int i[8];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(i), _mm256_or_si256(lo, hi));
         *mag = grid8x4(ref::kIq3sGrid, i);
         *neg = sign_mask32(load_as<uint32_t>(b + 74 + 4 * ib));
     }
