@@ -1,6 +1,6 @@
 // AVX-512 VNNI register decoders for the grid-based IQ types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S,
 // IQ1_S, IQ1_M), run by the engine of qmatmul_avx512.h. Each unit of 64 values is 8 (IQ2 / IQ1) or
-// 16 (IQ3) grid entries (8: scalar loads, grid8; 16: one gather), turned into unsigned levels
+// 16 (IQ3) grid entries (scalar loads; IQ3_S: one gather), turned into unsigned levels
 // 128 +- magnitude by a 64-bit sign mask; the scales are computed as in qmatmul_decode_more.h, so
 // every path gives the same bits. Indices, sign masks and the scale vectors are built with vector
 // and SWAR operations: no per-group scalar loop and no index array written by scalar stores and
@@ -67,8 +67,10 @@ inline __m512 iq2_nibble_scales(const uint8_t* p, float d) {
 
 // The 8 entries of a 64-bit grid table at idx's 64-bit lanes, by scalar loads and inserts: on AMD
 // Zen 5 one vpgatherqq zmm costs ~3.6 ns of throughput, storing the indices and 8 scalar loads
-// and inserts ~2.1 ns (a gather-only loop; 16 dwords: vpgatherdd 4.9 ns, scalar 6.8, so the IQ3
-// types keep it).
+// and inserts ~2.1 ns (a gather-only loop; 16 dwords: vpgatherdd 4.9 ns, scalar 6.8 there, yet in
+// the GEMV IQ3_XXS's 16 scalar loads straight from its index bytes measured 1.19x the gather;
+// IQ3_S, whose indices need a shift and OR each, keeps it: scalar 0.62x, stored vector indices
+// 1.06x in decode but 0.95x in prefill).
 inline __m512i grid8(const uint64_t* G, __m512i idx) {
     alignas(64) uint64_t x[8];
     _mm512_store_si512(x, idx);
@@ -160,8 +162,13 @@ struct DIQ3_XXS {
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
     static __m512i levels(const State&, const uint8_t* row, int64_t sb, int u, int64_t) {
         const uint8_t* b = row + sb * 98;
-        const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * u)));
-        const __m512i mag = _mm512_i32gather_epi32(idx, reinterpret_cast<const int*>(ref::kIq3xxsGrid), 4);
+        const uint8_t* q = b + 2 + 16 * u;
+        const uint32_t* G = ref::kIq3xxsGrid;
+        auto h8 = [&](int o) {
+            return _mm256_setr_epi32(static_cast<int>(G[q[o]]), static_cast<int>(G[q[o + 1]]), static_cast<int>(G[q[o + 2]]), static_cast<int>(G[q[o + 3]]),
+                                     static_cast<int>(G[q[o + 4]]), static_cast<int>(G[q[o + 5]]), static_cast<int>(G[q[o + 6]]), static_cast<int>(G[q[o + 7]]));
+        };
+        const __m512i mag = _mm512_inserti64x4(_mm512_castsi256_si512(h8(0)), h8(8), 1);
         uint32_t w[2];
         std::memcpy(w, b + 66 + 8 * u, 8);
         return signed_levels(mag, signs8x8(fields7x8(w[0], w[1])));
