@@ -105,6 +105,14 @@ struct DIQ2_XXS {
     }
 };
 
+// 8 grid indices lo8[g] | ((hi << 8) >> sh[g] & mask) as 64-bit lanes (IQ2_S, IQ1_S, IQ1_M: the
+// index's high bits packed in a qh word).
+inline __m512i grid_index8(const uint8_t* lo8, uint64_t hi, __m512i sh, int64_t mask) {
+    const __m512i lo = _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(lo8)));
+    const __m512i h = _mm512_srlv_epi64(_mm512_set1_epi64(static_cast<int64_t>(hi << 8)), sh);
+    return _mm512_ternarylogic_epi64(lo, h, _mm512_set1_epi64(mask), 0xF8);  // lo | (h & mask)
+}
+
 // Sign mask of 8 groups of 8 from 8 explicit sign bytes (IQ2_S, IQ3_S): byte g = group g.
 inline uint64_t signs_explicit(const uint8_t* s) {
     uint64_t v;
@@ -142,9 +150,7 @@ struct DIQ2_S {
         // index g = qs[8 u + g] | bits 2 g, 2 g + 1 of the unit's two qh bytes << 8
         uint16_t qh;
         std::memcpy(&qh, b + 66 + 2 * u, 2);
-        const __m512i lo = _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * u)));
-        const __m512i hi = _mm512_srlv_epi64(_mm512_set1_epi64(static_cast<int64_t>(qh) << 8), _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14));
-        const __m512i idx = _mm512_ternarylogic_epi64(lo, hi, _mm512_set1_epi64(0x300), 0xF8);  // lo | (hi & 0x300)
+        const __m512i idx = grid_index8(b + 2 + 8 * u, qh, _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), 0x300);
         const __m512i mag = grid8(ref::kIq2sGrid, idx);
         return signed_levels(mag, signs_explicit(b + 34 + 8 * u));
     }
@@ -231,9 +237,7 @@ struct DIQ1_S {
         // of that qh (the two u16 as one u32: shifts 3 (g % 4) + 16 (g / 4))
         uint32_t qh;
         std::memcpy(&qh, b + 34 + 4 * u, 4);
-        const __m512i lo = _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * u)));
-        const __m512i hi = _mm512_srlv_epi64(_mm512_set1_epi64(static_cast<int64_t>(qh) << 8), _mm512_setr_epi64(0, 3, 6, 9, 16, 19, 22, 25));
-        const __m512i idx = _mm512_ternarylogic_epi64(lo, hi, _mm512_set1_epi64(0x700), 0xF8);  // lo | (hi & 0x700)
+        const __m512i idx = grid_index8(b + 2 + 8 * u, qh, _mm512_setr_epi64(0, 3, 6, 9, 16, 19, 22, 25), 0x700);
         const __m512i grid = grid8(ref::kIq1sGrid, idx);
         const uint64_t neg = ((qh & 0x8000u) ? 0x00000000FFFFFFFFull : 0) | ((qh & 0x80000000u) ? 0xFFFFFFFF00000000ull : 0);
         return iq1_levels(grid, neg);
@@ -257,9 +261,7 @@ struct DIQ1_M {
         // nibble g of the unit's 4 qh bytes (bits 4 g..): bits 0-2 = index bits 8-10, bit 3 = sign
         uint32_t q4;
         std::memcpy(&q4, b + 32 + 4 * u, 4);
-        const __m512i lo = _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 8 * u)));
-        const __m512i hi = _mm512_srlv_epi64(_mm512_set1_epi64(static_cast<int64_t>(q4) << 8), _mm512_setr_epi64(0, 4, 8, 12, 16, 20, 24, 28));
-        const __m512i idx = _mm512_ternarylogic_epi64(lo, hi, _mm512_set1_epi64(0x700), 0xF8);  // lo | (hi & 0x700)
+        const __m512i idx = grid_index8(b + 8 * u, q4, _mm512_setr_epi64(0, 4, 8, 12, 16, 20, 24, 28), 0x700);
         const __m512i grid = grid8(ref::kIq1sGrid, idx);
         return iq1_levels(grid, group_mask(_pext_u32(q4, 0x88888888u)));
     }
