@@ -35,13 +35,6 @@ MOE_AVX2_BLK inline __m256i sign_mask32(uint32_t s) {
     const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
     return _mm256_cmpeq_epi8(_mm256_and_si256(rep, bit), bit);
 }
-// 4 7-bit sign fields, one per byte (bit 7 clear) -> ref::iq_signs8 of each (bit 7 = parity, SWAR).
-inline uint32_t signs8x4(uint32_t f) {
-    uint32_t t = f ^ (f >> 4);  // bit 0 of byte l: parity of its bits 0, 4 (bits 0-3 stay in-byte)
-    t ^= t >> 2;
-    t ^= t >> 1;
-    return f | ((t & 0x01010101u) << 7);
-}
 // The 4 7-bit fields at bits 7 l of w (IQ2_XXS, IQ3_XXS) as bytes (shifts, not pdep: slow on Zen 1/2).
 inline uint32_t fields7x4(uint32_t w) {
     return (w & 0x7Fu) | ((w >> 7) & 0x7Fu) << 8 | ((w >> 14) & 0x7Fu) << 16 | ((w >> 21) & 0x7Fu) << 24;
@@ -81,9 +74,8 @@ MOE_AVX2_BLK inline void nibble_scales(__m128i c, __m128 d, __m128* w) {
     w[1] = db_iq2x4(d, _mm_srli_epi32(c, 4));
 }
 
-// Each type: kBytes, kG (granule), d4 (the 4 rows' super-block d) and scales (block ib's f32 scale
-// per granule of the 4 rows: w[0], and w[1] for 16-value granules) (the super-block's f32 scale per 16 values, as the
-// scalar decoder's ws), block(b, ib, mag, neg).
+// Each type: kBytes, kG (granule), d4 (the 4 rows' super-block d), scales (block ib's f32 scale per
+// granule for the 4 rows: w[0], and w[1] for 16-value granules) and block(b, ib, mag, neg).
 struct IQ2XXS {
     static constexpr size_t kBytes = sizeof(ref::BlockIQ2_XXS);
     static constexpr int kG = 32;
@@ -94,7 +86,7 @@ struct IQ2XXS {
     MOE_AVX2_BLK static void block(const uint8_t* b, int ib, __m256i* mag, __m256i* neg) {
         const uint32_t a0 = load_as<uint32_t>(b + 2 + 8 * ib), a1 = load_as<uint32_t>(b + 2 + 8 * ib + 4);
         *mag = grid4x8(ref::kIq2xxsGrid, a0 & 0xFF, (a0 >> 8) & 0xFF, (a0 >> 16) & 0xFF, a0 >> 24);
-        *neg = sign_mask32(signs8x4(fields7x4(a1)));
+        *neg = sign_mask32(ref::iq_signs8_bytes<uint32_t>(fields7x4(a1)));
     }
 };
 struct IQ2XS {
@@ -107,7 +99,7 @@ struct IQ2XS {
         auto e = [&](int l) { return static_cast<int>((v >> (16 * l)) & 511); };
         *mag = grid4x8(ref::kIq2xsGrid, e(0), e(1), e(2), e(3));
         auto f = [&](int l) { return static_cast<uint32_t>((v >> (16 * l + 9)) & 0x7F) << (8 * l); };
-        *neg = sign_mask32(signs8x4(f(0) | f(1) | f(2) | f(3)));
+        *neg = sign_mask32(ref::iq_signs8_bytes<uint32_t>(f(0) | f(1) | f(2) | f(3)));
     }
 };
 struct IQ2S {
@@ -134,7 +126,7 @@ struct IQ3XXS {
         const uint8_t* q = b + 2 + 8 * ib;
         const int i[8] = {q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]};
         *mag = grid8x4(ref::kIq3xxsGrid, i);
-        *neg = sign_mask32(signs8x4(fields7x4(load_as<uint32_t>(b + 66 + 4 * ib))));
+        *neg = sign_mask32(ref::iq_signs8_bytes<uint32_t>(fields7x4(load_as<uint32_t>(b + 66 + 4 * ib))));
     }
 };
 struct IQ3S {

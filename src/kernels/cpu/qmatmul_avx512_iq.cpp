@@ -41,15 +41,8 @@ inline __m512i signed_levels(__m512i mag, __mmask64 neg) {
     const __m512i c128 = _mm512_set1_epi8(static_cast<char>(0x80));
     return _mm512_mask_sub_epi8(_mm512_add_epi8(mag, c128), neg, c128, mag);
 }
-// The IQ2/IQ3 sign bytes of 8 groups at once (SWAR): f holds 8 7-bit sign fields, one per byte (bit 7
-// clear); returns the 64-bit negate mask, byte g = ref::iq_signs8(field g) (bit 7 = parity of bits 0-6).
-// One shift/xor chain on a general register instead of 8 table look-ups, shifts and ORs.
-inline uint64_t signs8x8(uint64_t f) {
-    uint64_t t = f ^ (f >> 4);  // bit 0 of byte g: parity of its bits 0, 4 (bits 0-3 stay in-byte)
-    t ^= t >> 2;
-    t ^= t >> 1;
-    return f | ((t & 0x0101010101010101ull) << 7);
-}
+// The IQ2/IQ3 negate masks of 8 groups come from ref::iq_signs8_bytes (one shift/xor chain on a
+// general register instead of 8 table look-ups, shifts and ORs).
 // The 4 7-bit sign fields in bits 0-27 of each of two u32 (IQ2_XXS, IQ3_XXS) -> 8 field bytes.
 inline uint64_t fields7x8(uint32_t w0, uint32_t w1) {
     return _pdep_u64(w0, 0x7F7F7F7Full) | (_pdep_u64(w1, 0x7F7F7F7Full) << 32);
@@ -82,7 +75,7 @@ inline __m512i grid8(const uint64_t* G, __m512i idx) {
 }
 
 // IQ2_XXS (66 bytes: d, 8 x (u32 grid bytes, u32 signs/scale)): unit u = groups of 32 ib = 2u, 2u+1,
-// 8 grid entries of 8 magnitudes gathered at once.
+// 8 grid entries of 8 magnitudes (grid8).
 struct DIQ2_XXS {
     static constexpr int kShift = 7, kUnits = 4, kSbElems = 256, kG = 32, kSbBytes = 66;
     static constexpr bool kMin = false, kVecScales = true;
@@ -94,7 +87,7 @@ struct DIQ2_XXS {
         std::memcpy(a, b, 16);
         const __m512i idx = _mm512_cvtepu8_epi64(_mm_cvtsi64_si128(static_cast<long long>(a[0] | (static_cast<uint64_t>(a[2]) << 32))));
         const __m512i mag = grid8(ref::kIq2xxsGrid, idx);
-        return signed_levels(mag, signs8x8(fields7x8(a[1], a[3])));
+        return signed_levels(mag, ref::iq_signs8_bytes<uint64_t>(fields7x8(a[1], a[3])));
     }
     static __m512 scale_vec(const State&, const uint8_t* row, int64_t sb, int64_t) {
         const uint8_t* b = row + sb * 66;
@@ -131,7 +124,7 @@ struct DIQ2_XS {
         const __m512i idx = _mm512_cvtepu16_epi64(_mm_and_si128(q, _mm_set1_epi16(511)));
         const __m512i mag = grid8(ref::kIq2xsGrid, idx);
         const __m128i f = _mm_srli_epi16(q, 9);  // the 7 sign bits of each entry
-        return signed_levels(mag, signs8x8(static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_packus_epi16(f, f)))));
+        return signed_levels(mag, ref::iq_signs8_bytes<uint64_t>(static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_packus_epi16(f, f)))));
     }
     static __m512 scale_vec(const State&, const uint8_t* row, int64_t sb, int64_t) {
         const uint8_t* b = row + sb * 74;
@@ -177,7 +170,7 @@ struct DIQ3_XXS {
         const __m512i mag = _mm512_inserti64x4(_mm512_castsi256_si512(h8(0)), h8(8), 1);
         uint32_t w[2];
         std::memcpy(w, b + 66 + 8 * u, 8);
-        return signed_levels(mag, signs8x8(fields7x8(w[0], w[1])));
+        return signed_levels(mag, ref::iq_signs8_bytes<uint64_t>(fields7x8(w[0], w[1])));
     }
     static __m512 scale_vec(const State&, const uint8_t* row, int64_t sb, int64_t) {
         const uint8_t* b = row + sb * 98;
