@@ -111,7 +111,6 @@ void head_rows_product(ThreadPool& pool, const kernels::MatmulKernel& f32, const
     MOE_ASSERT(w.K > 0 && w.K <= kHeadRowsBuffer && w.rows > 0 && w.H > 0, "head rows K ", w.K, " rows ", w.rows);
     const int64_t chunk = std::min(w.rows, kHeadRowsBuffer / w.K);
     const int64_t per_head = (w.rows + chunk - 1) / chunk;
-    const bool avx512 = dense_use_avx512(isa);
     // head_fused::supported (Q8_0, Q4_K, Q5_K, Q6_K on AVX-512): decode (m = 1) reads the rows in place,
     // decoded in registers.
     const bool fused = head_fused::supported(w.type, w.K, isa);
