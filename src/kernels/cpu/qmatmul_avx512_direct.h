@@ -99,6 +99,19 @@ struct Rows16 {
     __m512i offsets() const { return _mm512_load_si512(off); }
 };
 
+// The driver of the 256-value super-block GEMVs (qmatmul_avx512_kq_gemv.cpp,
+// qmatmul_avx512_iq_gemv.cpp): SB(w, rows, x, sb, ps, acc) adds super-block sb of the 16 rows
+// (pointers w, byte offsets rows from row n) to acc in K order. K a multiple of 256.
+template <auto SB>
+void gemv16_k256(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
+    const Rows16 rw(a, n, nc);
+    const __m512i rows = rw.offsets();
+    const int64_t nsb = a.K / 256;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) SB(rw.w, rows, x, sb, panel_share(a, n, sb, nsb), acc);
+    store_row16(a, r, n, nc, acc);
+}
+
 // Activations of a 128-value decode step (4 blocks of 32) regrouped so that 128-bit lane k holds
 // block k's first 16 values (xA) and its second 16 (xB); a last step of nbs < 4 blocks reads only
 // its own bytes (the rest are zero).
@@ -117,7 +130,10 @@ void gemv16_q3k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t 
 void gemv16_iq4xs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
 void gemv16_q6k(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);  // qmatmul_avx512_q6k_gemv.cpp
 void gemv16_iq2xxs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);  // needs AVX512_VBMI
-bool gemv_vbmi_usable();  // this CPU has AVX512_VBMI, BITALG and GFNI (the IQ2_XXS GEMV)
+// needs AVX512_VBMI (qmatmul_avx512_iq_gemv.cpp)
+void gemv16_iq3xxs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
+void gemv16_iq3s(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
+bool gemv_vbmi_usable();  // this CPU has AVX512_VBMI, BITALG and GFNI (the IQ2_XXS / IQ3 GEMVs)
 bool gemv_gfni_usable();  // this CPU has GFNI
 void gemv16_q3k_nogfni(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);  // gemv16_q3k's fallback
 

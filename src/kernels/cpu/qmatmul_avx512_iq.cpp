@@ -279,6 +279,14 @@ struct FastIQ2XXS {
     static void run(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_iq2xxs(a, x, r, n, nc); }
 };
 
+// The IQ3_XXS and IQ3_S decode GEMVs (qmatmul_avx512_iq_gemv.cpp), same conditions.
+struct FastIQ3XXS : FastIQ2XXS {
+    static void run(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_iq3xxs(a, x, r, n, nc); }
+};
+struct FastIQ3S : FastIQ2XXS {
+    static void run(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_iq3s(a, x, r, n, nc); }
+};
+
 }  // namespace
 
 MatmulFn qmm512_iq_kernel(DType t) {
@@ -286,15 +294,22 @@ MatmulFn qmm512_iq_kernel(DType t) {
         case DType::IQ2_XXS: return qmm512<DType::IQ2_XXS, DIQ2_XXS, FastIQ2XXS>;
         case DType::IQ2_XS: return qmm512<DType::IQ2_XS, DIQ2_XS>;
         case DType::IQ2_S: return qmm512<DType::IQ2_S, DIQ2_S>;
-        case DType::IQ3_XXS: return qmm512<DType::IQ3_XXS, DIQ3_XXS>;
-        case DType::IQ3_S: return qmm512<DType::IQ3_S, DIQ3_S>;
+        case DType::IQ3_XXS: return qmm512<DType::IQ3_XXS, DIQ3_XXS, FastIQ3XXS>;
+        case DType::IQ3_S: return qmm512<DType::IQ3_S, DIQ3_S, FastIQ3S>;
         case DType::IQ1_S: return qmm512<DType::IQ1_S, DIQ1_S>;
         case DType::IQ1_M: return qmm512<DType::IQ1_M, DIQ1_M>;
         default: return nullptr;
     }
 }
 
-MatmulFn qmm512_iq_baseline(DType t) { return t == DType::IQ2_XXS ? qmm512<DType::IQ2_XXS, DIQ2_XXS> : nullptr; }
+MatmulFn qmm512_iq_baseline(DType t) {
+    switch (t) {
+        case DType::IQ2_XXS: return qmm512<DType::IQ2_XXS, DIQ2_XXS>;
+        case DType::IQ3_XXS: return qmm512<DType::IQ3_XXS, DIQ3_XXS>;
+        case DType::IQ3_S: return qmm512<DType::IQ3_S, DIQ3_S>;
+        default: return nullptr;
+    }
+}
 
 }  // namespace moe::kernels
 

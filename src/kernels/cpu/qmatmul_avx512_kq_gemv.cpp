@@ -390,15 +390,6 @@ void iq2xxs_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, in
 MOE_TARGET_POP
 MOE_TARGET_PUSH("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2,bmi2")
 
-template <auto SB>
-void gemv16_k256(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
-    const Rows16 rw(a, n, nc);
-    const __m512i rows = rw.offsets();
-    const int64_t nsb = a.K / 256;
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t sb = 0; sb < nsb; ++sb) SB(rw.w, rows, x, sb, panel_share(a, n, sb, nsb), acc);
-    store_row16(a, r, n, nc, acc);
-}
 
 MOE_TARGET_POP  // regions do not nest under clang: the outer set is closed, then widened
 MOE_TARGET_PUSH("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2,bmi2,avx512vbmi,avx512bitalg,gfni")
