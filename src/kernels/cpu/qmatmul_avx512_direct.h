@@ -133,6 +133,11 @@ void gemv16_iq2xxs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64
 // needs AVX512_VBMI (qmatmul_avx512_iq_gemv.cpp)
 void gemv16_iq3xxs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
 void gemv16_iq3s(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
+// needs AVX512_VBMI (qmatmul_avx512_iq_grid8_gemv.cpp)
+void gemv16_iq2xs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
+void gemv16_iq2s(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
+void gemv16_iq1s(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
+void gemv16_iq1m(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
 bool gemv_vbmi_usable();  // this CPU has AVX512_VBMI, BITALG and GFNI (the IQ2_XXS / IQ3 GEMVs)
 bool gemv_gfni_usable();  // this CPU has GFNI
 void gemv16_q3k_nogfni(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);  // gemv16_q3k's fallback

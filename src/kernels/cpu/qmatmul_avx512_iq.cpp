@@ -279,12 +279,10 @@ struct FastIQ2XXS {
     static void run(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_iq2xxs(a, x, r, n, nc); }
 };
 
-// The IQ3_XXS and IQ3_S decode GEMVs (qmatmul_avx512_iq_gemv.cpp), same conditions.
-struct FastIQ3XXS : FastIQ2XXS {
-    static void run(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_iq3xxs(a, x, r, n, nc); }
-};
-struct FastIQ3S : FastIQ2XXS {
-    static void run(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_iq3s(a, x, r, n, nc); }
+// The other IQ decode GEMVs (qmatmul_avx512_iq_gemv.cpp, qmatmul_avx512_iq_grid8_gemv.cpp), same conditions.
+template <auto G>
+struct FastIQ : FastIQ2XXS {
+    static void run(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { G(a, x, r, n, nc); }
 };
 
 }  // namespace
@@ -292,12 +290,12 @@ struct FastIQ3S : FastIQ2XXS {
 MatmulFn qmm512_iq_kernel(DType t) {
     switch (t) {
         case DType::IQ2_XXS: return qmm512<DType::IQ2_XXS, DIQ2_XXS, FastIQ2XXS>;
-        case DType::IQ2_XS: return qmm512<DType::IQ2_XS, DIQ2_XS>;
-        case DType::IQ2_S: return qmm512<DType::IQ2_S, DIQ2_S>;
-        case DType::IQ3_XXS: return qmm512<DType::IQ3_XXS, DIQ3_XXS, FastIQ3XXS>;
-        case DType::IQ3_S: return qmm512<DType::IQ3_S, DIQ3_S, FastIQ3S>;
-        case DType::IQ1_S: return qmm512<DType::IQ1_S, DIQ1_S>;
-        case DType::IQ1_M: return qmm512<DType::IQ1_M, DIQ1_M>;
+        case DType::IQ2_XS: return qmm512<DType::IQ2_XS, DIQ2_XS, FastIQ<gemv16_iq2xs>>;
+        case DType::IQ2_S: return qmm512<DType::IQ2_S, DIQ2_S, FastIQ<gemv16_iq2s>>;
+        case DType::IQ3_XXS: return qmm512<DType::IQ3_XXS, DIQ3_XXS, FastIQ<gemv16_iq3xxs>>;
+        case DType::IQ3_S: return qmm512<DType::IQ3_S, DIQ3_S, FastIQ<gemv16_iq3s>>;
+        case DType::IQ1_S: return qmm512<DType::IQ1_S, DIQ1_S, FastIQ<gemv16_iq1s>>;
+        case DType::IQ1_M: return qmm512<DType::IQ1_M, DIQ1_M, FastIQ<gemv16_iq1m>>;
         default: return nullptr;
     }
 }
@@ -305,8 +303,12 @@ MatmulFn qmm512_iq_kernel(DType t) {
 MatmulFn qmm512_iq_baseline(DType t) {
     switch (t) {
         case DType::IQ2_XXS: return qmm512<DType::IQ2_XXS, DIQ2_XXS>;
+        case DType::IQ2_XS: return qmm512<DType::IQ2_XS, DIQ2_XS>;
+        case DType::IQ2_S: return qmm512<DType::IQ2_S, DIQ2_S>;
         case DType::IQ3_XXS: return qmm512<DType::IQ3_XXS, DIQ3_XXS>;
         case DType::IQ3_S: return qmm512<DType::IQ3_S, DIQ3_S>;
+        case DType::IQ1_S: return qmm512<DType::IQ1_S, DIQ1_S>;
+        case DType::IQ1_M: return qmm512<DType::IQ1_M, DIQ1_M>;
         default: return nullptr;
     }
 }
