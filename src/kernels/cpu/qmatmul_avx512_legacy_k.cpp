@@ -1,6 +1,6 @@
 // AVX-512 VNNI register decoders for the legacy fallbacks (Q4_1, Q5_0, Q5_1), IQ4_NL, IQ4_XS, Q3_K,
 // Q2_K, MXFP4 and TQ2_0, run by the engine of qmatmul_avx512.h (panel GEMM: repack + rows_block;
-// decode GEMV: direct_row, gemv16_mxfp4 for MXFP4, the GEMVs of qmatmul_avx512_kq_gemv.cpp for Q2_K / Q3_K / IQ4_XS). Interface as DQ4_0 / DQ6_K (qmatmul_avx512_q8k.cpp); levels and scales
+// decode GEMV: direct_row, gemv16_nibble_blocks for MXFP4 and IQ4_NL, the GEMVs of qmatmul_avx512_kq_gemv.cpp for Q2_K / Q3_K / IQ4_XS). Interface as DQ4_0 / DQ6_K (qmatmul_avx512_q8k.cpp); levels and scales
 // are the ones of the scalar decoders (qmatmul_decode_more.h), so every path gives the same bits.
 #include <immintrin.h>
 
@@ -86,14 +86,17 @@ inline __m512i iq4_table() {
 }
 
 struct DIQ4_NL {
-    static constexpr int kShift = 7, kUnits = 1, kSbElems = 64, kG = 32, kSbBytes = 36;
+    static constexpr int kShift = 7, kUnits = 1, kSbElems = 64, kG = 32, kSbBytes = 36, kBlockBytes = 18, kQsOff = 2;
     static constexpr bool kMin = false, kVecScales = false;
     struct State {};
+    static __m512i table() { return iq4_table(); }
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
     static __m512i levels(const State&, const uint8_t* row, int64_t sb, int, int64_t nblocks) {
         const uint8_t* b0 = row + 2 * sb * 18;
         return _mm512_shuffle_epi8(iq4_table(), nibbles2(b0 + 2, b0 + 20, 2 * sb + 1 < nblocks));
     }
+    // the f16 d of 16 rows' blocks (h2f's value)
+    static __m512 gather_scale(__m512i offs, const uint8_t* p) { return f16_lo(_mm512_i32gather_epi32(offs, p, 1)); }
     static void scales(const State&, const uint8_t* row, int64_t sb, int64_t nblocks, float* ws, float*) {
         const uint8_t* b0 = row + 2 * sb * 18;
         ws[0] = h2f(b0);
@@ -191,7 +194,7 @@ struct DQ2_K {
 // The level table is spelled out (kMxfp4Values + 16; the kernel tests against the reference decoder
 // catch any difference) so that it is a constant, not rebuilt per row.
 struct DMXFP4 {
-    static constexpr int kShift = 4, kUnits = 1, kSbElems = 64, kG = 32, kSbBytes = 34, kBlockBytes = 17;
+    static constexpr int kShift = 4, kUnits = 1, kSbElems = 64, kG = 32, kSbBytes = 34, kBlockBytes = 17, kQsOff = 1;
     static constexpr bool kMin = false, kVecScales = false;
     struct State {};
     static __m512i table() { return _mm512_broadcast_i32x4(_mm_setr_epi8(16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4)); }
@@ -215,37 +218,40 @@ struct DMXFP4 {
     }
 };
 
-// MXFP4 decode GEMV, 16 rows x 128 values (4 blocks) per step, as gemv16_q80: per row one 64-byte
-// vector of the 4 blocks' qs, split into low nibbles (values 0-15 of each block, lane k = block k)
-// and high nibbles (values 16-31), both through the level table, two vpdpbusd against the step's
-// activations regrouped the same way, granule_sums -> R[k] lane c = row c's sum over block k; then
-// the f32 chain of qmatmul.h per block in K order (same bits as the panel path). Half the decode
-// work per value of direct_row's 64-value units, which made MXFP4 experts compute-bound (19.5 GB/s
-// vs 31 GB/s for the Q8_0 head of the same gpt-oss-20b-shaped file). A last step of 1-3 blocks
+// MXFP4 and IQ4_NL decode GEMV (D: 32-value blocks of a scale field and 16 nibble bytes at
+// D::kQsOff, levels by the 16-entry D::table()), 16 rows x 128 values (4 blocks) per step, as
+// gemv16_q80: per row one 64-byte vector of the 4 blocks' qs, split into low nibbles (values 0-15 of
+// each block, lane k = block k) and high nibbles (values 16-31), both through the level table, two
+// vpdpbusd against the step's activations regrouped the same way, granule_sums -> R[k] lane c = row
+// c's sum over block k; then the f32 chain of qmatmul.h per block in K order (same bits as the panel
+// path). Half the decode work per value of direct_row's 64-value units, which made MXFP4 experts
+// compute-bound (19.5 GB/s vs 31 GB/s for the Q8_0 head of the same gpt-oss-20b-shaped file); IQ4_NL
+// kernel alone 1.5x direct_row (docs/PERFORMANCE.md, session 24). A last step of 1-3 blocks
 // zero-fills the missing ones (never read past the row) and ignores their lanes.
-template <bool Tail>
-inline void mxfp4_step(const uint8_t* const* w, const ref::ActQ8Row& x, int64_t s, int nbs, __m512i offs,
-                       const PanelShare& ps, __m512& acc) {
-    const __m512i tbl = DMXFP4::table();
+template <class D, bool Tail>
+inline void nibble_block_step(const uint8_t* const* w, const ref::ActQ8Row& x, int64_t s, int nbs, __m512i offs,
+                              const PanelShare& ps, __m512& acc) {
+    constexpr int64_t B = D::kBlockBytes;
+    const __m512i tbl = D::table();
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512i xA, xB;
     act_step128(x.qs + 128 * s, Tail ? nbs : 4, xA, xB);
     __m512i dp[16], R[4];
     for (int c = 0; c < 16; ++c) {
         prefetch_share(ps, c, 16);
-        const uint8_t* b = w[c] + 4 * s * 17 + 1;
+        const uint8_t* b = w[c] + 4 * s * B + D::kQsOff;
         __m512i v;
         if constexpr (Tail) {
             v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
             for (int k = 1; k < 4; ++k) {
-                const __m128i q = k < nbs ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 17 * k)) : _mm_setzero_si128();
+                const __m128i q = k < nbs ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + B * k)) : _mm_setzero_si128();
                 v = k == 1 ? _mm512_inserti32x4(v, q, 1) : k == 2 ? _mm512_inserti32x4(v, q, 2) : _mm512_inserti32x4(v, q, 3);
             }
         } else {
             v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
-            v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 17)), 1);
-            v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 34)), 2);
-            v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 51)), 3);
+            v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + B)), 1);
+            v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 * B)), 2);
+            v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 3 * B)), 3);
         }
         const __m512i L = _mm512_shuffle_epi8(tbl, _mm512_and_si512(v, m4));
         const __m512i H = _mm512_shuffle_epi8(tbl, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
@@ -254,28 +260,28 @@ inline void mxfp4_step(const uint8_t* const* w, const ref::ActQ8Row& x, int64_t 
     granule_sums(dp, R);
     for (int k = 0; k < (Tail ? nbs : 4); ++k) {
         const int64_t g = 4 * s + k;
-        const __m512i I = _mm512_add_epi32(R[k], _mm512_set1_epi32((x.nsum[8 * g] + x.nsum[8 * g + 4]) * 16));
-        const __m512 ws = DMXFP4::gather_scale(offs, w[0] + 17 * g);
+        const __m512i I = _mm512_add_epi32(R[k], _mm512_set1_epi32((x.nsum[8 * g] + x.nsum[8 * g + 4]) * (1 << D::kShift)));
+        const __m512 ws = D::gather_scale(offs, w[0] + B * g);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(ws, _mm512_set1_ps(x.dxv[8 * g])), acc);
     }
 }
 
-void gemv16_mxfp4(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
+template <class D>
+void gemv16_nibble_blocks(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
     const Rows16 rw(a, n, nc);
     const uint8_t* const* w = rw.w;
     const __m512i offs = rw.offsets();
     const int64_t nb = a.K / 32, nfull = nb / 4, nstep = (nb + 3) / 4;
     __m512 acc = _mm512_setzero_ps();
-    for (int64_t s = 0; s < nfull; ++s) mxfp4_step<false>(w, x, s, 4, offs, panel_share(a, n, s, nstep), acc);
-    if (nfull < nstep) mxfp4_step<true>(w, x, nfull, static_cast<int>(nb - 4 * nfull), offs, panel_share(a, n, nfull, nstep), acc);
+    for (int64_t s = 0; s < nfull; ++s) nibble_block_step<D, false>(w, x, s, 4, offs, panel_share(a, n, s, nstep), acc);
+    if (nfull < nstep) nibble_block_step<D, true>(w, x, nfull, static_cast<int>(nb - 4 * nfull), offs, panel_share(a, n, nfull, nstep), acc);
     store_row16(a, r, n, nc, acc);
 }
-
-struct FastMXFP4 {
+template <class D>
+struct FastNibbleBlocks {
     static bool usable(const MatmulArgs& a) { return 15 * static_cast<int64_t>(a.w_row_stride) <= INT32_MAX; }
-    static void run(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_mxfp4(a, x, r, n, nc); }
+    static void run(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) { gemv16_nibble_blocks<D>(a, x, r, n, nc); }
 };
-
 // TQ2_0 (66 bytes: qs[64], d): unit u = bytes 32 (u / 2).., shifts 2 l for l = 2 (u % 2), +1; level
 // t in {0, 1, 2} with offset 1 (shift 0).
 struct DTQ2_0 {
@@ -311,11 +317,11 @@ MatmulFn qmm512_legacy_k_kernel(DType t) {
         case DType::Q4_1: return qmm512<DType::Q4_1, DLegacy<DType::Q4_1>>;
         case DType::Q5_0: return qmm512<DType::Q5_0, DLegacy<DType::Q5_0>>;
         case DType::Q5_1: return qmm512<DType::Q5_1, DLegacy<DType::Q5_1>>;
-        case DType::IQ4_NL: return qmm512<DType::IQ4_NL, DIQ4_NL>;
+        case DType::IQ4_NL: return qmm512<DType::IQ4_NL, DIQ4_NL, FastNibbleBlocks<DIQ4_NL>>;
         case DType::IQ4_XS: return qmm512<DType::IQ4_XS, DIQ4_XS, FastK256<gemv16_iq4xs>>;
         case DType::Q3_K: return qmm512<DType::Q3_K, DQ3_K, FastK256<gemv16_q3k>>;
         case DType::Q2_K: return qmm512<DType::Q2_K, DQ2_K, FastK256<gemv16_q2k>>;
-        case DType::MXFP4: return qmm512<DType::MXFP4, DMXFP4, FastMXFP4>;
+        case DType::MXFP4: return qmm512<DType::MXFP4, DMXFP4, FastNibbleBlocks<DMXFP4>>;
         case DType::TQ2_0: return qmm512<DType::TQ2_0, DTQ2_0>;
         default: return nullptr;
     }

@@ -1,6 +1,6 @@
 // The MXFP4 panel layout (qmatmul_panel_layout.h): scalar repack / unpack, the scalar reference dot
 // of one panel row (qmatmul_panel_layout.cpp dispatches) and the AVX-512 VNNI decode GEMV
-// (panel_gemv_avx512 dispatches). The block decode GEMV (gemv16_mxfp4) loads 16 rows x 4 blocks'
+// (panel_gemv_avx512 dispatches). The block decode GEMV (gemv16_nibble_blocks<DMXFP4>) loads 16 rows x 4 blocks'
 // qs into one vector per row and reduces the 16 rows' lanes to [block][row] sums (granule_sums)
 // and gathers the 16 rows' exponents per block; here the codes are stored column-interleaved as
 // Q4_0's nibble vectors, so the vpdpbusd accumulators are the 16 rows' block sums (no reduction)
@@ -60,7 +60,7 @@ void unpack_mxfp4(const uint8_t* panel, int64_t nb, int nrows, uint8_t* rows, si
 
 // Row c of an MXFP4 panel against the kActQ8_0 row x: per block I = sum kMxfp4Values[code] x
 // (exact), then acc = fma(float(I), e8m0_half(e) * dx, acc) in K order (the block kernels' chain,
-// DMXFP4 / gemv16_mxfp4).
+// DMXFP4 / gemv16_nibble_blocks<DMXFP4>).
 float dot_mxfp4(const uint8_t* P, int64_t nb, int c, const ref::ActQ8Row& x) {
     const uint8_t* E = P + static_cast<size_t>(nb) * kMxfp4BlockLevelBytes;
     float acc = 0.0f;
