@@ -4,7 +4,9 @@
 //   qmatmul_avx512_q8k.cpp       Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (+ their specialised decode GEMVs)
 //   qmatmul_avx512_legacy_k.cpp  Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q3_K, Q2_K, MXFP4, TQ2_0
 //   qmatmul_avx512_iq.cpp        IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M
-//   qmatmul_avx512_kq_gemv.cpp   the decode GEMVs of Q2_K, Q3_K, IQ4_XS (used by the legacy_k table)
+//   qmatmul_avx512_kq_gemv.cpp   the decode GEMVs of Q2_K, Q3_K, IQ4_XS (used by the legacy_k table), IQ2_XXS
+//   qmatmul_avx512_iq_gemv.cpp   the decode GEMVs of IQ3_XXS, IQ3_S (used by the iq table)
+//   qmatmul_avx512_iq_grid8_gemv.cpp  the decode GEMVs of IQ2_XS, IQ2_S, IQ1_S, IQ1_M (used by the iq table)
 //   qmatmul_avx512_q6k_gemv.cpp  the decode GEMV of Q6_K (used by the q8k table)
 // A family file defines register decoders D (interface: DQ4_0 / DQ6_K in qmatmul_avx512_q8k.cpp)
 // and instantiates qmm512<D> (prefill panel GEMM: repack + rows_block; decode: direct_row or a

@@ -4,8 +4,11 @@
 // 128 +- magnitude by a 64-bit sign mask; the scales are computed as in qmatmul_decode_more.h, so
 // every path gives the same bits. Indices, sign masks and the scale vectors are built with vector
 // and SWAR operations: no per-group scalar loop and no index array written by scalar stores and
-// reloaded as a vector (a failed store forward). Decode (m = 1) 1.1-4.7x the per-group loops on
-// AMD Zen 5 (docs/PERFORMANCE.md, session 23).
+// reloaded as a vector (a failed store forward). These decoders run prefill (the panel GEMM) on
+// every AVX-512 CPU, and decode (direct_row) where the CPU lacks AVX512_VBMI / BITALG / GFNI; with
+// them decode takes the register look-up GEMVs (IQ2_XXS: qmatmul_avx512_kq_gemv.cpp; IQ3:
+// qmatmul_avx512_iq_gemv.cpp; the rest: qmatmul_avx512_iq_grid8_gemv.cpp), 1.5-6x these decoders
+// on AMD Zen 5 (docs/PERFORMANCE.md, session 24).
 #include <immintrin.h>
 
 #include <algorithm>
