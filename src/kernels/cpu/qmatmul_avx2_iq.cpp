@@ -35,10 +35,6 @@ MOE_AVX2_BLK inline __m256i sign_mask32(uint32_t s) {
     const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
     return _mm256_cmpeq_epi8(_mm256_and_si256(rep, bit), bit);
 }
-// The 4 7-bit fields at bits 7 l of w (IQ2_XXS, IQ3_XXS) as bytes (shifts, not pdep: slow on Zen 1/2).
-inline uint32_t fields7x4(uint32_t w) {
-    return (w & 0x7Fu) | ((w >> 7) & 0x7Fu) << 8 | ((w >> 14) & 0x7Fu) << 16 | ((w >> 21) & 0x7Fu) << 24;
-}
 MOE_AVX2_BLK inline __m256i grid4x8(const uint64_t* G, int i0, int i1, int i2, int i3) {
     return _mm256_setr_epi64x(static_cast<int64_t>(G[i0]), static_cast<int64_t>(G[i1]), static_cast<int64_t>(G[i2]),
                               static_cast<int64_t>(G[i3]));
@@ -54,6 +50,44 @@ MOE_AVX2_BLK inline void iq1_values(__m256i g, __m256i delta, __m256i* mag, __m2
     *mag = _mm256_abs_epi8(v);
     *neg = _mm256_cmpgt_epi8(_mm256_setzero_si256(), v);
 }
+
+// Per-super-block preparation (D::prep, once per row and super-block, before the 8 blocks): the
+// index and sign work done for 32 entries at once in vectors instead of per entry with scalar
+// shifts, stored in a small per-row array that the blocks then read with scalar loads (each load
+// inside one earlier vector store, so it is forwarded).
+// ref::iq_signs8_bytes on 32 bytes (the same shift / xor chain in 32-bit lanes): byte g of f = a
+// 7-bit field, of the result = the field with its parity bit 7.
+MOE_AVX2_BLK inline __m256i signs8_bytes32(__m256i f) {
+    __m256i t = _mm256_xor_si256(f, _mm256_srli_epi32(f, 4));
+    t = _mm256_xor_si256(t, _mm256_srli_epi32(t, 2));
+    t = _mm256_xor_si256(t, _mm256_srli_epi32(t, 1));
+    return _mm256_or_si256(f, _mm256_slli_epi32(_mm256_and_si256(t, _mm256_set1_epi8(1)), 7));
+}
+// 8 dwords of 4 7-bit sign fields each (IQ2_XXS, IQ3_XXS) -> 32 sign bytes with the parity bit 7.
+MOE_AVX2_BLK inline void signs_from_fields(__m256i w, uint8_t* out) {
+    const __m256i m7 = _mm256_set1_epi32(0x7F);
+    __m256i f = _mm256_and_si256(w, m7);
+    f = _mm256_or_si256(f, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w, 7), m7), 8));
+    f = _mm256_or_si256(f, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w, 14), m7), 16));
+    f = _mm256_or_si256(f, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w, 21), m7), 24));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out), signs8_bytes32(f));
+}
+// The 32 grid indices qs[e] | ((F[e / 4] >> sh[e % 4]) & mask) << 8 of a super-block (IQ2_S, IQ1_S,
+// IQ1_M: the index's high bits packed per block in a field; F: the 8 blocks' fields as dwords).
+MOE_AVX2_BLK inline void indices32(const uint8_t* qs, __m256i F, __m256i sh, int mask, uint32_t* idx) {
+    for (int t = 0; t < 4; ++t) {  // entries 8 t .. 8 t + 7 = blocks 2 t, 2 t + 1
+        const __m256i Fr = _mm256_permutevar8x32_epi32(F, _mm256_setr_epi32(2 * t, 2 * t, 2 * t, 2 * t, 2 * t + 1, 2 * t + 1, 2 * t + 1, 2 * t + 1));
+        const __m256i h = _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(Fr, sh), _mm256_set1_epi32(mask)), 8);
+        const __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8 * t)));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 8 * t), _mm256_or_si256(q, h));
+    }
+}
+struct SignPrep {
+    alignas(32) uint8_t sg[32];  // sign byte of entry e (group of 8 values)
+};
+struct IndexPrep {
+    alignas(32) uint32_t idx[32];
+};
 
 // Field of type T at byte `off` of the 4 rows' current super-blocks, as 4 int32 lanes.
 template <class T>
@@ -75,58 +109,81 @@ MOE_AVX2_BLK inline void nibble_scales(__m128i c, __m128 d, __m128* w) {
 }
 
 // Each type: kBytes, kG (granule), d4 (the 4 rows' super-block d), scales (block ib's f32 scale per
-// granule for the 4 rows: w[0], and w[1] for 16-value granules) and block(b, ib, mag, neg).
+// granule for the 4 rows: w[0], and w[1] for 16-value granules), prep(b, p) (a row's super-block
+// work shared by its 8 blocks, into Prep p) and block(b, p, ib, mag, neg).
 struct IQ2XXS {
     static constexpr size_t kBytes = sizeof(ref::BlockIQ2_XXS);
     static constexpr int kG = 32;
+    using Prep = SignPrep;
     MOE_AVX2_BLK static __m128 d4(const uint8_t* const* blk) { return halves4(blk, 0); }
     MOE_AVX2_BLK static void scales(const uint8_t* const* blk, int ib, __m128 d, __m128* w) {
         w[0] = db_iq2x4(d, _mm_srli_epi32(rows4<uint32_t>(blk, 2 + 8 * ib + 4), 28));
     }
-    MOE_AVX2_BLK static void block(const uint8_t* b, int ib, __m256i* mag, __m256i* neg) {
-        const uint32_t a0 = load_as<uint32_t>(b + 2 + 8 * ib), a1 = load_as<uint32_t>(b + 2 + 8 * ib + 4);
-        *mag = grid4x8(ref::kIq2xxsGrid, a0 & 0xFF, (a0 >> 8) & 0xFF, (a0 >> 16) & 0xFF, a0 >> 24);
-        *neg = sign_mask32(ref::iq_signs8_bytes<uint32_t>(fields7x4(a1)));
+    // the sign words a1 are the odd dwords of the 8 (a0, a1) pairs: blocks (0, 1, 4, 5 | 2, 3, 6, 7) -> in order
+    MOE_AVX2_BLK static void prep(const uint8_t* b, Prep& p) {
+        const __m256 A = _mm256_loadu_ps(reinterpret_cast<const float*>(b + 2)), B = _mm256_loadu_ps(reinterpret_cast<const float*>(b + 34));
+        signs_from_fields(_mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(A, B, 0xDD)), 0xD8), p.sg);
+    }
+    MOE_AVX2_BLK static void block(const uint8_t* b, const Prep& p, int ib, __m256i* mag, __m256i* neg) {
+        const uint8_t* q = b + 2 + 8 * ib;
+        *mag = grid4x8(ref::kIq2xxsGrid, q[0], q[1], q[2], q[3]);
+        *neg = sign_mask32(load_as<uint32_t>(p.sg + 4 * ib));
     }
 };
 struct IQ2XS {
     static constexpr size_t kBytes = sizeof(ref::BlockIQ2_XS);
     static constexpr int kG = 16;
+    struct Prep {
+        alignas(32) uint16_t idx[32];
+        alignas(32) uint8_t sg[32];
+    };
     MOE_AVX2_BLK static __m128 d4(const uint8_t* const* blk) { return halves4(blk, 0); }
     MOE_AVX2_BLK static void scales(const uint8_t* const* blk, int ib, __m128 d, __m128* w) { nibble_scales(rows4<uint8_t>(blk, 66 + ib), d, w); }
-    MOE_AVX2_BLK static void block(const uint8_t* b, int ib, __m256i* mag, __m256i* neg) {
-        const uint64_t v = load_as<uint64_t>(b + 2 + 8 * ib);  // 4 x u16: 9-bit index | 7 sign bits << 9
-        auto e = [&](int l) { return static_cast<int>((v >> (16 * l)) & 511); };
-        *mag = grid4x8(ref::kIq2xsGrid, e(0), e(1), e(2), e(3));
-        auto f = [&](int l) { return static_cast<uint32_t>((v >> (16 * l + 9)) & 0x7F) << (8 * l); };
-        *neg = sign_mask32(ref::iq_signs8_bytes<uint32_t>(f(0) | f(1) | f(2) | f(3)));
+    // 32 u16 = 9-bit index | 7 sign bits << 9
+    MOE_AVX2_BLK static void prep(const uint8_t* b, Prep& p) {
+        const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)), q1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 34));
+        const __m256i m9 = _mm256_set1_epi16(511);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(p.idx), _mm256_and_si256(q0, m9));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(p.idx + 16), _mm256_and_si256(q1, m9));
+        const __m256i f = _mm256_permute4x64_epi64(_mm256_packus_epi16(_mm256_srli_epi16(q0, 9), _mm256_srli_epi16(q1, 9)), 0xD8);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(p.sg), signs8_bytes32(f));
+    }
+    MOE_AVX2_BLK static void block(const uint8_t*, const Prep& p, int ib, __m256i* mag, __m256i* neg) {
+        const uint16_t* e = p.idx + 4 * ib;
+        *mag = grid4x8(ref::kIq2xsGrid, e[0], e[1], e[2], e[3]);
+        *neg = sign_mask32(load_as<uint32_t>(p.sg + 4 * ib));
     }
 };
 struct IQ2S {
     static constexpr size_t kBytes = sizeof(ref::BlockIQ2_S);
     static constexpr int kG = 16;
+    using Prep = IndexPrep;
     MOE_AVX2_BLK static __m128 d4(const uint8_t* const* blk) { return halves4(blk, 0); }
     MOE_AVX2_BLK static void scales(const uint8_t* const* blk, int ib, __m128 d, __m128* w) { nibble_scales(rows4<uint8_t>(blk, 74 + ib), d, w); }
-    MOE_AVX2_BLK static void block(const uint8_t* b, int ib, __m256i* mag, __m256i* neg) {
-        const uint8_t* q = b + 2 + 4 * ib;
-        const int h = b[66 + ib];
-        *mag = grid4x8(ref::kIq2sGrid, q[0] | (h & 3) << 8, q[1] | ((h >> 2) & 3) << 8, q[2] | ((h >> 4) & 3) << 8, q[3] | ((h >> 6) & 3) << 8);
+    MOE_AVX2_BLK static void prep(const uint8_t* b, Prep& p) {  // entry 4 ib + k: bits 2 k, 2 k + 1 of qh[ib]
+        indices32(b + 2, _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 66))), _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6), 3, p.idx);
+    }
+    MOE_AVX2_BLK static void block(const uint8_t* b, const Prep& p, int ib, __m256i* mag, __m256i* neg) {
+        const uint32_t* e = p.idx + 4 * ib;
+        *mag = grid4x8(ref::kIq2sGrid, static_cast<int>(e[0]), static_cast<int>(e[1]), static_cast<int>(e[2]), static_cast<int>(e[3]));
         *neg = sign_mask32(load_as<uint32_t>(b + 34 + 4 * ib));
     }
 };
 struct IQ3XXS {
     static constexpr size_t kBytes = sizeof(ref::BlockIQ3_XXS);
     static constexpr int kG = 32;
+    using Prep = SignPrep;
     MOE_AVX2_BLK static __m128 d4(const uint8_t* const* blk) { return halves4(blk, 0); }
     MOE_AVX2_BLK static void scales(const uint8_t* const* blk, int ib, __m128 d, __m128* w) {  // d (0.5 + s) / 2
         const __m128 s = _mm_cvtepi32_ps(_mm_srli_epi32(rows4<uint32_t>(blk, 66 + 4 * ib), 28));
         w[0] = _mm_mul_ps(_mm_mul_ps(d, _mm_add_ps(_mm_set1_ps(0.5f), s)), _mm_set1_ps(0.5f));
     }
-    MOE_AVX2_BLK static void block(const uint8_t* b, int ib, __m256i* mag, __m256i* neg) {
+    MOE_AVX2_BLK static void prep(const uint8_t* b, Prep& p) { signs_from_fields(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 66)), p.sg); }
+    MOE_AVX2_BLK static void block(const uint8_t* b, const Prep& p, int ib, __m256i* mag, __m256i* neg) {
         const uint8_t* q = b + 2 + 8 * ib;
         const int i[8] = {q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]};
         *mag = grid8x4(ref::kIq3xxsGrid, i);
-        *neg = sign_mask32(ref::iq_signs8_bytes<uint32_t>(fields7x4(load_as<uint32_t>(b + 66 + 4 * ib))));
+        *neg = sign_mask32(load_as<uint32_t>(p.sg + 4 * ib));
     }
 };
 struct IQ3S {
@@ -137,7 +194,9 @@ struct IQ3S {
         const __m128i s = _mm_and_si128(_mm_srli_epi32(rows4<uint8_t>(blk, 106 + ib / 2), 4 * (ib % 2)), _mm_set1_epi32(0xF));
         w[0] = _mm_mul_ps(d, _mm_cvtepi32_ps(odd(s)));
     }
-    MOE_AVX2_BLK static void block(const uint8_t* b, int ib, __m256i* mag, __m256i* neg) {
+    struct Prep {};
+    MOE_AVX2_BLK static void prep(const uint8_t*, Prep&) {}
+    MOE_AVX2_BLK static void block(const uint8_t* b, const Prep&, int ib, __m256i* mag, __m256i* neg) {
         const uint8_t* q = b + 2 + 8 * ib;
         // index k = q[k] | bit k of qh[ib] << 8, built in a vector and stored (scalar shifts per
         // entry: 0.57x; the same for the 4-entry types was slower, 0.7-0.98x)
@@ -153,21 +212,24 @@ struct IQ3S {
 struct IQ1S {
     static constexpr size_t kBytes = sizeof(ref::BlockIQ1_S);
     static constexpr int kG = 32;
+    using Prep = IndexPrep;
     MOE_AVX2_BLK static __m128 d4(const uint8_t* const* blk) { return halves4(blk, 0); }
     MOE_AVX2_BLK static void scales(const uint8_t* const* blk, int ib, __m128 d, __m128* w) {  // d (2 s + 1) / 8
         w[0] = eighths(d, _mm_and_si128(_mm_srli_epi32(rows4<uint16_t>(blk, 34 + 2 * ib), 12), _mm_set1_epi32(7)));
     }
-    MOE_AVX2_BLK static void block(const uint8_t* b, int ib, __m256i* mag, __m256i* neg) {
-        const uint8_t* q = b + 2 + 4 * ib;
-        const unsigned h = load_as<uint16_t>(b + 34 + 2 * ib);
-        const __m256i g = grid4x8(ref::kIq1sGrid, q[0] | (h & 7) << 8, q[1] | ((h >> 3) & 7) << 8, q[2] | ((h >> 6) & 7) << 8,
-                                  q[3] | ((h >> 9) & 7) << 8);
-        iq1_values(g, _mm256_set1_epi8((h & 0x8000) ? -1 : 1), mag, neg);
+    MOE_AVX2_BLK static void prep(const uint8_t* b, Prep& p) {  // entry 4 ib + k: bits 3 k.. of qh[ib]
+        indices32(b + 2, _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 34))), _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9), 7, p.idx);
+    }
+    MOE_AVX2_BLK static void block(const uint8_t* b, const Prep& p, int ib, __m256i* mag, __m256i* neg) {
+        const uint32_t* e = p.idx + 4 * ib;
+        const __m256i g = grid4x8(ref::kIq1sGrid, static_cast<int>(e[0]), static_cast<int>(e[1]), static_cast<int>(e[2]), static_cast<int>(e[3]));
+        iq1_values(g, _mm256_set1_epi8((load_as<uint16_t>(b + 34 + 2 * ib) & 0x8000) ? -1 : 1), mag, neg);
     }
 };
 struct IQ1M {
     static constexpr size_t kBytes = sizeof(ref::BlockIQ1_M);
     static constexpr int kG = 16;
+    using Prep = IndexPrep;
     MOE_AVX2_BLK static __m128 d4(const uint8_t* const* blk) {
         return _mm_setr_ps(fp16_to_fp32(ref::iq1_m_scale_bits(blk[0] + 48)), fp16_to_fp32(ref::iq1_m_scale_bits(blk[1] + 48)),
                            fp16_to_fp32(ref::iq1_m_scale_bits(blk[2] + 48)), fp16_to_fp32(ref::iq1_m_scale_bits(blk[3] + 48)));
@@ -177,13 +239,18 @@ struct IQ1M {
         w[0] = eighths(d, _mm_and_si128(v, m7));
         w[1] = eighths(d, _mm_and_si128(_mm_srli_epi32(v, 3), m7));
     }
-    MOE_AVX2_BLK static void block(const uint8_t* b, int ib, __m256i* mag, __m256i* neg) {
-        const uint8_t* q = b + 4 * ib;
-        const unsigned h = load_as<uint16_t>(b + 32 + 2 * ib);  // nibble l: index bits 8-10, bit 3 = group l's delta sign
-        const __m256i g = grid4x8(ref::kIq1sGrid, q[0] | (h & 7) << 8, q[1] | ((h >> 4) & 7) << 8, q[2] | ((h >> 8) & 7) << 8,
-                                  q[3] | ((h >> 12) & 7) << 8);
-        auto dl = [&](int l) { return static_cast<int64_t>((h >> (4 * l + 3)) & 1 ? 0xFFFFFFFFFFFFFFFFull : 0x0101010101010101ull); };
-        iq1_values(g, _mm256_setr_epi64x(dl(0), dl(1), dl(2), dl(3)), mag, neg);
+    // entry 4 ib + k: nibble k of the u16 qh word ib (bits 0-2: index bits 8-10, bit 3: the entry's
+    // delta sign), kept whole: idx bit 11 = the delta sign
+    MOE_AVX2_BLK static void prep(const uint8_t* b, Prep& p) {
+        indices32(b, _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 32))), _mm256_setr_epi32(0, 4, 8, 12, 0, 4, 8, 12), 15, p.idx);
+    }
+    MOE_AVX2_BLK static void block(const uint8_t*, const Prep& p, int ib, __m256i* mag, __m256i* neg) {
+        const uint32_t* e = p.idx + 4 * ib;
+        const __m256i g = grid4x8(ref::kIq1sGrid, static_cast<int>(e[0] & 0x7FF), static_cast<int>(e[1] & 0x7FF), static_cast<int>(e[2] & 0x7FF),
+                                  static_cast<int>(e[3] & 0x7FF));
+        // delta per entry: bytes 0xFF (bit 11 set: -1) or 0x01, 8 per entry
+        const __m128i s = _mm_cmpeq_epi32(_mm_and_si128(_mm_load_si128(reinterpret_cast<const __m128i*>(e)), _mm_set1_epi32(0x800)), _mm_set1_epi32(0x800));
+        iq1_values(g, _mm256_or_si256(_mm256_cvtepi32_epi64(s), _mm256_set1_epi8(1)), mag, neg);
     }
 };
 
@@ -199,12 +266,14 @@ struct IqGrid {
         const uint8_t* blks[kRows];
         for (int i = 0; i < kRows; ++i) blks[i] = row[i] + b * static_cast<int64_t>(kBytes);
         const __m128 d = D::d4(blks);
+        typename D::Prep pp[kRows];
+        for (int i = 0; i < kRows; ++i) D::prep(blks[i], pp[i]);
         for (int ib = 0; ib < 8; ++ib) {
             __m256i xv[RM], I[RM][kRows];
             for (int r = 0; r < RM; ++r) xv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r].qs + 256 * b + 32 * ib));
             for (int i = 0; i < kRows; ++i) {
                 __m256i mag, neg;
-                D::block(blks[i], ib, &mag, &neg);
+                D::block(blks[i], pp[i], ib, &mag, &neg);
                 for (int r = 0; r < RM; ++r)
                     I[r][i] = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, _mm256_sub_epi8(_mm256_xor_si256(xv[r], neg), neg)), ones);
             }
