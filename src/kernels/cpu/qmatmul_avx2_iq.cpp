@@ -5,12 +5,14 @@
 //
 // Per 32-value block ib of a 256-value super-block, a type's `block` gives the 32 magnitudes as
 // unsigned bytes (4 grid entries of 8, or 8 of 4: scalar loads, which beat the gathers on the AMD
-// CPUs measured, docs/PERFORMANCE.md session 23) and a byte mask of the negative values; the
-// activations take the signs ((x ^ m) - m) and I = vpmaddwd(vpmaddubsw(mag, x'), 1) is the chain's
+// CPUs measured, docs/PERFORMANCE.md session 23) and a vpsignb operand (-1 / +1 per value); the
+// activations take the signs (vpsignb) and I = vpmaddwd(vpmaddubsw(mag, x'), 1) is the chain's
 // exact integer sum: |pair| <= 2 x 62 x 127 < 2^15, the kActQ8_K activations lie in -127..127.
-// IQ1_S / IQ1_M values 8 g +- 1 (g in {-1, 0, 1}) go the same way as |v| and v < 0. The f32 scales
+// IQ1_S / IQ1_M values v = 8 g +- 1 (g in {-1, 0, 1}, never 0) go as |v| with v the sign operand. The f32 scales
 // are the scalar decoders' expressions (qmatmul_decode_more.h), the chain per granule (32 values,
 // or 16 for IQ2_XS, IQ2_S, IQ1_M) in K order: the scalar path's bits.
+#include <vector>
+
 #include "core/fp16.h"
 #include "kernels/cpu/qmatmul_avx2_blocks.h"
 #include "kernels/ref/iq_tables.h"
@@ -28,12 +30,13 @@ inline T load_as(const uint8_t* p) {
     return v;
 }
 
-// 4 sign bytes (byte l: bit j set = element j of group l negative) -> 32 byte masks.
-MOE_AVX2_BLK inline __m256i sign_mask32(uint32_t s) {
+// 4 sign bytes (byte l: bit j set = element j of group l negative) -> the vpsignb operand of the 32
+// values: -1 where negative, +1 elsewhere.
+MOE_AVX2_BLK inline __m256i sign_operand32(uint32_t s) {
     const __m256i rep = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(s)),
                                             _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL, 0x0303030303030303LL));
     const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
-    return _mm256_cmpeq_epi8(_mm256_and_si256(rep, bit), bit);
+    return _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(rep, bit), bit), _mm256_set1_epi8(1));
 }
 MOE_AVX2_BLK inline __m256i grid4x8(const uint64_t* G, int i0, int i1, int i2, int i3) {
     return _mm256_setr_epi64x(static_cast<int64_t>(G[i0]), static_cast<int64_t>(G[i1]), static_cast<int64_t>(G[i2]),
@@ -43,12 +46,26 @@ MOE_AVX2_BLK inline __m256i grid8x4(const uint32_t* G, const int (&i)[8]) {
     return _mm256_setr_epi32(static_cast<int>(G[i[0]]), static_cast<int>(G[i[1]]), static_cast<int>(G[i[2]]), static_cast<int>(G[i[3]]),
                              static_cast<int>(G[i[4]]), static_cast<int>(G[i[5]]), static_cast<int>(G[i[6]]), static_cast<int>(G[i[7]]));
 }
-// IQ1 values 8 g + delta from grid bytes g in {-1, 0, 1} and the per-byte delta (+-1).
-MOE_AVX2_BLK inline void iq1_values(__m256i g, __m256i delta, __m256i* mag, __m256i* neg) {
-    const __m256i x8 = _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -8));
-    const __m256i v = _mm256_add_epi8(_mm256_shuffle_epi8(x8, _mm256_and_si256(g, _mm256_set1_epi8(0x0F))), delta);
+// ref::kIq1sGrid with every value times 8 (bytes -8, 0, 8), built once: an IQ1 value 8 g + delta is
+// then one byte add (instead of a look-up of each byte).
+const uint64_t* iq1_grid8() {
+    static const std::vector<uint64_t> t = [] {
+        std::vector<uint64_t> v(2048);
+        for (int e = 0; e < 2048; ++e) {
+            uint64_t x = 0;
+            for (int j = 0; j < 8; ++j)
+                x |= static_cast<uint64_t>(static_cast<uint8_t>(8 * static_cast<int8_t>(ref::grid_byte(ref::kIq1sGrid[e], j)))) << (8 * j);
+            v[static_cast<size_t>(e)] = x;
+        }
+        return v;
+    }();
+    return t.data();
+}
+// IQ1 values v = 8 g + delta (never 0): magnitude |v|, sign operand v.
+MOE_AVX2_BLK inline void iq1_values(__m256i g8, __m256i delta, __m256i* mag, __m256i* sgn) {
+    const __m256i v = _mm256_add_epi8(g8, delta);
     *mag = _mm256_abs_epi8(v);
-    *neg = _mm256_cmpgt_epi8(_mm256_setzero_si256(), v);
+    *sgn = v;
 }
 
 // Per-super-block preparation (D::prep, once per row and super-block, before the 8 blocks): the
@@ -88,6 +105,9 @@ struct SignPrep {
 struct IndexPrep {
     alignas(32) uint32_t idx[32];
 };
+struct Iq1Prep : IndexPrep {
+    const uint64_t* g8;  // iq1_grid8(), fetched once per super-block rather than per block
+};
 
 // Field of type T at byte `off` of the 4 rows' current super-blocks, as 4 int32 lanes.
 template <class T>
@@ -110,7 +130,7 @@ MOE_AVX2_BLK inline void nibble_scales(__m128i c, __m128 d, __m128* w) {
 
 // Each type: kBytes, kG (granule), d4 (the 4 rows' super-block d), scales (block ib's f32 scale per
 // granule for the 4 rows: w[0], and w[1] for 16-value granules), prep(b, p) (a row's super-block
-// work shared by its 8 blocks, into Prep p) and block(b, p, ib, mag, neg).
+// work shared by its 8 blocks, into Prep p) and block(b, p, ib, mag, sgn).
 struct IQ2XXS {
     static constexpr size_t kBytes = sizeof(ref::BlockIQ2_XXS);
     static constexpr int kG = 32;
@@ -124,10 +144,10 @@ struct IQ2XXS {
         const __m256 A = _mm256_loadu_ps(reinterpret_cast<const float*>(b + 2)), B = _mm256_loadu_ps(reinterpret_cast<const float*>(b + 34));
         signs_from_fields(_mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(A, B, 0xDD)), 0xD8), p.sg);
     }
-    MOE_AVX2_BLK static void block(const uint8_t* b, const Prep& p, int ib, __m256i* mag, __m256i* neg) {
+    MOE_AVX2_BLK static void block(const uint8_t* b, const Prep& p, int ib, __m256i* mag, __m256i* sgn) {
         const uint8_t* q = b + 2 + 8 * ib;
         *mag = grid4x8(ref::kIq2xxsGrid, q[0], q[1], q[2], q[3]);
-        *neg = sign_mask32(load_as<uint32_t>(p.sg + 4 * ib));
+        *sgn = sign_operand32(load_as<uint32_t>(p.sg + 4 * ib));
     }
 };
 struct IQ2XS {
@@ -148,10 +168,10 @@ struct IQ2XS {
         const __m256i f = _mm256_permute4x64_epi64(_mm256_packus_epi16(_mm256_srli_epi16(q0, 9), _mm256_srli_epi16(q1, 9)), 0xD8);
         _mm256_store_si256(reinterpret_cast<__m256i*>(p.sg), signs8_bytes32(f));
     }
-    MOE_AVX2_BLK static void block(const uint8_t*, const Prep& p, int ib, __m256i* mag, __m256i* neg) {
+    MOE_AVX2_BLK static void block(const uint8_t*, const Prep& p, int ib, __m256i* mag, __m256i* sgn) {
         const uint16_t* e = p.idx + 4 * ib;
         *mag = grid4x8(ref::kIq2xsGrid, e[0], e[1], e[2], e[3]);
-        *neg = sign_mask32(load_as<uint32_t>(p.sg + 4 * ib));
+        *sgn = sign_operand32(load_as<uint32_t>(p.sg + 4 * ib));
     }
 };
 struct IQ2S {
@@ -163,10 +183,10 @@ struct IQ2S {
     MOE_AVX2_BLK static void prep(const uint8_t* b, Prep& p) {  // entry 4 ib + k: bits 2 k, 2 k + 1 of qh[ib]
         indices32(b + 2, _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 66))), _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6), 3, p.idx);
     }
-    MOE_AVX2_BLK static void block(const uint8_t* b, const Prep& p, int ib, __m256i* mag, __m256i* neg) {
+    MOE_AVX2_BLK static void block(const uint8_t* b, const Prep& p, int ib, __m256i* mag, __m256i* sgn) {
         const uint32_t* e = p.idx + 4 * ib;
         *mag = grid4x8(ref::kIq2sGrid, static_cast<int>(e[0]), static_cast<int>(e[1]), static_cast<int>(e[2]), static_cast<int>(e[3]));
-        *neg = sign_mask32(load_as<uint32_t>(b + 34 + 4 * ib));
+        *sgn = sign_operand32(load_as<uint32_t>(b + 34 + 4 * ib));
     }
 };
 struct IQ3XXS {
@@ -179,11 +199,11 @@ struct IQ3XXS {
         w[0] = _mm_mul_ps(_mm_mul_ps(d, _mm_add_ps(_mm_set1_ps(0.5f), s)), _mm_set1_ps(0.5f));
     }
     MOE_AVX2_BLK static void prep(const uint8_t* b, Prep& p) { signs_from_fields(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 66)), p.sg); }
-    MOE_AVX2_BLK static void block(const uint8_t* b, const Prep& p, int ib, __m256i* mag, __m256i* neg) {
+    MOE_AVX2_BLK static void block(const uint8_t* b, const Prep& p, int ib, __m256i* mag, __m256i* sgn) {
         const uint8_t* q = b + 2 + 8 * ib;
         const int i[8] = {q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]};
         *mag = grid8x4(ref::kIq3xxsGrid, i);
-        *neg = sign_mask32(load_as<uint32_t>(p.sg + 4 * ib));
+        *sgn = sign_operand32(load_as<uint32_t>(p.sg + 4 * ib));
     }
 };
 struct IQ3S {
@@ -196,7 +216,7 @@ struct IQ3S {
     }
     struct Prep {};
     MOE_AVX2_BLK static void prep(const uint8_t*, Prep&) {}
-    MOE_AVX2_BLK static void block(const uint8_t* b, const Prep&, int ib, __m256i* mag, __m256i* neg) {
+    MOE_AVX2_BLK static void block(const uint8_t* b, const Prep&, int ib, __m256i* mag, __m256i* sgn) {
         const uint8_t* q = b + 2 + 8 * ib;
         // index k = q[k] | bit k of qh[ib] << 8, built in a vector and stored (scalar shifts per
         // entry: 0.57x; the same for the 4-entry types was slower, 0.7-0.98x)
@@ -206,30 +226,31 @@ struct IQ3S {
         alignas(32) int i[8];
         _mm256_store_si256(reinterpret_cast<__m256i*>(i), _mm256_or_si256(lo, hi));
         *mag = grid8x4(ref::kIq3sGrid, i);
-        *neg = sign_mask32(load_as<uint32_t>(b + 74 + 4 * ib));
+        *sgn = sign_operand32(load_as<uint32_t>(b + 74 + 4 * ib));
     }
 };
 struct IQ1S {
     static constexpr size_t kBytes = sizeof(ref::BlockIQ1_S);
     static constexpr int kG = 32;
-    using Prep = IndexPrep;
+    using Prep = Iq1Prep;
     MOE_AVX2_BLK static __m128 d4(const uint8_t* const* blk) { return halves4(blk, 0); }
     MOE_AVX2_BLK static void scales(const uint8_t* const* blk, int ib, __m128 d, __m128* w) {  // d (2 s + 1) / 8
         w[0] = eighths(d, _mm_and_si128(_mm_srli_epi32(rows4<uint16_t>(blk, 34 + 2 * ib), 12), _mm_set1_epi32(7)));
     }
     MOE_AVX2_BLK static void prep(const uint8_t* b, Prep& p) {  // entry 4 ib + k: bits 3 k.. of qh[ib]
+        p.g8 = iq1_grid8();
         indices32(b + 2, _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 34))), _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9), 7, p.idx);
     }
-    MOE_AVX2_BLK static void block(const uint8_t* b, const Prep& p, int ib, __m256i* mag, __m256i* neg) {
+    MOE_AVX2_BLK static void block(const uint8_t* b, const Prep& p, int ib, __m256i* mag, __m256i* sgn) {
         const uint32_t* e = p.idx + 4 * ib;
-        const __m256i g = grid4x8(ref::kIq1sGrid, static_cast<int>(e[0]), static_cast<int>(e[1]), static_cast<int>(e[2]), static_cast<int>(e[3]));
-        iq1_values(g, _mm256_set1_epi8((load_as<uint16_t>(b + 34 + 2 * ib) & 0x8000) ? -1 : 1), mag, neg);
+        const __m256i g = grid4x8(p.g8, static_cast<int>(e[0]), static_cast<int>(e[1]), static_cast<int>(e[2]), static_cast<int>(e[3]));
+        iq1_values(g, _mm256_set1_epi8((load_as<uint16_t>(b + 34 + 2 * ib) & 0x8000) ? -1 : 1), mag, sgn);
     }
 };
 struct IQ1M {
     static constexpr size_t kBytes = sizeof(ref::BlockIQ1_M);
     static constexpr int kG = 16;
-    using Prep = IndexPrep;
+    using Prep = Iq1Prep;
     MOE_AVX2_BLK static __m128 d4(const uint8_t* const* blk) {
         return _mm_setr_ps(fp16_to_fp32(ref::iq1_m_scale_bits(blk[0] + 48)), fp16_to_fp32(ref::iq1_m_scale_bits(blk[1] + 48)),
                            fp16_to_fp32(ref::iq1_m_scale_bits(blk[2] + 48)), fp16_to_fp32(ref::iq1_m_scale_bits(blk[3] + 48)));
@@ -242,15 +263,16 @@ struct IQ1M {
     // entry 4 ib + k: nibble k of the u16 qh word ib (bits 0-2: index bits 8-10, bit 3: the entry's
     // delta sign), kept whole: idx bit 11 = the delta sign
     MOE_AVX2_BLK static void prep(const uint8_t* b, Prep& p) {
+        p.g8 = iq1_grid8();
         indices32(b, _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 32))), _mm256_setr_epi32(0, 4, 8, 12, 0, 4, 8, 12), 15, p.idx);
     }
-    MOE_AVX2_BLK static void block(const uint8_t*, const Prep& p, int ib, __m256i* mag, __m256i* neg) {
+    MOE_AVX2_BLK static void block(const uint8_t*, const Prep& p, int ib, __m256i* mag, __m256i* sgn) {
         const uint32_t* e = p.idx + 4 * ib;
-        const __m256i g = grid4x8(ref::kIq1sGrid, static_cast<int>(e[0] & 0x7FF), static_cast<int>(e[1] & 0x7FF), static_cast<int>(e[2] & 0x7FF),
+        const __m256i g = grid4x8(p.g8, static_cast<int>(e[0] & 0x7FF), static_cast<int>(e[1] & 0x7FF), static_cast<int>(e[2] & 0x7FF),
                                   static_cast<int>(e[3] & 0x7FF));
         // delta per entry: bytes 0xFF (bit 11 set: -1) or 0x01, 8 per entry
         const __m128i s = _mm_cmpeq_epi32(_mm_and_si128(_mm_load_si128(reinterpret_cast<const __m128i*>(e)), _mm_set1_epi32(0x800)), _mm_set1_epi32(0x800));
-        iq1_values(g, _mm256_or_si256(_mm256_cvtepi32_epi64(s), _mm256_set1_epi8(1)), mag, neg);
+        iq1_values(g, _mm256_or_si256(_mm256_cvtepi32_epi64(s), _mm256_set1_epi8(1)), mag, sgn);
     }
 };
 
@@ -272,10 +294,10 @@ struct IqGrid {
             __m256i xv[RM], I[RM][kRows];
             for (int r = 0; r < RM; ++r) xv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r].qs + 256 * b + 32 * ib));
             for (int i = 0; i < kRows; ++i) {
-                __m256i mag, neg;
-                D::block(blks[i], pp[i], ib, &mag, &neg);
+                __m256i mag, sgn;
+                D::block(blks[i], pp[i], ib, &mag, &sgn);
                 for (int r = 0; r < RM; ++r)
-                    I[r][i] = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, _mm256_sub_epi8(_mm256_xor_si256(xv[r], neg), neg)), ones);
+                    I[r][i] = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(xv[r], sgn)), ones);
             }
             __m128 w[2];
             D::scales(blks, ib, d, w);
