@@ -44,6 +44,7 @@ inline float h2f(const uint8_t* p) {
     return _cvtsh_ss(h);
 }
 
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m512i cat256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 
 // Up to 16 bytes at byte `off` of 16 rows (masked load: never past the block) as 4 vectors, lane c =

@@ -37,8 +37,6 @@ namespace moe::kernels::avx512 {
 
 namespace {
 
-inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
 // A grid of 4 magnitudes from 8 levels per entry (ref::kIq3xxsGrid, ref::kIq3sGrid) as 3-bit level
 // codes: lo[e] = c0 | c1 << 4, hi[e] = c2 | c3 << 4 (c_j: the level of element j), N entries; the
 // 8 levels as the first bytes of a vpshufb table (a nibble with bit 3 clear indexes it directly).
@@ -163,6 +161,27 @@ inline __m512i lookup256(const __m512i T[4], __m512i idx, __mmask64 b7) {
     return _mm512_mask_blend_epi8(b7, _mm512_permutex2var_epi8(T[0], idx, T[1]), _mm512_permutex2var_epi8(T[2], idx, T[3]));
 }
 
+// One row's super-block from its low / high code bytes: magnitudes, signed activations, 4 vpdpbusd.
+inline __m512i iq3_row(__m512i lo, __m512i hi, __m512i lv, __m512i Y, __m512i pq, const SignSel& ss, const __m512i X[4]) {
+    __m512i A[4], xs[4];
+    magnitudes4(lo, hi, lv, A);
+    stream_signs(Y, pq, ss, X, xs);
+    return row_dot(A, xs);
+}
+// The 16 rows' granule sums (uA / uB of the 4 row groups, reduce4_pairs) through the f32 chain of
+// qmatmul.h in K order; ws(ib): the 16 rows' f32 scale of granule ib.
+template <class Ws>
+inline void iq3_chain(const __m512i uA[4], const __m512i uB[4], Ws ws, const ref::ActQ8Row& x, int64_t sb, __m512& acc) {
+    __m512i RA[4], RB[4];
+    granule_lanes(uA, RA);  // RA[u] lane c: row c's sum of granule 2 u
+    granule_lanes(uB, RB);  // RB[u]: granule 2 u + 1
+#pragma GCC unroll 8
+    for (int ib = 0; ib < 8; ++ib) {
+        const __m512i I = ib % 2 ? RB[ib / 2] : RA[ib / 2];
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(ws(ib), _mm512_set1_ps(x.dxv[8 * (8 * sb + ib)])), acc);
+    }
+}
+
 void iq3xxs_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, int64_t sb, const PanelShare& ps, __m512& acc) {
     const int64_t off = sb * 98;
     const __m512 d = f16_lo(_mm512_i32gather_epi32(rows, w[0] + off, 1));
@@ -197,28 +216,17 @@ void iq3xxs_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, in
         for (int r = 0; r < 4; ++r) {
             const __m512i idx = _mm512_loadu_si512(w[4 * g + r] + off + 2);
             const __mmask64 b7 = _mm512_movepi8_mask(idx);
-            __m512i A[4], xs[4];
-            magnitudes4(lookup256(TL, idx, b7), lookup256(TH, idx, b7), lv, A);
-            stream_signs(r < 2 ? Y01 : Y23, r % 2 ? pq1 : pq0, cc.ss, X, xs);
-            dp[r] = row_dot(A, xs);
+            dp[r] = iq3_row(lookup256(TL, idx, b7), lookup256(TH, idx, b7), lv, r < 2 ? Y01 : Y23, r % 2 ? pq1 : pq0, cc.ss, X);
         }
         reduce4_pairs(dp, uA[g], uB[g]);
     }
-    __m512i RA[4], RB[4];
-    granule_lanes(uA, RA);  // RA[u] lane c: row c's sum of granule 2 u
-    granule_lanes(uB, RB);  // RB[u]: granule 2 u + 1
-#pragma GCC unroll 8
-    for (int ib = 0; ib < 8; ++ib) {
-        const int64_t gi = 8 * sb + ib;
-        const __m512i S = ib < 4 ? SL : SH;
-        const int k = ib % 4;
-        const __m128i lane = _mm512_castsi512_si128(
-            _mm512_permutexvar_epi32(_mm512_add_epi32(_mm512_set1_epi32(4 * k), _mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3)), S));
+    iq3_chain(uA, uB, [&](int ib) {
+        // 128-bit lane ib % 4 of SL / SH (a vpermd with a constant index once unrolled)
+        const __m128i lane = _mm512_castsi512_si128(_mm512_permutexvar_epi32(
+            _mm512_add_epi32(_mm512_set1_epi32(4 * (ib % 4)), _mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3)), ib < 4 ? SL : SH));
         const __m512 sc = _mm512_cvtepi32_ps(_mm512_srli_epi32(_mm512_cvtepu8_epi32(lane), 4));
-        const __m512 ws = _mm512_mul_ps(_mm512_mul_ps(d, _mm512_add_ps(sc, _mm512_set1_ps(0.5f))), _mm512_set1_ps(0.5f));
-        const __m512i I = ib % 2 ? RB[ib / 2] : RA[ib / 2];
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(ws, _mm512_set1_ps(x.dxv[8 * gi])), acc);
-    }
+        return _mm512_mul_ps(_mm512_mul_ps(d, _mm512_add_ps(sc, _mm512_set1_ps(0.5f))), _mm512_set1_ps(0.5f));
+    }, x, sb, acc);
 }
 
 // IQ3_S (110 bytes: d, qs[64] low index bytes, qh[8] (bit 8 of index q = bit q of the 64 bits),
@@ -267,24 +275,14 @@ void iq3s_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, int6
             const __mmask64 b7 = _mm512_movepi8_mask(idx), b8 = static_cast<__mmask64>(qh);
             const __m512i lo = _mm512_mask_blend_epi8(b8, lookup256(TL, idx, b7), lookup256(TL + 4, idx, b7));
             const __m512i hi = _mm512_mask_blend_epi8(b8, lookup256(TH, idx, b7), lookup256(TH + 4, idx, b7));
-            __m512i A[4], xs[4];
-            magnitudes4(lo, hi, lv, A);
-            stream_signs(r < 2 ? Y01 : Y23, r % 2 ? pq1 : pq0, ss, X, xs);
-            dp[r] = row_dot(A, xs);
+            dp[r] = iq3_row(lo, hi, lv, r < 2 ? Y01 : Y23, r % 2 ? pq1 : pq0, ss, X);
         }
         reduce4_pairs(dp, uA[g], uB[g]);
     }
-    __m512i RA[4], RB[4];
-    granule_lanes(uA, RA);  // RA[u] lane c: row c's sum of granule 2 u
-    granule_lanes(uB, RB);  // RB[u]: granule 2 u + 1
-#pragma GCC unroll 8
-    for (int ib = 0; ib < 8; ++ib) {
-        const int64_t gi = 8 * sb + ib;
+    iq3_chain(uA, uB, [&](int ib) {
         const __m512i s = _mm512_and_si512(_mm512_srli_epi32(SC, 4 * ib), _mm512_set1_epi32(0xF));
-        const __m512 ws = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(s, 1), _mm512_set1_epi32(1))));
-        const __m512i I = ib % 2 ? RB[ib / 2] : RA[ib / 2];
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(ws, _mm512_set1_ps(x.dxv[8 * gi])), acc);
-    }
+        return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(s, 1), _mm512_set1_epi32(1))));
+    }, x, sb, acc);
 }
 
 }  // namespace

@@ -51,8 +51,6 @@ namespace moe::kernels::avx512 {
 
 namespace {
 
-inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
 // Code tables of a 64-bit grid (byte j of an entry = element j): code(b) maps an element byte to
 // its 2-bit code; lo[e] = codes of elements 0-3, hi[e] = elements 4-7 (element j at bits 2 (j % 4)).
 template <int N>

@@ -40,8 +40,6 @@ namespace moe::kernels::avx512 {
 
 namespace {
 
-inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
 // Q2_K / Q3_K super-block (256 values): value 128 h + 32 s + j (h = 0, 1; s = 0..3; j < 32) is the
 // 2-bit field s of qs byte 32 h + j. One 64-byte load of qs holds all four fields; field s of
 // the two halves is one vpdpbusd against xs[s] = activations [32 s, +32) ++ [128 + 32 s, +32), and
