@@ -17,7 +17,9 @@
 //   - IQ2 signs negate the activations (vpshufbitqmb masks from the sign bits placed in each word's
 //     high byte, IQ2_XS's parity bit by vgf2p8affineqb); IQ1's delta (+-1/8 per entry) is bit 1 of
 //     the unsigned weight 8 c + 1 + delta, the weight w = 8 (c - 1) + delta = u - 9, so the exact
-//     integer sum is the vpdpbusd sum + 9 x nsum (nsum = -sum x of the group).
+//     integer sum is the vpdpbusd sum + 9 x nsum (nsum = -sum x of the group). IQ1_S, whose delta
+//     is one per 32-value granule, takes every weight as 8 c + 2 and adds 2 x nsum to the granules
+//     with delta -1/8 instead (1.09x its per-weight form, kernel alone).
 // Per super-block the two rows' 16-group sums are put row-major and the 16 rows transposed
 // (transpose16) to one vector per group, lane c = row c; then the f32 chain of qmatmul.h per
 // granule (16 values; IQ1_S 32) in K order, the scalar decoders' f32 scale steps: the same bits as
@@ -137,7 +139,7 @@ struct PairIn {
 // IQ2_XS (74 bytes: d, qs[32] u16 = 9-bit index | 7 sign bits << 9, scales[8] nibbles per 16).
 struct G8IQ2XS {
     static constexpr int kSub = 2, kBytes = 74, kScaleOff = 66;
-    static constexpr bool kIq1 = false;
+    static constexpr bool kIq1 = false, kDeltaPerGranule = false;
     static const Grid8Codes<512>& codes() {
         static const Grid8Codes<512> t(ref::kIq2xsGrid, iq2_code);
         return t;
@@ -163,7 +165,7 @@ struct G8IQ2XS {
 // IQ2_S (82 bytes: d, qs[32] low index bytes, signs[32], qh[8] (2 high bits per entry), scales[8]).
 struct G8IQ2S {
     static constexpr int kSub = 4, kBytes = 82, kScaleOff = 74;
-    static constexpr bool kIq1 = false;
+    static constexpr bool kIq1 = false, kDeltaPerGranule = false;
     static const Grid8Codes<1024>& codes() {
         static const Grid8Codes<1024> t(ref::kIq2sGrid, iq2_code);
         return t;
@@ -187,7 +189,7 @@ struct G8IQ2S {
 // 3 delta negative), scales[8] (3-bit scales per 16, the f16 d in the words' top nibbles)).
 struct G8IQ1M {
     static constexpr int kSub = 8, kBytes = 56;
-    static constexpr bool kIq1 = true;
+    static constexpr bool kIq1 = true, kDeltaPerGranule = false;
     static const Grid8Codes<2048>& codes() {
         static const Grid8Codes<2048> t(ref::kIq1sGrid, iq1_code);
         return t;
@@ -212,23 +214,19 @@ struct G8IQ1M {
 // 4 ib + k, bits 12-14 the scale, bit 15 delta negative, per 32 values).
 struct G8IQ1S {
     static constexpr int kSub = 8, kBytes = 50;
-    static constexpr bool kIq1 = true;
+    static constexpr bool kIq1 = true, kDeltaPerGranule = true;
     static const Grid8Codes<2048>& codes() { return G8IQ1M::codes(); }
     static PairIn pair(const uint8_t* a, const uint8_t* b, const Grid8Consts& cc) {
         PairIn in;
         in.idx = cat256(load256(a + 2), load256(b + 2));
         // qword t of V: the u16 pair of granules 2 (t % 4), 2 (t % 4) + 1 of row t / 4; per entry byte
-        // k of qword t (entry 8 (t % 4) + k) the high bits at 16 (k / 4) + 3 (k % 4), delta at 16 (k / 4) + 15
+        // k of qword t (entry 8 (t % 4) + k) the high bits at 16 (k / 4) + 3 (k % 4). The delta, one
+        // per 32-value granule, is applied to the granule sums (grid8_sb), not per weight.
         const __m512i Q = _mm512_castsi256_si512(cat128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 34)),
                                                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 34))));
         const __m512i V = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), Q);
         const __m512i Hh = _mm512_multishift_epi64_epi8(_mm512_set1_epi64(0x1916131009060300ll), V);
-        const __m512i Hd = _mm512_multishift_epi64_epi8(_mm512_set1_epi64(0x1F1F1F1F0F0F0F0Fll), V);
         for (int t = 0; t < 3; ++t) in.hb[t] = _mm512_test_epi8_mask(Hh, _mm512_set1_epi8(static_cast<char>(1 << t)));
-        // delta bit to bit 3 of each entry byte (the layout's dsel), then the W arrangement
-        const __m512i H = _mm512_slli_epi16(_mm512_and_si512(Hd, _mm512_set1_epi8(1)), 3);
-        in.mod[0] = _mm512_permutexvar_epi8(cc.hctrl[0], H);
-        in.mod[1] = _mm512_permutexvar_epi8(cc.hctrl[1], H);
         return in;
     }
     static __m256i cat128(__m128i lo, __m128i hi) { return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1); }
@@ -236,13 +234,15 @@ struct G8IQ1S {
 
 // The 16 rows' f32 scale vectors of a super-block: ws[g] lane c = row c's scale of granule g (16
 // values; IQ1_S: 32) with the scalar decoders' f32 steps.
+// IQ1_S also gives dneg[ib] (lane c: row c's granule ib has delta -1/8).
 template <class Tr>
-inline void scales16(const uint8_t* const* w, __m512i rows, int64_t off, __m512 ws[16]) {
+inline void scales16(const uint8_t* const* w, __m512i rows, int64_t off, __m512 ws[16], __mmask16 dneg[8]) {
     if constexpr (std::is_same_v<Tr, G8IQ1S>) {
         const __m512 d = f16_lo(_mm512_i32gather_epi32(rows, w[0] + off, 1));
         __m512i T[4];
         dwords16(w, off + 34, 0xFFFF, T);  // T[k] lane c: qh[2 k] | qh[2 k + 1] << 16 of row c
         for (int ib = 0; ib < 8; ++ib) {
+            dneg[ib] = _mm512_test_epi32_mask(T[ib / 2], _mm512_set1_epi32(ib % 2 ? static_cast<int>(0x80000000u) : 0x8000));
             const __m512i s = _mm512_and_si512(_mm512_srli_epi32(T[ib / 2], 12 + 16 * (ib % 2)), _mm512_set1_epi32(7));
             const __m512 odd = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(s, 1), _mm512_set1_epi32(1)));
             ws[ib] = _mm512_mul_ps(_mm512_mul_ps(d, odd), _mm512_set1_ps(0.125f));
@@ -300,13 +300,15 @@ void grid8_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, int
 #pragma GCC unroll 2
         for (int W = 0; W < 2; ++W) {
             const __m512i Z = W ? _mm512_unpackhi_epi8(lo, hi) : _mm512_unpacklo_epi8(lo, hi);
-            __mmask64 dm = 0;
-            if constexpr (Tr::kIq1) dm = _mm512_bitshuffle_epi64_mask(in.mod[W], cc.dsel);
+            __mmask64 dm = 0;  // IQ1_M: the entries whose delta is -1/8 (IQ1_S: per granule, below)
+            if constexpr (Tr::kIq1 && !Tr::kDeltaPerGranule) dm = _mm512_bitshuffle_epi64_mask(in.mod[W], cc.dsel);
             __m512i s = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int jp = 0; jp < 4; ++jp) {
                 const __m512i m = _mm512_gf2p8affine_epi64_epi8(_mm512_multishift_epi64_epi8(cc.wctrl[jp], Z), magm, Tr::kIq1 ? 2 : 8);
-                if constexpr (Tr::kIq1) {
+                if constexpr (Tr::kDeltaPerGranule) {
+                    s = _mm512_dpbusd_epi32(s, m, X[4 * W + jp]);
+                } else if constexpr (Tr::kIq1) {
                     s = _mm512_dpbusd_epi32(s, _mm512_mask_sub_epi8(m, dm, m, _mm512_set1_epi8(2)), X[4 * W + jp]);
                 } else {
                     const __mmask64 sm = _mm512_bitshuffle_epi64_mask(in.mod[W], cc.ssel[jp]);
@@ -321,7 +323,8 @@ void grid8_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, int
     __m512i G[16];
     transpose16(R, G);  // G[g] lane c: row c's sum of group g
     __m512 ws[16];
-    scales16<Tr>(w, rows, off, ws);
+    __mmask16 dneg[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    scales16<Tr>(w, rows, off, ws, dneg);
     constexpr int kGroups = std::is_same_v<Tr, G8IQ1S> ? 8 : 16, kPer = 16 / kGroups;
 #pragma GCC unroll 16
     for (int k = 0; k < kGroups; ++k) {
@@ -331,6 +334,9 @@ void grid8_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, int
             int32_t ns = x.nsum[4 * i16];
             if (kPer == 2) ns += x.nsum[4 * i16 + 4];
             I = _mm512_add_epi32(I, _mm512_set1_epi32(9 * ns));
+            // IQ1_S: the weights were taken as u = 8 c + 2 (delta +1/8); w = u - 10 + delta, so a
+            // granule with delta -1/8 adds 2 nsum more
+            if constexpr (Tr::kDeltaPerGranule) I = _mm512_mask_add_epi32(I, dneg[k], I, _mm512_set1_epi32(2 * ns));
         }
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(ws[k], _mm512_set1_ps(x.dxv[4 * i16])), acc);
     }
