@@ -100,7 +100,7 @@ struct Rows16 {
 };
 
 // The driver of the 256-value super-block GEMVs (qmatmul_avx512_kq_gemv.cpp,
-// qmatmul_avx512_iq_gemv.cpp): SB(w, rows, x, sb, ps, acc) adds super-block sb of the 16 rows
+// qmatmul_avx512_iq_gemv.cpp, qmatmul_avx512_iq_grid8_gemv.cpp): SB(w, rows, x, sb, ps, acc) adds super-block sb of the 16 rows
 // (pointers w, byte offsets rows from row n) to acc in K order. K a multiple of 256.
 template <auto SB>
 void gemv16_k256(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
@@ -138,7 +138,7 @@ void gemv16_iq2xs(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_
 void gemv16_iq2s(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
 void gemv16_iq1s(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
 void gemv16_iq1m(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);
-bool gemv_vbmi_usable();  // this CPU has AVX512_VBMI, BITALG and GFNI (the IQ2_XXS / IQ3 GEMVs)
+bool gemv_vbmi_usable();  // this CPU has AVX512_VBMI, BITALG and GFNI (the IQ GEMVs above)
 bool gemv_gfni_usable();  // this CPU has GFNI
 void gemv16_q3k_nogfni(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc);  // gemv16_q3k's fallback
 

@@ -110,6 +110,10 @@ struct SignSel {
         }
     }
 };
+const SignSel& sign_sel() {  // built once, shared by IQ3_XXS and IQ3_S
+    static const SignSel t;
+    return t;
+}
 inline void stream_signs(__m512i Y, __m512i pq, const SignSel& ss, const __m512i X[4], __m512i xs[4]) {
     const __m512i Yd = _mm512_permutexvar_epi64(pq, Y);
     for (int j = 0; j < 4; ++j) {
@@ -137,7 +141,6 @@ const Grid4Codes<256>& iq3xxs_codes() {
     return t;
 }
 struct Iq3xxsConsts {
-    SignSel ss;
     // scale byte 16 k + 4 g + r (granule k or 4 + k, row r of group g, any g) <- byte 3 of u32 k
     // of row r's sign words, rows r at 64 (r / 2) + 32 (r % 2) of the two 2-row vectors
     __m512i slo, shi;
@@ -187,6 +190,7 @@ void iq3xxs_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, in
     const __m512 d = f16_lo(_mm512_i32gather_epi32(rows, w[0] + off, 1));
     const Grid4Codes<256>& tc = iq3xxs_codes();
     const Iq3xxsConsts& cc = iq3xxs_consts();
+    const SignSel& ss = sign_sel();
     __m512i TL[4], TH[4];
     for (int i = 0; i < 4; ++i) {
         TL[i] = _mm512_load_si512(tc.lo + 64 * i);
@@ -216,7 +220,7 @@ void iq3xxs_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, in
         for (int r = 0; r < 4; ++r) {
             const __m512i idx = _mm512_loadu_si512(w[4 * g + r] + off + 2);
             const __mmask64 b7 = _mm512_movepi8_mask(idx);
-            dp[r] = iq3_row(lookup256(TL, idx, b7), lookup256(TH, idx, b7), lv, r < 2 ? Y01 : Y23, r % 2 ? pq1 : pq0, cc.ss, X);
+            dp[r] = iq3_row(lookup256(TL, idx, b7), lookup256(TH, idx, b7), lv, r < 2 ? Y01 : Y23, r % 2 ? pq1 : pq0, ss, X);
         }
         reduce4_pairs(dp, uA[g], uB[g]);
     }
@@ -238,17 +242,12 @@ const Grid4Codes<512>& iq3s_codes() {
     static const Grid4Codes<512> t(ref::kIq3sGrid);
     return t;
 }
-const SignSel& iq3s_signsel() {
-    static const SignSel t;
-    return t;
-}
-
 void iq3s_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, int64_t sb, const PanelShare& ps, __m512& acc) {
     const int64_t off = sb * 110;
     const __m512 d = f16_lo(_mm512_i32gather_epi32(rows, w[0] + off, 1));
     const __m512i SC = _mm512_i32gather_epi32(rows, w[0] + off + 106, 1);  // lane c: row c's 8 scale nibbles
     const Grid4Codes<512>& tc = iq3s_codes();
-    const SignSel& ss = iq3s_signsel();
+    const SignSel& ss = sign_sel();
     __m512i TL[8], TH[8];
     for (int i = 0; i < 8; ++i) {
         TL[i] = _mm512_load_si512(tc.lo + 64 * i);

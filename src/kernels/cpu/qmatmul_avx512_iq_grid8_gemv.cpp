@@ -91,7 +91,7 @@ inline __m512i lookup_codes(const uint8_t* tab, __m512i idx, const __mmask64* hb
 // Constant control vectors of the layout (see the header comment).
 struct Grid8Consts {
     __m512i wctrl[4];   // vpmultishiftqb: per qword byte k = bit 16 (k / 2) + 4 jp + 2 (k % 2)
-    __m512i actrl[8];   // [2 W + jp... as 4 W + jp] vpermi2b into 128 activations: 64 W + 32 q + 8 (k / 2) + 2 jp + k % 2
+    __m512i actrl[8];   // [4 W + jp] vpermi2b into 128 activations: 64 W + 32 q + 8 (k / 2) + 2 jp + k % 2
     __m512i ssel[4];    // sign of byte k: bit 16 (k / 2) + 8 + 2 jp + k % 2 (the word's high byte)
     __m512i dsel;       // IQ1 delta of byte k: bit 16 (k / 2) + 3 (bit 3 of the word's low byte)
     __m512i hctrl[2];   // entry byte vector -> W arrangement: byte 16 L + 2 i + {0, 1} <- 32 (L / 2) + 16 (L % 2) + 8 W + i
@@ -128,8 +128,8 @@ const Grid8Consts& grid8_consts() {
 
 // What a type gives the driver for a pair of rows (a, b) at super-block byte offset off:
 //   idx: the 64 low index bytes; hb[0..2]: the index's high bits as masks;
-//   mod: IQ2: sign bytes in the W arrangement's word high bytes, per W; IQ1: delta bytes (bit 3 =
-//   negative) in the word low bytes, per W.
+//   mod: IQ2: sign bytes in the W arrangement's word high bytes, per W; IQ1_M: delta bytes (bit 3 =
+//   negative) in the word low bytes, per W; IQ1_S: unused (its delta is applied per granule).
 struct PairIn {
     __m512i idx;
     __mmask64 hb[3] = {0, 0, 0};
@@ -216,7 +216,7 @@ struct G8IQ1S {
     static constexpr int kSub = 8, kBytes = 50;
     static constexpr bool kIq1 = true, kDeltaPerGranule = true;
     static const Grid8Codes<2048>& codes() { return G8IQ1M::codes(); }
-    static PairIn pair(const uint8_t* a, const uint8_t* b, const Grid8Consts& cc) {
+    static PairIn pair(const uint8_t* a, const uint8_t* b, const Grid8Consts&) {
         PairIn in;
         in.idx = cat256(load256(a + 2), load256(b + 2));
         // qword t of V: the u16 pair of granules 2 (t % 4), 2 (t % 4) + 1 of row t / 4; per entry byte

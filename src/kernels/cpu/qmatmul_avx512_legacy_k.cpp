@@ -226,7 +226,7 @@ struct DMXFP4 {
 // c's sum over block k; then the f32 chain of qmatmul.h per block in K order (same bits as the panel
 // path). Half the decode work per value of direct_row's 64-value units, which made MXFP4 experts
 // compute-bound (19.5 GB/s vs 31 GB/s for the Q8_0 head of the same gpt-oss-20b-shaped file); IQ4_NL
-// kernel alone 1.5x direct_row (docs/PERFORMANCE.md, session 24). A last step of 1-3 blocks
+// kernel alone 1.3x direct_row (docs/PERFORMANCE.md, session 24). A last step of 1-3 blocks
 // zero-fills the missing ones (never read past the row) and ignores their lanes.
 template <class D, bool Tail>
 inline void nibble_block_step(const uint8_t* const* w, const ref::ActQ8Row& x, int64_t s, int nbs, __m512i offs,

@@ -30,7 +30,7 @@ constexpr uint8_t iq_signs8(unsigned s7) {
 }
 // iq_signs8 of 4 or 8 fields at once (U = uint32_t or uint64_t; SWAR, for the SIMD decoders): f
 // holds one 7-bit field per byte (bit 7 clear); byte g of the result = iq_signs8(byte g of f).
-// (Called at the width the caller has: the AVX2 IQ2 kernels ran 8-15 % slower on the 64-bit form.)
+// (The AVX-512 decoders call it on 8 fields; the AVX2 kernels run the same chain in vector lanes.)
 template <class U>
 constexpr U iq_signs8_bytes(U f) {
     U t = f ^ (f >> 4);  // bit 0 of byte g: parity of its bits 0, 4 (bits 0-3 stay in-byte)
