@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/temp_dir.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "dist/file_digest.h"
@@ -19,7 +20,7 @@ using namespace moe;
 namespace {
 
 std::string write_file(const std::string& name, const std::vector<char>& bytes) {
-    const std::string path = ::testing::TempDir() + "moe_digest_" + name;
+    const std::string path = (moe::testutil::binary_temp_dir("digest") / name).string();
     std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     return path;
 }

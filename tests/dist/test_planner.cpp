@@ -12,6 +12,7 @@
 #include <functional>
 #include <numeric>
 
+#include "common/temp_dir.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "dist/planner.h"
@@ -295,7 +296,7 @@ TEST(Planner, CoactivationCutsCrossNodeCopiesOnHeldTrace) {
 // held part: coact has fewer cross-node copies per token than eplb, contiguous and DeepSeek's
 // global and hierarchical policies, for several rank / node / replica counts.
 TEST(Planner, CoactivationOnTrainedRouterHeldTrace) {
-    const std::string dir = ::testing::TempDir();
+    const std::string dir = moe::testutil::binary_temp_dir("planner").string() + "/";
     std::ifstream f(std::string(MOE_TEST_DATA_DIR) + "/text/tinyshakespeare.txt", std::ios::binary);
     const std::string text((std::istreambuf_iterator<char>(f)), {});
     ASSERT_GT(text.size(), 100000u);
@@ -363,7 +364,7 @@ TEST(Planner, FileRoundTripAndErrors) {
     s.ranks = 4;
     s.replicas = 4;
     const Placement p = plan_eplb(in, s);
-    const std::string path = ::testing::TempDir() + "moe_place_rt.json";
+    const std::string path = (moe::testutil::binary_temp_dir("planner") / "moe_place_rt.json").string();
     p.save(path);
     const Placement q = Placement::load(path);
     EXPECT_EQ(q.to_json(), p.to_json());

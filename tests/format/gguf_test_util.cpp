@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "common/temp_dir.h"
 #include "core/dtype.h"
 
 namespace moe::gguf::testing {
@@ -89,8 +90,8 @@ std::string diff_values(const Value& a, const Value& b, const std::string& where
 
 std::filesystem::path temp_dir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::filesystem::path p = std::filesystem::path(::testing::TempDir()) /
-                              ("moe_gguf_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
+    // Under the binary's scratch folder, which is removed when the binary's tests end.
+    std::filesystem::path p = moe::testutil::binary_temp_dir("gguf") / (std::string(info->test_suite_name()) + "_" + info->name());
     std::filesystem::remove_all(p);
     std::filesystem::create_directories(p);
     return p;
