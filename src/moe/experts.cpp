@@ -182,7 +182,6 @@ void repack_panels_into(DType t, const char* data, size_t mat_stride, size_t row
     const int64_t run_panels = (panels + runs - 1) / runs;
     const int64_t items = n_mat * runs;
     const int64_t nt = std::min(hw, items);
-    const size_t one = kernels::panel::panel_bytes(t, K);
     std::atomic<int64_t> next{0};
     std::vector<std::exception_ptr> err(static_cast<size_t>(nt));
     std::vector<std::thread> th;
@@ -192,10 +191,8 @@ void repack_panels_into(DType t, const char* data, size_t mat_stride, size_t row
                 for (int64_t id; (id = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
                     const int64_t e = id / runs, p0 = id % runs * run_panels, p1 = std::min(panels, p0 + run_panels);
                     if (p0 >= p1) continue;
-                    const int64_t r0 = p0 * 16, r1 = std::min(N, p1 * 16);
-                    kernels::panel::repack_matrix(
-                        t, reinterpret_cast<const uint8_t*>(data + static_cast<size_t>(e) * mat_stride + static_cast<size_t>(r0) * row_stride),
-                        row_stride, r1 - r0, K, out + static_cast<size_t>(e) * per + static_cast<size_t>(p0) * one);
+                    kernels::panel::repack_matrix_panels(t, reinterpret_cast<const uint8_t*>(data + static_cast<size_t>(e) * mat_stride),
+                                                         row_stride, N, K, p0, p1, out + static_cast<size_t>(e) * per);
                 }
             } catch (...) {
                 err[static_cast<size_t>(i)] = std::current_exception();

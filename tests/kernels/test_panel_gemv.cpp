@@ -74,10 +74,28 @@ TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
             const int sbb = sb_bytes(t);
             ASSERT_EQ(P.size(), static_cast<size_t>((N + 15) / 16 * K * sbb / 256));
             std::vector<uint8_t> back(w.size(), 0x5A);
-            const size_t pb = panel::panel_bytes(t, K);
-            for (int64_t n = 0; n < N; n += 16)
-                panel::unpack_panel(t, P.data() + (n / 16) * pb, K, static_cast<int>(std::min<int64_t>(16, N - n)), back.data() + n * stride, stride);
+            panel::unpack_matrix(t, P.data(), N, K, back.data(), stride);
             ASSERT_EQ(0, std::memcmp(w.data(), back.data(), w.size())) << dtype_name(t) << " K=" << K << " N=" << N;
+            // the matrix holds each panel's repack_panel bytes: in place (panel-major), or its levels,
+            // scales and d moved into the three regions (region-major: Q4_K)
+            const size_t pb = panel::panel_bytes(t, K);
+            const int64_t np = (N + 15) / 16;
+            std::vector<uint8_t> one(pb), got(pb);
+            for (int64_t p = 0; p < np; ++p) {
+                panel::repack_panel(t, w.data() + static_cast<size_t>(16 * p) * stride, stride, K, static_cast<int>(std::min<int64_t>(16, N - 16 * p)), one.data());
+                const uint8_t* g = panel::panel_gather(t, K, P.data(), np, p, got.data());
+                ASSERT_EQ(0, std::memcmp(one.data(), g, pb)) << dtype_name(t) << " K=" << K << " N=" << N << " panel " << p;
+                const panel::PanelParts pp = panel::panel_parts(t, K, P.data(), np, p);
+                if (panel::panel_region_major(t)) {
+                    const size_t nsb = static_cast<size_t>(K / 256);
+                    ASSERT_EQ(pp.lev, P.data() + p * nsb * panel::kQ4kSbLevelBytes);
+                    ASSERT_EQ(pp.sc, P.data() + np * nsb * panel::kQ4kSbLevelBytes + p * nsb * panel::kQ4kSbScaleBytes);
+                    ASSERT_EQ(pp.d, P.data() + np * nsb * (panel::kQ4kSbLevelBytes + panel::kQ4kSbScaleBytes) + p * nsb * panel::kQ4kSbDBytes);
+                } else {
+                    ASSERT_EQ(pp.lev, P.data() + p * pb);
+                    ASSERT_EQ(g, pp.lev);
+                }
+            }
         }
     }
 }

@@ -115,7 +115,8 @@ inline void f16x16(const uint8_t* p, float* out) {
 }
 
 // Q8_0 (nb blocks): the stored quads are the B rows as they are; ws = f32 d [block][column].
-void fill_q80(const uint8_t* P, int64_t nb, Fill& f) {
+void fill_q80(const PanelParts& pp, int64_t nb, Fill& f) {
+    const uint8_t* P = pp.lev;
     f.q = P;
     const uint8_t* D = P + static_cast<size_t>(nb) * kQ80BlkLevelBytes;
     for (int64_t g = 0; g < nb; ++g) f16x16(D + 32 * g, f.ws + g * 16);
@@ -123,9 +124,10 @@ void fill_q80(const uint8_t* P, int64_t nb, Fill& f) {
 
 // Q4_K: vector v of granule g -> quads 2v (low nibbles), 2v + 1 (high nibbles); ws sc_g, wm m_g
 // [granule][column]; wd d, dmin.
-void fill_q4k(const uint8_t* P, int64_t nsb, Fill& f) {
-    const uint8_t* S0 = P + static_cast<size_t>(nsb) * kQ4kSbLevelBytes;
-    const uint8_t* D0 = S0 + static_cast<size_t>(nsb) * kQ4kSbScaleBytes;
+void fill_q4k(const PanelParts& pp, int64_t nsb, Fill& f) {
+    const uint8_t* P = pp.lev;
+    const uint8_t* S0 = pp.sc;  // Q4_K is region-major (qmatmul_panel_layout.h)
+    const uint8_t* D0 = pp.d;
     int32_t* ws = reinterpret_cast<int32_t*>(f.ws);
     for (int64_t sb = 0; sb < nsb; ++sb) {
         for (int g = 0; g < 8; ++g)
@@ -150,7 +152,8 @@ void fill_q4k(const uint8_t* P, int64_t nsb, Fill& f) {
 
 // Q6_K: quad qi of octet o = its nibbles (low / high of nibble vector qi / 2) | its top bits (bits
 // 2 (qi % 4) of top vector qi / 4) << 4, levels 0..63; ws the int8 scales [granule][column]; wd d.
-void fill_q6k(const uint8_t* P, int64_t nsb, Fill& f) {
+void fill_q6k(const PanelParts& pp, int64_t nsb, Fill& f) {
+    const uint8_t* P = pp.lev;
     const uint8_t* S0 = P + static_cast<size_t>(nsb) * kQ6kSbLevelBytes;
     const uint8_t* D0 = S0 + static_cast<size_t>(nsb) * kQ6kSbScaleBytes;
     int32_t* ws = reinterpret_cast<int32_t*>(f.ws);
@@ -175,7 +178,8 @@ void fill_q6k(const uint8_t* P, int64_t nsb, Fill& f) {
 // vector qi / 4); ws the scales of granules 2o, 2o + 1 (Q3_K int8 sc - 32, Q2_K sc), Q2_K wm m;
 // wd d (Q2_K and dmin).
 template <bool kQ3>
-void fill_k23(const uint8_t* P, int64_t nsb, Fill& f) {
+void fill_k23(const PanelParts& pp, int64_t nsb, Fill& f) {
+    const uint8_t* P = pp.lev;
     constexpr int kLev = kQ3 ? kQ3kSbLevelBytes : kQ2kSbLevelBytes, kSc = kQ3 ? kQ3kSbScaleBytes : kQ2kSbScaleBytes,
                   kD = kQ3 ? kQ3kSbDBytes : kQ2kSbDBytes, kOctet = kLev / 8;
     const uint8_t* S0 = P + static_cast<size_t>(nsb) * kLev;
@@ -243,14 +247,13 @@ template <class Tiles>
 }
 
 template <class D, class Tiles>
-void gemm_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const uint8_t*, int64_t, Fill&)) {
+void gemm_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const PanelParts&, int64_t, Fill&)) {
     constexpr int kG = D::kG, kGps = 256 / kG;  // granules per super-block
     size_t act_stride = 0;
     const unsigned char* act = qmm_activations(a, Isa::Avx512, act_quant(w.type), &act_stride);
     // nsb: super-blocks of kGps granules, the last one short where K % 256 != 0 (Q8_0 only: the
     // K-quants' K is a multiple of 256); fill's count is K / panel_k_step (Q8_0: blocks)
     const int64_t K = w.K, nsb = (K + 255) / 256, ng = K / kG, Kp = ref::act_q8_padded(K), nstep = K / panel_k_step(w.type);
-    const size_t pb_bytes = panel_bytes(w.type, K);
     // scratch: the tail rows' zero-padded activations [16][Kp], then per panel quads, ws, wm, wd
     const size_t pad_b = 16 * static_cast<size_t>(Kp), q_b = static_cast<size_t>(K) * 16, s_b = static_cast<size_t>(ng) * 64,
                  d_b = static_cast<size_t>(nsb) * 128, fill_b = q_b + 2 * s_b + d_b;
@@ -284,7 +287,7 @@ void gemm_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, void (*fill
         nc[0] = static_cast<int>(a.n1 - n >= 16 ? 16 : a.n1 - n);
         nc[1] = static_cast<int>(a.n1 - n - 16 >= 16 ? 16 : (a.n1 - n - 16 > 0 ? a.n1 - n - 16 : 0));
         const int np = nc[1] > 0 ? 2 : 1;
-        for (int j = 0; j < np; ++j) fill(w.panels + static_cast<size_t>(n / 16 + j) * pb_bytes, nstep, f[j]);
+        for (int j = 0; j < np; ++j) fill(panel_parts(w.type, K, w.panels, (w.N + 15) / 16, n / 16 + j), nstep, f[j]);
         for (int64_t r0 = 0; r0 < a.m; r0 += 32) {
             const int nt = static_cast<int>(a.m - r0 >= 32 ? 32 : a.m - r0), nh = nt > 16 ? 2 : 1;
             const uint8_t* A[2];

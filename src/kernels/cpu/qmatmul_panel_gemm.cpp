@@ -53,9 +53,9 @@ struct PanelQ4K {
 // Stored Q4_K panel P (nsb super-blocks) -> rows_block's scale buffers (its levels are read in
 // place: PanelQ4K::kNibbles, Panel::lev): ws int32 [granule][column], wm the mins' word pairs
 // [pair][column] (wm_per_sb = 8 vectors per super-block, the first 4 used), wd [2][column] f32 d, dmin.
-void fill_q4k(const uint8_t* P, int64_t nsb, const Panel& p) {
-    const uint8_t* S0 = P + static_cast<size_t>(nsb) * kQ4kSbLevelBytes;
-    const uint8_t* D0 = S0 + static_cast<size_t>(nsb) * kQ4kSbScaleBytes;
+void fill_q4k(const PanelParts& pp, int64_t nsb, const Panel& p) {
+    const uint8_t* S0 = pp.sc;  // Q4_K is region-major (qmatmul_panel_layout.h)
+    const uint8_t* D0 = pp.d;
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const uint8_t* S = S0 + sb * kQ4kSbScaleBytes;
         for (int g = 0; g < 8; ++g)
@@ -100,7 +100,8 @@ inline __m512i q3_quad(const __m512i V[3], int qi) {
 // Stored Q3_K / Q2_K panel P -> rows_block's buffer: int8 level quads, ws int32 [granule][column]
 // (Q3_K the signed scales, Q2_K sc), Q2_K wm int32 [granule][column] (m), wd d (and dmin).
 template <DType T>
-void fill_k23(const uint8_t* P, int64_t nsb, const Panel& p) {
+void fill_k23(const PanelParts& pp, int64_t nsb, const Panel& p) {
+    const uint8_t* P = pp.lev;
     constexpr bool kQ3 = T == DType::Q3_K;
     constexpr int kLev = kQ3 ? kQ3kSbLevelBytes : kQ2kSbLevelBytes, kSc = kQ3 ? kQ3kSbScaleBytes : kQ2kSbScaleBytes,
                   kD = kQ3 ? kQ3kSbDBytes : kQ2kSbDBytes, kOctet = kLev / 8;
@@ -154,7 +155,8 @@ struct PanelQ6K {
 // of nibble vector qi / 2) | its top bits (bits 2 (qi % 4) of top-bit vector qi / 4, moved to bits
 // 4-5 by a 16-bit shift; the mask drops what crosses bytes); ws the sign-extended int8 scales
 // [granule][column]; wd d (dmin lanes zero).
-void fill_q6k(const uint8_t* P, int64_t nsb, const Panel& p) {
+void fill_q6k(const PanelParts& pp, int64_t nsb, const Panel& p) {
+    const uint8_t* P = pp.lev;
     const uint8_t* S0 = P + static_cast<size_t>(nsb) * kQ6kSbLevelBytes;
     const uint8_t* D0 = S0 + static_cast<size_t>(nsb) * kQ6kSbScaleBytes;
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
@@ -194,7 +196,8 @@ struct PanelQ80 {
 
 // Stored Q8_0 panel P (nb blocks) -> rows_block's buffer: the quads (unless p.q is P itself), ws
 // f32 d [block][column].
-void fill_q80(const uint8_t* P, int64_t nb, const Panel& p) {
+void fill_q80(const PanelParts& pp, int64_t nb, const Panel& p) {
+    const uint8_t* P = pp.lev;
     if (reinterpret_cast<const uint8_t*>(p.q) != P)
         for (int64_t v = 0; v < 8 * nb; ++v) _mm512_store_si512(p.q + v, _mm512_loadu_si512(P + 64 * v));
     const uint8_t* D = P + static_cast<size_t>(nb) * kQ80BlkLevelBytes;
@@ -209,7 +212,8 @@ struct PanelQ40 {
     static constexpr int kShift = 3, kSbElems = 64, kG = 32;
     static constexpr bool kMin = false, kNibbles = true;
 };
-void fill_q40(const uint8_t* P, int64_t nb, const Panel& p) {
+void fill_q40(const PanelParts& pp, int64_t nb, const Panel& p) {
+    const uint8_t* P = pp.lev;
     const uint8_t* D = P + static_cast<size_t>(nb) * kQ40BlkLevelBytes;
     for (int64_t g = 0; g < nb; ++g)
         _mm512_store_ps(p.ws + g * 16, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D + 32 * g))));
@@ -224,7 +228,8 @@ struct PanelQ5K {
     static constexpr int kShift = -1, kSbElems = 256, kG = 32;
     static constexpr bool kMin = true, kSbInt = true;
 };
-void fill_q5k(const uint8_t* P, int64_t nsb, const Panel& p) {
+void fill_q5k(const PanelParts& pp, int64_t nsb, const Panel& p) {
+    const uint8_t* P = pp.lev;
     const uint8_t* S0 = P + static_cast<size_t>(nsb) * kQ5kSbLevelBytes;
     const uint8_t* D0 = S0 + static_cast<size_t>(nsb) * kQ5kSbScaleBytes;
     const __m512i m7 = _mm512_set1_epi8(7), m18 = _mm512_set1_epi8(0x18), m1f = _mm512_set1_epi8(0x1F);
@@ -261,7 +266,8 @@ struct PanelQ50 {
     static constexpr int kShift = 4, kSbElems = 64, kG = 32;
     static constexpr bool kMin = false;
 };
-void fill_q50(const uint8_t* P, int64_t nb, const Panel& p) {
+void fill_q50(const PanelParts& pp, int64_t nb, const Panel& p) {
+    const uint8_t* P = pp.lev;
     const __m512i m7 = _mm512_set1_epi8(7), m18 = _mm512_set1_epi8(0x18), m1f = _mm512_set1_epi8(0x1F);
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* L = P + b * kQ50BlkLevelBytes;
@@ -288,7 +294,8 @@ struct PanelMXFP4 {
     static constexpr bool kMin = false, kNibbles = true;
     static __m512i nibble_table() { return _mm512_broadcast_i32x4(_mm_setr_epi8(16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4)); }
 };
-void fill_mxfp4(const uint8_t* P, int64_t nb, const Panel& p) {
+void fill_mxfp4(const PanelParts& pp, int64_t nb, const Panel& p) {
+    const uint8_t* P = pp.lev;
     const uint8_t* E = P + static_cast<size_t>(nb) * kMxfp4BlockLevelBytes;
     for (int64_t i = 0; i < 16 * nb; ++i) p.ws[i] = ref::e8m0_half(E[i]);
 }
@@ -308,8 +315,27 @@ bool panel_gemm_supported(DType t) {
 
 namespace {
 
+// rows_all kept out of gemm_over: inlined there (GCC's choice once gemm_over grew by the
+// region-major addressing), every rows_block with it, the Q4_K pairs ran 0.75x
+// (panel_gemm_bench Q4_K 1 1024 2048 64: 0.49 against 0.37 ms per pass).
+// (The K-quants only: Q8_0's pp512 ran 0.97x out of line.)
+template <class D, int NP>
+[[gnu::noinline]] void rows_all_out(const MatmulArgs& a, const unsigned char* act, size_t act_stride, int64_t n, const int* nc, const Panel* p) {
+    rows_all<D, NP>(a, act, act_stride, n, nc, p);
+}
+template <class D, int NP>
+[[gnu::always_inline]] inline void rows_all_pair(const MatmulArgs& a, const unsigned char* act, size_t act_stride, int64_t n, const int* nc, const Panel* p) {
+    if constexpr (sbint_of<D>()) rows_all_out<D, NP>(a, act, act_stride, n, nc, p);
+    else rows_all<D, NP>(a, act, act_stride, n, nc, p);
+}
+
+void prefetch_t2(const uint8_t* p, size_t bytes) {
+    const char* c = reinterpret_cast<const char*>(p);
+    for (size_t o = 0; o < bytes; o += 64) asm volatile("prefetcht2 %0" : : "m"(c[o]));
+}
+
 template <class D>
-void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const uint8_t*, int64_t, const Panel&)) {
+void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const PanelParts&, int64_t, const Panel&)) {
     size_t act_stride = 0;
     const unsigned char* act = qmm_activations(a, Isa::Avx512, act_quant(w.type), &act_stride);
     const int64_t nsb = w.K / panel_k_step(w.type);  // the fills' steps: super-blocks (K-quants), blocks (Q8_0, Q4_0, Q5_0, MXFP4)
@@ -317,29 +343,41 @@ void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const uin
     Panel p[2];  // rows_block's buffers for two panels (qmm512's)
     panel_pair(w.K, nsb, p);
     __m512i* const qbuf[2] = {p[0].q, p[1].q};
+    const int64_t n_panels = (w.N + 15) / 16;
     const bool in_place = quads_in_place<D>() && reinterpret_cast<uintptr_t>(w.panels) % 64 == 0 && pb_bytes % 64 == 0;
     for (int64_t n = a.n0; n < a.n1; n += 32) {
         int nc[2];
         nc[0] = static_cast<int>(std::min<int64_t>(16, a.n1 - n));
         nc[1] = static_cast<int>(std::clamp<int64_t>(a.n1 - n - 16, 0, 16));
+        const PanelParts pp[2] = {panel_parts(w.type, w.K, w.panels, n_panels, n / 16),
+                                  panel_parts(w.type, w.K, w.panels, n_panels, std::min(n / 16 + 1, n_panels - 1))};
         if constexpr (nibbles_of<D>())
-            for (int j = 0; j < 2; ++j) p[j].lev = w.panels + static_cast<size_t>(n / 16 + j) * pb_bytes;
+            for (int j = 0; j < 2; ++j) p[j].lev = pp[j].lev;
         if constexpr (quads_in_place<D>())  // rows_block only reads p.q
             for (int j = 0; j < 2; ++j)
                 p[j].q = in_place ? reinterpret_cast<__m512i*>(const_cast<uint8_t*>(w.panels + static_cast<size_t>(n / 16 + j) * pb_bytes)) : qbuf[j];
-        fill(w.panels + static_cast<size_t>(n / 16) * pb_bytes, nsb, p[0]);
+        fill(pp[0], nsb, p[0]);
         {
-            // the next pair's panels (contiguous) requested now, to arrive while this pair computes
+            // the next pair's panels requested now, to arrive while this pair computes (region-major:
+            // their levels, scales and d, each contiguous)
             const int64_t nn = std::min<int64_t>(a.n1, n + 64) - (n + 32);
-            const char* np = reinterpret_cast<const char*>(w.panels) + static_cast<size_t>(n / 16 + 2) * pb_bytes;
-            if (nn > 0)
-                for (size_t o = 0; o < static_cast<size_t>((nn + 15) / 16) * pb_bytes; o += 64) asm volatile("prefetcht2 %0" : : "m"(np[o]));
+            if (nn > 0) {
+                const int64_t k = (nn + 15) / 16;  // panels
+                const PanelParts nx = panel_parts(w.type, w.K, w.panels, n_panels, n / 16 + 2);
+                if (nx.sc) {
+                    prefetch_t2(nx.lev, static_cast<size_t>(k * nsb) * kQ4kSbLevelBytes);
+                    prefetch_t2(nx.sc, static_cast<size_t>(k * nsb) * kQ4kSbScaleBytes);
+                    prefetch_t2(nx.d, static_cast<size_t>(k * nsb) * kQ4kSbDBytes);
+                } else {
+                    prefetch_t2(nx.lev, static_cast<size_t>(k) * pb_bytes);
+                }
+            }
         }
         if (nc[1] > 0) {
-            fill(w.panels + static_cast<size_t>(n / 16 + 1) * pb_bytes, nsb, p[1]);
-            rows_all<D, 2>(a, act, act_stride, n, nc, p);
+            fill(pp[1], nsb, p[1]);
+            rows_all_pair<D, 2>(a, act, act_stride, n, nc, p);
         } else {
-            rows_all<D, 1>(a, act, act_stride, n, nc, p);
+            rows_all_pair<D, 1>(a, act, act_stride, n, nc, p);
         }
     }
 }

@@ -156,20 +156,20 @@ __m512 panel16_q2k(const uint8_t* P, int64_t nsb, const ref::ActQ8Row& x, const 
 // in L2): each level vector is loaded once (load_once: 1.27x); the template can take up to four
 // panels at once, sharing the activation broadcasts (in L2: 1 -> 2 panels 1.09x, 2 -> 4 1.08x), but
 // the engine calls it with one (below: faster from DRAM, which is where decode reads).
-// The next NP panels' PREFETCHT2 go one slot per level vector load (32 NP slots per super-block,
-// ~1.2 lines each), not in 8 bursts of ~18 per granule: from DRAM (panel_gemv_bench Q4_K 64 1024
-// 2048, medians of 3 alternations) one thread 21.1 -> 28.1 GB/s (the read loop: 29.9), two 38.3 ->
-// 41.5; in L2 (2 256 1024) 65-75 -> 65-66, the per-load prefetch loops (the j loop must be unrolled
-// by the pragma: left as a loop, 12 GB/s in L2 and from DRAM). 32
-// slots (per (granule, vector)): 19.5-23 one thread, no better than the bursts; two panels at a
-// time with either: no better than four; PREFETCHT0 of granule g + 4 (Q5_K's): no better.
+// Q4_K matrices are region-major (qmatmul_panel_layout.h): the level loads of consecutive panels
+// form one stream, the scale and d loads two more. Over the panel-major layout this GEMV needed a
+// software prefetch of the next panel (PREFETCHT2, one slot per level vector load) and still
+// streamed at ~80 % of the read loop (docs/PERFORMANCE.md, sessions 18 and 26); region-major with no
+// software prefetch it streams 1.17x faster on one thread and 1.1x on two (session 26).
 // The granule loop is NOT unrolled and the engine runs one panel at a time (NP = 1): on an AMD
 // Zen 5 host (2 vCPUs) the unrolled four-panel form streamed 15-23 GB/s from DRAM on one thread
 // and the hardware prefetchers did nothing for it (no software prefetch: 8-9 GB/s), while this form
 // runs 28-33 (`panel_gemv_bench Q4_K 64 1024 2048`, 2 MiB pages; two threads 30-37 -> 33-55, noisy);
 // docs/PERFORMANCE.md, session 18. (In L2 the unrolled four panels were faster: only decode, which
 // streams from DRAM, takes this GEMV.) The same change to Q6_K's octet loop and Q8_0's block loop
-// measured no different (within the noise), so they stay unrolled.
+// measured no different (within the noise), so they stay unrolled. Over the region-major layout
+// the unrolled granule loop streams 31 GB/s on one thread and 58-61 on two, against 44 and 82-85
+// (session 26): the hardware prefetchers follow a load instruction whose stride stays constant.
 // The end of a Q4_K / Q5_K super-block (the same scales and d regions): M = mins32 of the stored
 // min pairs (scs[j] + 128) against the granules' nsum pairs, then the two FMAs of gemv16_q4k in its
 // order with panel j's d, dmin at dd[j] (f16 [2][16]).
@@ -193,26 +193,25 @@ template <int NP>
         acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M[j]), _mm512_mul_ps(dmin, dx), acc[j]);
     }
 }
-// NP panels (pb bytes apart) at once against x: the activation broadcasts are shared. acc[j] lane
-// c = row c of panel j. Prefetches the bytes [P + NP pb, stop) (the next NP panels) during its steps.
+// NP panels (their regions at pp[j]) at once against x: the activation broadcasts are shared.
+// acc[j] lane c = row c of panel j. No software prefetch: over the region-major layout the
+// hardware prefetchers follow the three streams (PREFETCHT2 of the next panel's levels, as before:
+// no faster, 37.1-37.4 GB/s on one thread, 72-75 on two, against 44.1-44.7 and 82-84 without).
 template <int NP>
-void panels_q4k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& x, const uint8_t* stop, __m512 (&acc)[NP]) {
-    const int64_t share = NP * pb / nsb;
+void panels_q4k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x, __m512 (&acc)[NP]) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), mf0 = _mm512_set1_epi8(static_cast<char>(0xF0));
     for (int j = 0; j < NP; ++j) acc[j] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const uint8_t* L[NP];
         const uint8_t* scs[NP];
         for (int j = 0; j < NP; ++j) {
-            L[j] = P + j * pb + sb * kQ4kSbLevelBytes;
-            scs[j] = P + j * pb + nsb * kQ4kSbLevelBytes + sb * kQ4kSbScaleBytes;
+            L[j] = pp[j].lev + sb * kQ4kSbLevelBytes;
+            scs[j] = pp[j].sc + sb * kQ4kSbScaleBytes;
         }
         const int8_t* xq = x.qs + 256 * sb;
         const int32_t* ns = x.nsum + 64 * sb;
         __m512i S[NP];
         for (int j = 0; j < NP; ++j) S[j] = _mm512_setzero_si512();
-        const char* nx = reinterpret_cast<const char*>(P + NP * pb + sb * share);
-        const NextPanel np{nx, std::min<int64_t>(share, reinterpret_cast<const char*>(stop) - nx)};
 #pragma GCC unroll 1  // not unrolled: see above
         for (int g = 0; g < 8; ++g) {
             const int8_t* xg = xq + 32 * g;
@@ -223,7 +222,6 @@ void panels_q4k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
                 const __m512i xl = bcast(xg + 8 * v), xh = bcast(xg + 8 * v + 4);
 #pragma GCC unroll 4
                 for (int j = 0; j < NP; ++j) {
-                    prefetch_next_spread(np, g + 8 * v + 32 * j, 32 * NP);  // one slot per level vector load
                     const __m512i V = load_once(L[j] + 256 * g + 64 * v);
                     Il[j] = _mm512_dpbusd_epi32(Il[j], _mm512_and_si512(V, m4), xl);
                     Ih[j] = _mm512_dpbusd_epi32(Ih[j], _mm512_and_si512(V, mf0), xh);
@@ -235,7 +233,7 @@ void panels_q4k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
             }
         }
         const uint8_t* dd[NP];
-        for (int j = 0; j < NP; ++j) dd[j] = P + j * pb + nsb * (kQ4kSbLevelBytes + kQ4kSbScaleBytes) + sb * kQ4kSbDBytes;
+        for (int j = 0; j < NP; ++j) dd[j] = pp[j].d + sb * kQ4kSbDBytes;
         sb_end_q45<NP>(scs, dd, ns, x.dxv[64 * sb], S, acc);
     }
 }
@@ -465,6 +463,7 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     if (w.type == DType::Q4_0) return gemv_blocks<DecQ40>(w, x, n0, n1, y);
     const int64_t nsb = w.K / 256, nb = w.K / 32;  // super-blocks (K-quants), blocks (Q8_0)
     const uint8_t* stop = w.panels + ((n1 + 15) / 16) * pb;
+    const int64_t n_panels = (w.N + 15) / 16;
     int64_t n = n0;
     const auto multi = [&](auto run, auto np_tag) {
         constexpr int NP = decltype(np_tag)::value;
@@ -495,7 +494,10 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
         __m512 acc[1];
         if (w.type == DType::Q3_K) acc[0] = panel16_q3k(P, nsb, x, stop);
         else if (w.type == DType::Q2_K) acc[0] = panel16_q2k(P, nsb, x, stop);
-        else if (w.type == DType::Q4_K) panels_q4k<1>(P, pbi, nsb, x, stop, acc);
+        else if (w.type == DType::Q4_K) {
+            const PanelParts pp[1] = {panel_parts(w.type, w.K, w.panels, n_panels, n / 16)};
+            panels_q4k<1>(pp, nsb, x, acc);
+        }
         else if (w.type == DType::Q8_0) panels_q80<1>(P, pbi, nb, x, acc);
         else if (w.type == DType::Q5_K) panels_q5k<1>(P, pbi, nsb, x, stop, acc);
         else panels_q6k<1>(P, pbi, nsb, x, stop, acc);

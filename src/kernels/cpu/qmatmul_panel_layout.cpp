@@ -2,8 +2,10 @@
 // scalar reference GEMV over them (Q4_0 and Q5_K: qmatmul_panel_q40_q5k.cpp; Q5_0: qmatmul_panel_q50.cpp; MXFP4: qmatmul_panel_mxfp4.cpp).
 #include "kernels/cpu/qmatmul_panel_layout.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/checked.h"
 #include "core/error.h"
@@ -441,14 +443,61 @@ void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* 
     }
 }
 
-void repack_matrix(DType t, const uint8_t* w, size_t row_stride, int64_t N, int64_t K, uint8_t* out) {
+bool panel_region_major(DType t) { return t == DType::Q4_K; }
+
+PanelParts panel_parts(DType t, int64_t K, const uint8_t* panels, int64_t n_panels, int64_t p) {
+    if (!panel_region_major(t)) return {panels + static_cast<size_t>(p) * panel_bytes(t, K), nullptr, nullptr};
+    const Geo g = geo(t);
+    const size_t nsb = static_cast<size_t>(K / 256), np = static_cast<size_t>(n_panels), i = static_cast<size_t>(p);
+    const size_t ls = nsb * static_cast<size_t>(g.lev);  // one panel's levels
+    const uint8_t* sc0 = panels + np * ls;
+    const uint8_t* d0 = sc0 + np * nsb * static_cast<size_t>(g.sc);
+    return {panels + i * ls, sc0 + i * nsb * static_cast<size_t>(g.sc), d0 + i * nsb * static_cast<size_t>(g.d)};
+}
+
+const uint8_t* panel_gather(DType t, int64_t K, const uint8_t* panels, int64_t n_panels, int64_t p, uint8_t* buf) {
+    const PanelParts pp = panel_parts(t, K, panels, n_panels, p);
+    if (!pp.sc) return pp.lev;
+    const Geo g = geo(t);
+    const size_t nsb = static_cast<size_t>(K / 256), lev = nsb * static_cast<size_t>(g.lev), sc = nsb * static_cast<size_t>(g.sc);
+    std::memcpy(buf, pp.lev, lev);
+    std::memcpy(buf + lev, pp.sc, sc);
+    std::memcpy(buf + lev + sc, pp.d, nsb * static_cast<size_t>(g.d));
+    return buf;
+}
+
+void repack_matrix_panels(DType t, const uint8_t* w, size_t row_stride, int64_t N, int64_t K, int64_t p0, int64_t p1, uint8_t* out) {
     const size_t pb = panel_bytes(t, K);
+    const int64_t np = (N + 15) / 16;
+    if (p0 < 0 || p1 > np || p0 > p1) throw_error("kernels", "panel repack: panels [", p0, ", ", p1, ") of a matrix of ", np);
     const bool fast = panel_gemv_usable();  // AVX-512 F/BW/VL and more
-    for (int64_t n = 0; n < N; n += 16) {
+    const bool rm = panel_region_major(t);
+    std::vector<uint8_t> scratch(rm ? pb : 0);  // region-major: one panel, then moved into its regions
+    for (int64_t p = p0; p < p1; ++p) {
+        const int64_t n = 16 * p;
         const int nr = static_cast<int>(N - n < 16 ? N - n : 16);
-        if (!(fast && repack_panel_avx512(t, w + n * row_stride, row_stride, K, nr, out + (n / 16) * pb)))
-            repack_panel(t, w + n * row_stride, row_stride, K, nr, out + (n / 16) * pb);
+        uint8_t* dst = rm ? scratch.data() : out + static_cast<size_t>(p) * pb;
+        if (!(fast && repack_panel_avx512(t, w + n * row_stride, row_stride, K, nr, dst))) repack_panel(t, w + n * row_stride, row_stride, K, nr, dst);
+        if (!rm) continue;
+        const Geo g = geo(t);
+        const PanelParts pp = panel_parts(t, K, out, np, p);
+        const size_t nsb = static_cast<size_t>(K / 256), lev = nsb * static_cast<size_t>(g.lev), sc = nsb * static_cast<size_t>(g.sc);
+        std::memcpy(const_cast<uint8_t*>(pp.lev), dst, lev);
+        std::memcpy(const_cast<uint8_t*>(pp.sc), dst + lev, sc);
+        std::memcpy(const_cast<uint8_t*>(pp.d), dst + lev + sc, nsb * static_cast<size_t>(g.d));
     }
+}
+
+void repack_matrix(DType t, const uint8_t* w, size_t row_stride, int64_t N, int64_t K, uint8_t* out) {
+    repack_matrix_panels(t, w, row_stride, N, K, 0, (N + 15) / 16, out);
+}
+
+void unpack_matrix(DType t, const uint8_t* panels, int64_t N, int64_t K, uint8_t* rows, size_t row_stride) {
+    std::vector<uint8_t> buf(panel_bytes(t, K));
+    const int64_t np = (N + 15) / 16;
+    for (int64_t p = 0; p < np; ++p)
+        unpack_panel(t, panel_gather(t, K, panels, np, p, buf.data()), K, static_cast<int>(std::min<int64_t>(16, N - 16 * p)),
+                     rows + static_cast<size_t>(16 * p) * row_stride, row_stride);
 }
 
 bool panel_gemv_usable() {
@@ -470,8 +519,10 @@ void panel_gemv_ref(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, in
     check_range(w, n0, n1);
     const int64_t nsb = w.K / 256;
     const int off = t == DType::Q3_K ? 4 : 0;  // value = level - off
+    std::vector<uint8_t> buf(pb);  // a region-major panel gathered
+    const uint8_t* P = nullptr;
     for (int64_t n = n0; n < n1; ++n) {
-        const uint8_t* P = w.panels + (n / 16) * pb;
+        if (n == n0 || n % 16 == 0) P = panel_gather(t, w.K, w.panels, (w.N + 15) / 16, n / 16, buf.data());
         const int c = static_cast<int>(n % 16);
         if (t == DType::Q5_0) {
             y[n - n0] = detail::dot_q50(P, w.K / 32, c, x);

@@ -48,7 +48,8 @@
 //           the dword pairs m_2k | m_2k+1 << 16 of the 16 columns, mins32's operand)
 //   d       [nsb][2][16 columns]  f16 d, then dmin                                64 bytes
 // 2368 bytes per 16 rows x 256 values against 16 x 144 = 2304 (+64, 2.8 %: the 6-bit scales and
-// mins as bytes).
+// mins as bytes). In a matrix these three regions are not kept together per panel: Q4_K matrices
+// are region-major (panel_region_major below: all levels, then all scales, then all d).
 //
 // Q6_K (210-byte blocks: ql[128], qh[64], int8 scales[16] per 16 values, f16 d; value = d sc_g
 // (level - 32), level = 4 low bits from ql | 2 top bits from qh << 4) at 6 bits, octet by octet:
@@ -182,10 +183,34 @@ size_t panel_bytes(DType t, int64_t K);
 void repack_panel(DType t, const uint8_t* rows, size_t row_stride, int64_t K, int nrows, uint8_t* out);
 // The inverse: the nrows rows' original block bytes back from a panel.
 void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* rows, size_t row_stride);
-// A whole matrix of N rows: ceil(N / 16) panels back to back (the last one padded).
+// A whole matrix of N rows: ceil(N / 16) panels (the last one padded), panel_matrix_bytes in all.
+// Most types store them back to back. Q4_K matrices are region-major: every panel's levels back
+// to back, then every panel's scales, then every panel's d (the same bytes per panel, moved). On
+// the panel-major layout the decode GEMV's loads streamed at 80 % of a sequential read, because
+// each panel's scale and d regions interrupt the level stream; region-major streams at 97-99 %
+// (bench/panel_stream_bench.cpp, docs/PERFORMANCE.md session 26).
 size_t panel_matrix_bytes(DType t, int64_t N, int64_t K);
-// (repack_panel for every panel, or repack_panel_avx512 where it applies and the CPU has AVX-512.)
+bool panel_region_major(DType t);
+// Where panel p of a matrix of n_panels panels (at `panels`) keeps its regions. Region-major types:
+// its levels, scales and d. Panel-major types: lev = the panel (its regions follow inside it, as
+// the type's layout above says), sc = d = nullptr.
+struct PanelParts {
+    const uint8_t* lev;
+    const uint8_t* sc;
+    const uint8_t* d;
+};
+PanelParts panel_parts(DType t, int64_t K, const uint8_t* panels, int64_t n_panels, int64_t p);
+// Panel p as repack_panel's bytes: the panel itself (panel-major types), or its regions gathered
+// into buf (panel_bytes(t, K) bytes) and buf returned.
+const uint8_t* panel_gather(DType t, int64_t K, const uint8_t* panels, int64_t n_panels, int64_t p, uint8_t* buf);
+// (repack_panel for every panel, or repack_panel_avx512 where it applies and the CPU has AVX-512;
+// region-major types: each panel made in a scratch panel, then its regions moved into place.)
 void repack_matrix(DType t, const uint8_t* w, size_t row_stride, int64_t N, int64_t K, uint8_t* out);
+// The same for panels [p0, p1) only (w: row 0 of the matrix, out: the matrix's first byte), so
+// that threads can share one matrix.
+void repack_matrix_panels(DType t, const uint8_t* w, size_t row_stride, int64_t N, int64_t K, int64_t p0, int64_t p1, uint8_t* out);
+// The inverse of repack_matrix: the N rows' original block bytes.
+void unpack_matrix(DType t, const uint8_t* panels, int64_t N, int64_t K, uint8_t* rows, size_t row_stride);
 // AVX-512 repack_panel of a whole panel (nrows == 16) of Q8_0 (any K), Q4_K, Q6_K or MXFP4 (any K) with 16 * row_stride <
 // 2^31: the same bytes (qmatmul_panel_repack_avx512.cpp). Returns false, writing nothing, where it
 // does not apply. Call only where the CPU has AVX-512 F/BW/VL.
