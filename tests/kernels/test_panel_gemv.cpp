@@ -77,7 +77,7 @@ TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
             panel::unpack_matrix(t, P.data(), N, K, back.data(), stride);
             ASSERT_EQ(0, std::memcmp(w.data(), back.data(), w.size())) << dtype_name(t) << " K=" << K << " N=" << N;
             // the matrix holds each panel's repack_panel bytes: in place (panel-major), or its levels,
-            // scales and d moved into the three regions (region-major: Q4_K)
+            // scales and d moved into the three regions (region-major: Q4_K, Q6_K)
             const size_t pb = panel::panel_bytes(t, K);
             const int64_t np = (N + 15) / 16;
             std::vector<uint8_t> one(pb), got(pb);
@@ -87,10 +87,16 @@ TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
                 ASSERT_EQ(0, std::memcmp(one.data(), g, pb)) << dtype_name(t) << " K=" << K << " N=" << N << " panel " << p;
                 const panel::PanelParts pp = panel::panel_parts(t, K, P.data(), np, p);
                 if (panel::panel_region_major(t)) {
+                    // per super-block: levels, scales, d bytes of one panel (the header's layout)
                     const size_t nsb = static_cast<size_t>(K / 256);
-                    ASSERT_EQ(pp.lev, P.data() + p * nsb * panel::kQ4kSbLevelBytes);
-                    ASSERT_EQ(pp.sc, P.data() + np * nsb * panel::kQ4kSbLevelBytes + p * nsb * panel::kQ4kSbScaleBytes);
-                    ASSERT_EQ(pp.d, P.data() + np * nsb * (panel::kQ4kSbLevelBytes + panel::kQ4kSbScaleBytes) + p * nsb * panel::kQ4kSbDBytes);
+                    const size_t L = nsb * (t == DType::Q4_K ? panel::kQ4kSbLevelBytes : panel::kQ6kSbLevelBytes),
+                                 S = nsb * (t == DType::Q4_K ? panel::kQ4kSbScaleBytes : panel::kQ6kSbScaleBytes),
+                                 D = nsb * (t == DType::Q4_K ? panel::kQ4kSbDBytes : panel::kQ6kSbDBytes);
+                    ASSERT_TRUE(t == DType::Q4_K || t == DType::Q6_K) << dtype_name(t) << ": region sizes of a new region-major type";
+                    ASSERT_EQ(L + S + D, pb);
+                    ASSERT_EQ(pp.lev, P.data() + p * L);
+                    ASSERT_EQ(pp.sc, P.data() + np * L + p * S);
+                    ASSERT_EQ(pp.d, P.data() + np * (L + S) + p * D);
                 } else {
                     ASSERT_EQ(pp.lev, P.data() + p * pb);
                     ASSERT_EQ(g, pp.lev);

@@ -154,15 +154,15 @@ void fill_q4k(const PanelParts& pp, int64_t nsb, Fill& f) {
 // 2 (qi % 4) of top vector qi / 4) << 4, levels 0..63; ws the int8 scales [granule][column]; wd d.
 void fill_q6k(const PanelParts& pp, int64_t nsb, Fill& f) {
     const uint8_t* P = pp.lev;
-    const uint8_t* S0 = P + static_cast<size_t>(nsb) * kQ6kSbLevelBytes;
-    const uint8_t* D0 = S0 + static_cast<size_t>(nsb) * kQ6kSbScaleBytes;
+    const uint8_t* S0 = pp.sc;  // Q6_K is region-major (qmatmul_panel_layout.h)
+    const uint8_t* D0 = pp.d;
     int32_t* ws = reinterpret_cast<int32_t*>(f.ws);
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const uint8_t* L = P + sb * kQ6kSbLevelBytes;
         for (int o = 0; o < 8; ++o)
             for (int qi = 0; qi < 8; ++qi) {
-                const uint8_t* V = L + 256 * o + 64 * (qi / 2);
-                const uint8_t* H = L + 2048 + 128 * o + 64 * (qi / 4);
+                const uint8_t* V = L + q6k_nib_at(o, qi / 2);
+                const uint8_t* H = L + q6k_top_at(o, qi / 4);
                 const int ns = qi % 2 ? 4 : 0, hs = 2 * (qi % 4);
                 uint8_t* q = f.qbuf + (sb * 64 + 8 * o + qi) * 64;
                 for (int p = 0; p < 64; ++p) q[p] = static_cast<uint8_t>(((V[p] >> ns) & 0x0F) | (((H[p] >> hs) & 3) << 4));

@@ -157,18 +157,18 @@ struct PanelQ6K {
 // [granule][column]; wd d (dmin lanes zero).
 void fill_q6k(const PanelParts& pp, int64_t nsb, const Panel& p) {
     const uint8_t* P = pp.lev;
-    const uint8_t* S0 = P + static_cast<size_t>(nsb) * kQ6kSbLevelBytes;
-    const uint8_t* D0 = S0 + static_cast<size_t>(nsb) * kQ6kSbScaleBytes;
+    const uint8_t* S0 = pp.sc;  // Q6_K is region-major (qmatmul_panel_layout.h)
+    const uint8_t* D0 = pp.d;
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const uint8_t* L = P + sb * kQ6kSbLevelBytes;
         for (int o = 0; o < 8; ++o) {
             __m512i* q = p.q + sb * 64 + 8 * o;
             for (int h = 0; h < 2; ++h) {
-                const __m512i H = _mm512_loadu_si512(L + 2048 + 128 * o + 64 * h);
+                const __m512i H = _mm512_loadu_si512(L + q6k_top_at(o, h));
                 const __m512i T[4] = {_mm512_slli_epi16(H, 4), _mm512_slli_epi16(H, 2), H, _mm512_srli_epi16(H, 2)};
                 for (int u = 0; u < 2; ++u) {
-                    const __m512i V = _mm512_loadu_si512(L + 256 * o + 64 * (2 * h + u));
+                    const __m512i V = _mm512_loadu_si512(L + q6k_nib_at(o, 2 * h + u));
                     _mm512_store_si512(q + 4 * h + 2 * u, _mm512_ternarylogic_epi32(_mm512_and_si512(V, m4), T[2 * u], m30, 0xF8));
                     _mm512_store_si512(q + 4 * h + 2 * u + 1,
                                        _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(V, 4), m4), T[2 * u + 1], m30, 0xF8));
@@ -365,9 +365,10 @@ void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const Pan
                 const int64_t k = (nn + 15) / 16;  // panels
                 const PanelParts nx = panel_parts(w.type, w.K, w.panels, n_panels, n / 16 + 2);
                 if (nx.sc) {
-                    prefetch_t2(nx.lev, static_cast<size_t>(k * nsb) * kQ4kSbLevelBytes);
-                    prefetch_t2(nx.sc, static_cast<size_t>(k * nsb) * kQ4kSbScaleBytes);
-                    prefetch_t2(nx.d, static_cast<size_t>(k * nsb) * kQ4kSbDBytes);
+                    const PanelRegionBytes rb = panel_region_bytes(w.type, w.K);
+                    prefetch_t2(nx.lev, static_cast<size_t>(k) * rb.lev);
+                    prefetch_t2(nx.sc, static_cast<size_t>(k) * rb.sc);
+                    prefetch_t2(nx.d, static_cast<size_t>(k) * rb.d);
                 } else {
                     prefetch_t2(nx.lev, static_cast<size_t>(k) * pb_bytes);
                 }

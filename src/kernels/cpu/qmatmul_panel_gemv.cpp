@@ -20,9 +20,8 @@
 // The "from DRAM" figures below that use `panel_gemv_bench T 64 1024 2048` were partly L3 hits
 // (75 MB against a 32 MiB L3) and, at two threads, timed each thread alone (fixed in session 20).
 // On a DRAM stream (384 matrices, docs/PERFORMANCE.md session 20) the panels read, against the
-// blocks: Q4_K 0.92-0.95x one thread, 0.89-0.91x two; Q6_K 0.91-0.95x, about even; Q8_0 1.3-1.5x;
-// Q5_0 1.1-1.6x. Q4_K stays repacked: its prefill GEMM is 21 % faster on the panels (OLMoE
-// Q4_K_M pp512) and keeping both layouts would double the expert memory.
+// blocks: Q8_0 1.3-1.5x, Q5_0 1.1-1.6x. Q4_K and Q6_K, since their matrices are region-major
+// (sessions 26, 27; 256 matrices of 1024 x 2048): Q4_K 1.29-1.36x, Q6_K 1.1-1.25x (0.79x before).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -245,49 +244,51 @@ void panels_q4k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x,
 // zero) and one vpternlogd ORs them with the masked nibble (odd quads: after a 16-bit shift by 4).
 // The -32 offset seeds the granule sums as 32 * nsum (exact, as the block kernels); |I_g| <= 16 x
 // 32 x 128 = 2^16 does not fit int16, so S += sc_g I_g by vpmulld with the sign-extended scale
-// bytes, then per super-block acc = fma(float(S), d * dx, acc): gemv16_q6k's chain, its bits. NP
-// panels at once share the activation broadcasts, as panels_q4k. The next NP panels' PREFETCHT2
-// go one slot per (octet, nibble vector), 32 slots per super-block (~6.6 lines each for NP = 4), not
-// in 8 bursts of ~26: panel_gemv_bench Q6_K 64 1024 2048, one thread 17.7 -> 22.9 GB/s (medians of
-// 4 alternations), two 27.9 -> 31.2; one slot per load as Q4_K's: no better (noise).
+// bytes, then per super-block acc = fma(float(S), d * dx, acc): gemv16_q6k's chain, its bits.
+// Q6_K matrices are region-major and an octet's six vectors lie in load order, so the level loads
+// are one ascending stream; still the hardware prefetchers do not keep up with it (unlike Q4_K's):
+// panel_gemv_bench Q6_K 256 1024 2048 ran 23.5-25 GB/s on one thread, 46-49 on two, without
+// software prefetch. PREFETCHT0 of each octet's lines kQ6Ahead bytes (two super-blocks, across
+// panel ends: the next panel's levels follow) ahead: 40-42 / 77-82 GB/s (3840: 40 / 75, 4608 to
+// 9216 alike). Prefetching the scales too: no better. One panel at a time: two at once (sharing the
+// broadcasts) ran 0.83-0.87x one.
+inline constexpr int kQ6Ahead = 2 * kQ6kSbLevelBytes;
 constexpr int kTop[4][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}}, kTo45[2] = {4, 5};
 constexpr long long kQ6Top[4] = {gf_matrix(2, kTop[0], kTo45), gf_matrix(2, kTop[1], kTo45), gf_matrix(2, kTop[2], kTo45),
                                  gf_matrix(2, kTop[3], kTo45)};
 template <int NP>
-void panels_q6k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& x, const uint8_t* stop, __m512 (&acc)[NP]) {
-    const int64_t share = NP * pb / nsb;
+void panels_q6k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x, __m512 (&acc)[NP]) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int j = 0; j < NP; ++j) acc[j] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const uint8_t* L[NP];
         const uint8_t* scs[NP];
         for (int j = 0; j < NP; ++j) {
-            L[j] = P + j * pb + sb * kQ6kSbLevelBytes;
-            scs[j] = P + j * pb + nsb * kQ6kSbLevelBytes + sb * kQ6kSbScaleBytes;
+            L[j] = pp[j].lev + sb * kQ6kSbLevelBytes;
+            scs[j] = pp[j].sc + sb * kQ6kSbScaleBytes;
         }
         const int8_t* xq = x.qs + 256 * sb;
         const int32_t* ns = x.nsum + 64 * sb;
         __m512i S[NP];
         for (int j = 0; j < NP; ++j) S[j] = _mm512_setzero_si512();
-        const char* nx = reinterpret_cast<const char*>(P + NP * pb + sb * share);
-        const NextPanel np{nx, std::min<int64_t>(share, reinterpret_cast<const char*>(stop) - nx)};
 #pragma GCC unroll 8
         for (int o = 0; o < 8; ++o) {
             const int8_t* xo = xq + 32 * o;
+            for (int j = 0; j < NP; ++j)  // the octet's 6 lines two super-blocks ahead (see above)
+                for (int l = 0; l < 6; ++l) _mm_prefetch(reinterpret_cast<const char*>(L[j] + kQ6Ahead + 384 * o + 64 * l), _MM_HINT_T0);
 #pragma GCC unroll 2
             for (int h = 0; h < 2; ++h) {  // granule 2 o + h: quads 4 h .. 4 h + 3
                 const __m512i seed = _mm512_set1_epi32(32 * ns[8 * o + 4 * h]);
                 __m512i I[NP], H[NP];
                 for (int j = 0; j < NP; ++j) {
                     I[j] = seed;
-                    H[j] = load_once(L[j] + 2048 + 128 * o + 64 * h);
+                    H[j] = load_once(L[j] + q6k_top_at(o, h));
                 }
 #pragma GCC unroll 2
                 for (int u = 0; u < 2; ++u) {  // nibble vector 2 h + u: quads 4 h + 2 u, + 1
                     const __m512i xa = bcast(xo + 16 * h + 8 * u), xb = bcast(xo + 16 * h + 8 * u + 4);
-                    prefetch_next_spread(np, o + 8 * (2 * h + u), 32);  // one slot per (octet, nibble vector)
                     for (int j = 0; j < NP; ++j) {
-                        const __m512i V = load_once(L[j] + 256 * o + 64 * (2 * h + u));
+                        const __m512i V = load_once(L[j] + q6k_nib_at(o, 2 * h + u));
                         const __m512i la = _mm512_ternarylogic_epi32(gf(H[j], kQ6Top[2 * u]), V, m4, 0xF8);  // A | (B & C)
                         const __m512i lb = _mm512_ternarylogic_epi32(gf(H[j], kQ6Top[2 * u + 1]), _mm512_srli_epi16(V, 4), m4, 0xF8);
                         I[j] = _mm512_dpbusd_epi32(I[j], la, xa);
@@ -302,7 +303,7 @@ void panels_q6k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
         }
         const __m512 dx = _mm512_set1_ps(x.dxv[64 * sb]);
         for (int j = 0; j < NP; ++j) {
-            const uint8_t* dd = P + j * pb + nsb * (kQ6kSbLevelBytes + kQ6kSbScaleBytes) + sb * kQ6kSbDBytes;
+            const uint8_t* dd = pp[j].d + sb * kQ6kSbDBytes;
             const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd)));
             acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[j]), _mm512_mul_ps(d, dx), acc[j]);
         }
@@ -476,15 +477,11 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     using NP4 = std::integral_constant<int, 4>;
     using NP2 = std::integral_constant<int, 2>;
     const int64_t pbi = static_cast<int64_t>(pb);
-    // Q8_0: four panels at a time while four whole ones are left, then two (Q5_K, Q6_K: two only;
-    // Q4_K: one, the loop below: from DRAM one panel at a time streamed faster than four, see panels_q4k)
+    // Q8_0: four panels at a time while four whole ones are left, then two (Q5_K: two only; Q4_K,
+    // Q6_K: one, the loop below: from DRAM one panel at a time streamed faster, see panels_q4k, panels_q6k)
     if (w.type == DType::Q8_0) {
         multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q80<4>(p, pbi, nb, x, acc); }, NP4{});
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q80<2>(p, pbi, nb, x, acc); }, NP2{});
-    } else if (w.type == DType::Q6_K) {
-        // two at a time, not four: from DRAM four ran at 0.71-0.74x the block GEMV, two at 0.84-0.86x
-        // (panel_gemv_bench Q6_K 64 1024 2048, docs/PERFORMANCE.md session 17); in L2 four are faster
-        multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q6k<2>(p, pbi, nsb, x, stop, acc); }, NP2{});
     } else if (w.type == DType::Q5_K) {
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q5k<2>(p, pbi, nsb, x, stop, acc); }, NP2{});
     }
@@ -500,7 +497,10 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
         }
         else if (w.type == DType::Q8_0) panels_q80<1>(P, pbi, nb, x, acc);
         else if (w.type == DType::Q5_K) panels_q5k<1>(P, pbi, nsb, x, stop, acc);
-        else panels_q6k<1>(P, pbi, nsb, x, stop, acc);
+        else {
+            const PanelParts pp[1] = {panel_parts(w.type, w.K, w.panels, n_panels, n / 16)};
+            panels_q6k<1>(pp, nsb, x, acc);
+        }
         _mm512_mask_storeu_ps(y + (n - n0), static_cast<__mmask16>((1u << nc) - 1u), acc[0]);
     }
 }

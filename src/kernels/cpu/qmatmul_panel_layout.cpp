@@ -194,11 +194,10 @@ inline int q6k_ql(int k) { return 64 * (k / 128) + 32 * ((k % 128 / 32) % 2) + k
 inline int q6k_ql_shift(int k) { return 4 * ((k % 128 / 32) / 2); }
 inline int q6k_qh(int k) { return 32 * (k / 128) + k % 32; }
 inline int q6k_qh_shift(int k) { return 2 * (k % 128 / 32); }
-// Panel bytes (of a super-block's level region) of value k, column c: the nibble byte (as Q4_K's,
-// shift q4k_lev_shift) and the top-bits byte of quad qi = (k % 32) / 4 of octet k / 32, shift 2 (qi % 4).
-inline size_t q6k_hi_byte(int k, int c) {
-    return static_cast<size_t>(2048 + 128 * (k / 32) + 64 * ((k % 32) / 16) + 4 * c + k % 4);
-}
+// Panel bytes (of a super-block's level region) of value k, column c: the nibble byte (shift
+// q4k_lev_shift, as Q4_K's) and the top-bits byte of quad qi = (k % 32) / 4 of octet k / 32, shift 2 (qi % 4).
+inline size_t q6k_lo_byte(int k, int c) { return static_cast<size_t>(q6k_nib_at(k / 32, (k % 32) / 8) + 4 * c + k % 4); }
+inline size_t q6k_hi_byte(int k, int c) { return static_cast<size_t>(q6k_top_at(k / 32, (k % 32) / 16) + 4 * c + k % 4); }
 inline int q6k_hi_shift(int k) { return 2 * (((k % 32) / 4) % 4); }
 
 void repack_q6k(const uint8_t* rows, size_t row_stride, int64_t nsb, int nrows, uint8_t* out) {
@@ -224,12 +223,12 @@ void repack_q6k(const uint8_t* rows, size_t row_stride, int64_t nsb, int nrows, 
                 const uint8_t* lo = lev + 32 * o;
                 for (int v = 0; v < 4; ++v)
                     for (int i = 0; i < 4; ++i)
-                        L[256 * o + 64 * v + 4 * c + i] = static_cast<uint8_t>((lo[8 * v + i] & 0xF) | (lo[8 * v + 4 + i] & 0xF) << 4);
+                        L[q6k_nib_at(o, v) + 4 * c + i] = static_cast<uint8_t>((lo[8 * v + i] & 0xF) | (lo[8 * v + 4 + i] & 0xF) << 4);
                 for (int h = 0; h < 2; ++h)
                     for (int i = 0; i < 4; ++i) {
                         int byte = 0;
                         for (int q = 0; q < 4; ++q) byte |= (lo[4 * (4 * h + q) + i] >> 4) << (2 * q);
-                        L[2048 + 128 * o + 64 * h + 4 * c + i] = static_cast<uint8_t>(byte);
+                        L[q6k_top_at(o, h) + 4 * c + i] = static_cast<uint8_t>(byte);
                     }
             }
             for (int gi = 0; gi < 16; ++gi) out[r.sc + 16 * gi + c] = b[192 + gi];
@@ -247,7 +246,7 @@ void unpack_q6k(const uint8_t* panel, int64_t nsb, int nrows, uint8_t* rows, siz
             uint8_t* b = rows + c * row_stride + sb * kQ6kBlockBytes;
             std::memset(b, 0, 192);
             for (int k = 0; k < 256; ++k) {
-                const int lo = (L[q4k_lev_byte(k, c)] >> q4k_lev_shift(k)) & 0xF, hi = (L[q6k_hi_byte(k, c)] >> q6k_hi_shift(k)) & 3;
+                const int lo = (L[q6k_lo_byte(k, c)] >> q4k_lev_shift(k)) & 0xF, hi = (L[q6k_hi_byte(k, c)] >> q6k_hi_shift(k)) & 3;
                 b[q6k_ql(k)] = static_cast<uint8_t>(b[q6k_ql(k)] | lo << q6k_ql_shift(k));
                 b[128 + q6k_qh(k)] = static_cast<uint8_t>(b[128 + q6k_qh(k)] | hi << q6k_qh_shift(k));
             }
@@ -269,7 +268,7 @@ float dot_q6k(const uint8_t* P, int64_t nsb, int c, const ref::ActQ8Row& x) {
         for (int gi = 0; gi < 16; ++gi) {
             int32_t I = 0;
             for (int k = 16 * gi; k < 16 * gi + 16; ++k) {
-                const int lv = ((L[q4k_lev_byte(k, c)] >> q4k_lev_shift(k)) & 0xF) | ((L[q6k_hi_byte(k, c)] >> q6k_hi_shift(k)) & 3) << 4;
+                const int lv = ((L[q6k_lo_byte(k, c)] >> q4k_lev_shift(k)) & 0xF) | ((L[q6k_hi_byte(k, c)] >> q6k_hi_shift(k)) & 3) << 4;
                 I += (lv - 32) * x.qs[256 * sb + k];
             }
             S += static_cast<int8_t>(P[r.sc + 16 * gi + c]) * I;
@@ -443,7 +442,13 @@ void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* 
     }
 }
 
-bool panel_region_major(DType t) { return t == DType::Q4_K; }
+bool panel_region_major(DType t) { return t == DType::Q4_K || t == DType::Q6_K; }
+
+PanelRegionBytes panel_region_bytes(DType t, int64_t K) {
+    const Geo g = geo(t);
+    const size_t nsb = static_cast<size_t>(K / 256);
+    return {nsb * static_cast<size_t>(g.lev), nsb * static_cast<size_t>(g.sc), nsb * static_cast<size_t>(g.d)};
+}
 
 PanelParts panel_parts(DType t, int64_t K, const uint8_t* panels, int64_t n_panels, int64_t p) {
     if (!panel_region_major(t)) return {panels + static_cast<size_t>(p) * panel_bytes(t, K), nullptr, nullptr};

@@ -49,15 +49,17 @@
 //   d       [nsb][2][16 columns]  f16 d, then dmin                                64 bytes
 // 2368 bytes per 16 rows x 256 values against 16 x 144 = 2304 (+64, 2.8 %: the 6-bit scales and
 // mins as bytes). In a matrix these three regions are not kept together per panel: Q4_K matrices
-// are region-major (panel_region_major below: all levels, then all scales, then all d).
+// are region-major (panel_region_major below: all levels, then all scales, then all d), as are Q6_K's.
 //
 // Q6_K (210-byte blocks: ql[128], qh[64], int8 scales[16] per 16 values, f16 d; value = d sc_g
 // (level - 32), level = 4 low bits from ql | 2 top bits from qh << 4) at 6 bits, octet by octet:
-//   levels  [nsb][3072 bytes]: first the low nibbles [8 octets o][4 vectors v][64 bytes] as Q4_K's
-//           (byte 4 c + i of vector v: low nibble = low 4 bits of value 32 o + 8 v + i of column c,
-//           high nibble = of value 32 o + 8 v + 4 + i; 2048 bytes), then the top bits
-//           [8 octets][2 vectors h][64 bytes] as Q2_K's levels (byte 4 c + i of vector h: bits
-//           2 q, 2 q + 1 = the top two bits of value 32 o + 4 (4 h + q) + i of column c; 1024 bytes)
+//   levels  [nsb][8 octets o][384 bytes]: the octet's 4 nibble vectors v as Q4_K's (at 64 v: byte
+//           4 c + i: low nibble = low 4 bits of value 32 o + 8 v + i of column c, high nibble = of
+//           value 32 o + 8 v + 4 + i), then its 2 top-bit vectors h as Q2_K's levels (at 256 + 64 h:
+//           byte 4 c + i: bits 2 q, 2 q + 1 = the top two bits of value 32 o + 4 (4 h + q) + i of
+//           column c). One octet's six vectors are adjacent, so the decode GEMV walks the level
+//           region in order (all nibbles first, then all top bits, made two interleaved streams:
+//           22-24 GB/s on one thread, against 36 for the block GEMV)
 //   scales  [nsb][16 granules][16 columns]  int8 sc_g                             256 bytes
 //   d       [nsb][16 columns]  f16                                                 32 bytes
 // 3360 bytes per 16 rows x 256 values = 16 x 210: the same size as the blocks.
@@ -140,6 +142,9 @@ inline constexpr int kQ4kSbPanelBytes = kQ4kSbLevelBytes + kQ4kSbScaleBytes + kQ
 inline constexpr int kQ6kBlockBytes = 210;
 inline constexpr int kQ6kSbLevelBytes = 3072, kQ6kSbScaleBytes = 256, kQ6kSbDBytes = 32;
 inline constexpr int kQ6kSbPanelBytes = kQ6kSbLevelBytes + kQ6kSbScaleBytes + kQ6kSbDBytes;  // 3360
+// Q6_K: byte offset (in a super-block's level region) of octet o's nibble vector v / top vector h.
+inline constexpr int q6k_nib_at(int o, int v) { return 384 * o + 64 * (v + v / 2 + 1); }
+inline constexpr int q6k_top_at(int o, int h) { return 384 * o + 192 * h; }
 inline constexpr int kQ80BlockBytes = 34;  // per 32 values
 inline constexpr int kQ80SbLevelBytes = 4096, kQ80SbDBytes = 256;
 inline constexpr int kQ80SbPanelBytes = kQ80SbLevelBytes + kQ80SbDBytes;  // 4352
@@ -184,13 +189,18 @@ void repack_panel(DType t, const uint8_t* rows, size_t row_stride, int64_t K, in
 // The inverse: the nrows rows' original block bytes back from a panel.
 void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* rows, size_t row_stride);
 // A whole matrix of N rows: ceil(N / 16) panels (the last one padded), panel_matrix_bytes in all.
-// Most types store them back to back. Q4_K matrices are region-major: every panel's levels back
-// to back, then every panel's scales, then every panel's d (the same bytes per panel, moved). On
+// Most types store them back to back. Q4_K and Q6_K matrices are region-major: every panel's levels
+// back to back, then every panel's scales, then every panel's d (the same bytes per panel, moved). On
 // the panel-major layout the decode GEMV's loads streamed at 80 % of a sequential read, because
 // each panel's scale and d regions interrupt the level stream; region-major streams at 97-99 %
 // (bench/panel_stream_bench.cpp, docs/PERFORMANCE.md session 26).
 size_t panel_matrix_bytes(DType t, int64_t N, int64_t K);
 bool panel_region_major(DType t);
+// One panel's levels, scales and d bytes (K values) of a region-major type.
+struct PanelRegionBytes {
+    size_t lev, sc, d;
+};
+PanelRegionBytes panel_region_bytes(DType t, int64_t K);
 // Where panel p of a matrix of n_panels panels (at `panels`) keeps its regions. Region-major types:
 // its levels, scales and d. Panel-major types: lev = the panel (its regions follow inside it, as
 // the type's layout above says), sc = d = nullptr.

@@ -81,9 +81,9 @@ void repack_q4k_16(const uint8_t* rows, size_t row_stride, __m512i idx, int64_t 
     }
 }
 
-// Q6_K: levels [nsb][3072]: the low nibbles [8 octets o][4 vectors v][64] as Q4_K's levels, then the
-// top two bits [8 octets][2 vectors h][64] (byte 4 c + i: bits 2 q, 2 q + 1 = top bits of value
-// 32 o + 16 h + 4 q + i); scales [nsb][16 granules][16 columns] int8; d [nsb][16 columns] f16.
+// Q6_K: levels [nsb][8 octets o][384]: the low nibbles (4 vectors v at q6k_nib_at) as Q4_K's levels,
+// then the top two bits (2 vectors h at q6k_top_at; byte 4 c + i: bits 2 q, 2 q + 1 = top bits of
+// value 32 o + 16 h + 4 q + i); scales [nsb][16 granules][16 columns] int8; d [nsb][16 columns] f16.
 // Octet o = 4 n + j holds values 128 n + 32 j ..: low nibbles = nibble j / 2 of ql[64 n + 32 (j % 2)
 // ..], top bits = bits 2 j, 2 j + 1 of qh[32 n ..] (repack_q6k in qmatmul_panel_layout.cpp), so the
 // gathers of one n serve 2 (nibbles) or 4 (top bits) octets.
@@ -101,8 +101,8 @@ void repack_q6k_16(const uint8_t* rows, size_t row_stride, __m512i idx, int64_t 
                 for (int v = 0; v < 4; ++v) {
                     const __m512i A = rows_dword(rows, idx, at + 64 * n + 32 * j2 + 8 * v);
                     const __m512i B = rows_dword(rows, idx, at + 64 * n + 32 * j2 + 8 * v + 4);
-                    _mm512_storeu_si512(L + 256 * (4 * n + j2) + 64 * v, _mm512_ternarylogic_epi32(A, _mm512_slli_epi16(B, 4), lo, 0xE4));
-                    _mm512_storeu_si512(L + 256 * (4 * n + j2 + 2) + 64 * v,
+                    _mm512_storeu_si512(L + q6k_nib_at(4 * n + j2, v), _mm512_ternarylogic_epi32(A, _mm512_slli_epi16(B, 4), lo, 0xE4));
+                    _mm512_storeu_si512(L + q6k_nib_at(4 * n + j2 + 2, v),
                                         _mm512_ternarylogic_epi32(_mm512_srli_epi16(A, 4), B, lo, 0xE4));
                 }
             for (int h = 0; h < 2; ++h) {
@@ -111,7 +111,7 @@ void repack_q6k_16(const uint8_t* rows, size_t row_stride, __m512i idx, int64_t 
                 for (int j = 0; j < 4; ++j) {  // octet 4 n + j: bits 2 j, 2 j + 1 of each byte
                     __m512i r = _mm512_setzero_si512();
                     for (int q = 0; q < 4; ++q) r = _mm512_or_si512(r, sll(_mm512_and_si512(srl(T[q], 2 * j), m3), 2 * q));
-                    _mm512_storeu_si512(L + 2048 + 128 * (4 * n + j) + 64 * h, r);
+                    _mm512_storeu_si512(L + q6k_top_at(4 * n + j, h), r);
                 }
             }
         }
