@@ -77,7 +77,7 @@ TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
             panel::unpack_matrix(t, P.data(), N, K, back.data(), stride);
             ASSERT_EQ(0, std::memcmp(w.data(), back.data(), w.size())) << dtype_name(t) << " K=" << K << " N=" << N;
             // the matrix holds each panel's repack_panel bytes: in place (panel-major), or its levels,
-            // scales and d moved into the three regions (region-major: Q4_K, Q6_K)
+            // scales and d moved into the three regions (region-major: Q4_K, Q5_K, Q6_K)
             const size_t pb = panel::panel_bytes(t, K);
             const int64_t np = (N + 15) / 16;
             std::vector<uint8_t> one(pb), got(pb);
@@ -89,10 +89,11 @@ TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
                 if (panel::panel_region_major(t)) {
                     // per super-block: levels, scales, d bytes of one panel (the header's layout)
                     const size_t nsb = static_cast<size_t>(K / 256);
-                    const size_t L = nsb * (t == DType::Q4_K ? panel::kQ4kSbLevelBytes : panel::kQ6kSbLevelBytes),
-                                 S = nsb * (t == DType::Q4_K ? panel::kQ4kSbScaleBytes : panel::kQ6kSbScaleBytes),
-                                 D = nsb * (t == DType::Q4_K ? panel::kQ4kSbDBytes : panel::kQ6kSbDBytes);
-                    ASSERT_TRUE(t == DType::Q4_K || t == DType::Q6_K) << dtype_name(t) << ": region sizes of a new region-major type";
+                    const bool q4 = t == DType::Q4_K, q5 = t == DType::Q5_K;
+                    const size_t L = nsb * (q4 ? panel::kQ4kSbLevelBytes : q5 ? panel::kQ5kSbLevelBytes : panel::kQ6kSbLevelBytes),
+                                 S = nsb * (q4 ? panel::kQ4kSbScaleBytes : q5 ? panel::kQ5kSbScaleBytes : panel::kQ6kSbScaleBytes),
+                                 D = nsb * (q4 ? panel::kQ4kSbDBytes : q5 ? panel::kQ5kSbDBytes : panel::kQ6kSbDBytes);
+                    ASSERT_TRUE(q4 || q5 || t == DType::Q6_K) << dtype_name(t) << ": region sizes of a new region-major type";
                     ASSERT_EQ(L + S + D, pb);
                     ASSERT_EQ(pp.lev, P.data() + p * L);
                     ASSERT_EQ(pp.sc, P.data() + np * L + p * S);

@@ -230,18 +230,18 @@ struct PanelQ5K {
 };
 void fill_q5k(const PanelParts& pp, int64_t nsb, const Panel& p) {
     const uint8_t* P = pp.lev;
-    const uint8_t* S0 = P + static_cast<size_t>(nsb) * kQ5kSbLevelBytes;
-    const uint8_t* D0 = S0 + static_cast<size_t>(nsb) * kQ5kSbScaleBytes;
+    const uint8_t* S0 = pp.sc;  // Q5_K is region-major (qmatmul_panel_layout.h)
+    const uint8_t* D0 = pp.d;
     const __m512i m7 = _mm512_set1_epi8(7), m18 = _mm512_set1_epi8(0x18), m1f = _mm512_set1_epi8(0x1F);
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const uint8_t* L = P + sb * kQ5kSbLevelBytes;
         for (int g = 0; g < 8; ++g) {
             __m512i* q = p.q + sb * 64 + 8 * g;
-            const __m512i H = _mm512_loadu_si512(L + 2048 + 64 * g);
+            const __m512i H = _mm512_loadu_si512(L + q5k_side_at(g));
             // bits 2 v, 2 v + 1 of the side byte at bits 3-4
             const __m512i T[4] = {_mm512_slli_epi16(H, 3), _mm512_slli_epi16(H, 1), _mm512_srli_epi16(H, 1), _mm512_srli_epi16(H, 3)};
             for (int v = 0; v < 4; ++v) {
-                const __m512i V = _mm512_loadu_si512(L + 256 * g + 64 * v);
+                const __m512i V = _mm512_loadu_si512(L + q5k_lev_at(g, v));
                 _mm512_store_si512(q + 2 * v, _mm512_ternarylogic_epi32(_mm512_and_si512(V, m7), T[v], m18, 0xF8));
                 _mm512_store_si512(q + 2 * v + 1, _mm512_and_si512(_mm512_srli_epi16(V, 3), m1f));
             }

@@ -20,8 +20,9 @@
 // The "from DRAM" figures below that use `panel_gemv_bench T 64 1024 2048` were partly L3 hits
 // (75 MB against a 32 MiB L3) and, at two threads, timed each thread alone (fixed in session 20).
 // On a DRAM stream (384 matrices, docs/PERFORMANCE.md session 20) the panels read, against the
-// blocks: Q8_0 1.3-1.5x, Q5_0 1.1-1.6x. Q4_K and Q6_K, since their matrices are region-major
-// (sessions 26, 27; 256 matrices of 1024 x 2048): Q4_K 1.29-1.36x, Q6_K 1.1-1.25x (0.79x before).
+// blocks: Q8_0 1.3-1.5x, Q5_0 1.1-1.6x. Q4_K, Q5_K and Q6_K, since their matrices are region-major
+// (sessions 26, 27; 256 matrices of 1024 x 2048): Q4_K 1.29-1.36x, Q6_K 1.1-1.25x (0.79x before),
+// Q5_K 0.98x one thread, 1.08x two (0.86-0.9x before).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -378,66 +379,48 @@ struct DecQ40 {
 // loaded once. Vector v's quad 2 v + 1 stays in place (v & 0xF8 = 8 x level: its sums come out x 8,
 // exact, shifted back per granule); quad 2 v's level vector is (v & 7) | its bits 3-4 (bits 2 v,
 // 2 v + 1 of the side byte, moved by one vgf2p8affineqb, all other bits zero) by one vpternlogd.
-// (The first layout, Q4_K's nibbles plus a fifth-bit vector, needs a vgf2p8affineqb and a
-// vpternlogd for every quad and a shift per high nibble: panel_gemv_bench Q5_K 64 1024 2048, one
-// thread, 17.3-17.5 GB/s against 18.1-18.9 with this one. From memory both stay below the block
-// GEMV, 0.84-0.98x; in L3 this one runs 1.5-1.6x, in L2 2.9x. Interleaving the side vector with
-// its granule's 4 vectors, one 320-byte stream, measured no better: 16.3-17.6.) |I_g| <= 32 x 31 x 128 < 2^17, so
-// S += sc_g I_g by vpmulld; M as mins32; per super-block the two FMAs of the Q5_K block kernels
-// (gemv16<G45_K<true>>, DQ45_K<true>), their bits.
-// Memory stream (panel_gemv_bench Q5_K 64 1024 2048, medians of 5 alternations, a noisy shared
-// host): two panels at a time (not four), the next two panels' PREFETCHT2 spread over the 32
-// (granule, vector) steps (not 8 bursts), and PREFETCHT0 of granule g + 4's 5 lines (4 level
-// vectors, the side vector) of the current panels: one thread 15.7-17.6 -> 19.4-22.0 GB/s (0.81-1.02
-// -> 0.98-1.32x the block GEMV), two 26.0-29.4 -> 29.2-37.6 (0.94-1.01 -> 1.04-1.30x); in L3 57 ->
-// 62 (one thread). Four panels at a time with the same prefetches: 18.1-20.2, one thread (the three
-// changes alone: +0-10 %, within the noise). Measured worse or no better: no software prefetch (8-12 GB/s), PREFETCHT0 or
-// PREFETCHNTA for the next panels (9-10), every other line only (13-14), T1 (as T2), prefetching
-// 2 groups ahead, the current group's next super-blocks at a call's first group (+0-5 %, noise),
-// the L1 prefetch 1-3, 6 or 8 granules ahead (4 best).
+// |I_g| <= 32 x 31 x 128 < 2^17, so S += sc_g I_g by vpmulld; M as mins32; per super-block the two
+// FMAs of the Q5_K block kernels (gemv16<G45_K<true>>, DQ45_K<true>), their bits.
+// Memory stream: Q5_K matrices are region-major and a granule's side vector comes before its level
+// vectors (load order), one panel at a time, PREFETCHT0 of each granule's 5 lines kQ5Ahead bytes
+// (two super-blocks) ahead: panel_gemv_bench Q5_K 256 1024 2048 one thread 36.6 GB/s, two 71.9
+// (panel-major, two panels at a time with PREFETCHT2 of the next two and PREFETCHT0 four granules
+// ahead: 32.0 / 60.6; the block GEMV 37.3 / 66.7). Without the software prefetch 28.0 / 54.5; one
+// or three super-blocks ahead: 36.5 / 71.0, 35.5 / 70.7; two panels at a time 31.0 / 60.6.
 constexpr int kSide[4][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}}, kTo34[2] = {3, 4};
 constexpr long long kQ5Side[4] = {gf_matrix(2, kSide[0], kTo34), gf_matrix(2, kSide[1], kTo34), gf_matrix(2, kSide[2], kTo34),
                                   gf_matrix(2, kSide[3], kTo34)};
+inline constexpr int kQ5Ahead = 2 * kQ5kSbLevelBytes;
 template <int NP>
-void panels_q5k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& x, const uint8_t* stop, __m512 (&acc)[NP]) {
-    const int64_t share = NP * pb / nsb;
+void panels_q5k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x, __m512 (&acc)[NP]) {
     const __m512i m7 = _mm512_set1_epi8(7), mf8 = _mm512_set1_epi8(static_cast<char>(0xF8));
     for (int j = 0; j < NP; ++j) acc[j] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const uint8_t* L[NP];
         const uint8_t* scs[NP];
         for (int j = 0; j < NP; ++j) {
-            L[j] = P + j * pb + sb * kQ5kSbLevelBytes;
-            scs[j] = P + j * pb + nsb * kQ5kSbLevelBytes + sb * kQ5kSbScaleBytes;
+            L[j] = pp[j].lev + sb * kQ5kSbLevelBytes;
+            scs[j] = pp[j].sc + sb * kQ5kSbScaleBytes;
         }
         const int8_t* xq = x.qs + 256 * sb;
         const int32_t* ns = x.nsum + 64 * sb;
         __m512i S[NP];
         for (int j = 0; j < NP; ++j) S[j] = _mm512_setzero_si512();
-        const char* nx = reinterpret_cast<const char*>(P + NP * pb + sb * share);
-        const NextPanel np{nx, std::min<int64_t>(share, reinterpret_cast<const char*>(stop) - nx)};
 #pragma GCC unroll 8
         for (int g = 0; g < 8; ++g) {
-            // into L1: the 5 lines (4 level vectors, the side vector) of granule g + 4 of each panel
-            const int ga = g + 4;
-            if (ga < 8 || sb + 1 < nsb)
-                for (int j = 0; j < NP; ++j) {
-                    const char* a = reinterpret_cast<const char*>(L[j]) + (ga >= 8 ? kQ5kSbLevelBytes : 0);
-                    for (int v = 0; v < 4; ++v) asm volatile("prefetcht0 %0" : : "m"(a[256 * (ga & 7) + 64 * v]));
-                    asm volatile("prefetcht0 %0" : : "m"(a[2048 + 64 * (ga & 7)]));
-                }
+            for (int j = 0; j < NP; ++j)  // the granule's 5 lines kQ5Ahead bytes ahead (see above)
+                for (int l = 0; l < 5; ++l) _mm_prefetch(reinterpret_cast<const char*>(L[j] + kQ5Ahead + 320 * g + 64 * l), _MM_HINT_T0);
             const int8_t* xg = xq + 32 * g;
             __m512i Il[NP], Ih[NP], H[NP];
             for (int j = 0; j < NP; ++j) {
                 Il[j] = Ih[j] = _mm512_setzero_si512();
-                H[j] = load_once(L[j] + 2048 + 64 * g);
+                H[j] = load_once(L[j] + q5k_side_at(g));
             }
 #pragma GCC unroll 4
             for (int v = 0; v < 4; ++v) {
                 const __m512i xl = bcast(xg + 8 * v), xh = bcast(xg + 8 * v + 4);
-                prefetch_next_spread(np, g + 8 * v, 32);
                 for (int j = 0; j < NP; ++j) {
-                    const __m512i V = load_once(L[j] + 256 * g + 64 * v);
+                    const __m512i V = load_once(L[j] + q5k_lev_at(g, v));
                     const __m512i la = _mm512_ternarylogic_epi32(gf(H[j], kQ5Side[v]), V, m7, 0xF8);  // A | (B & C)
                     Il[j] = _mm512_dpbusd_epi32(Il[j], la, xl);
                     Ih[j] = _mm512_dpbusd_epi32(Ih[j], _mm512_and_si512(V, mf8), xh);
@@ -449,7 +432,7 @@ void panels_q5k(const uint8_t* P, int64_t pb, int64_t nsb, const ref::ActQ8Row& 
             }
         }
         const uint8_t* dd[NP];
-        for (int j = 0; j < NP; ++j) dd[j] = P + j * pb + nsb * (kQ5kSbLevelBytes + kQ5kSbScaleBytes) + sb * kQ5kSbDBytes;
+        for (int j = 0; j < NP; ++j) dd[j] = pp[j].d + sb * kQ5kSbDBytes;
         sb_end_q45<NP>(scs, dd, ns, x.dxv[64 * sb], S, acc);
     }
 }
@@ -477,13 +460,11 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     using NP4 = std::integral_constant<int, 4>;
     using NP2 = std::integral_constant<int, 2>;
     const int64_t pbi = static_cast<int64_t>(pb);
-    // Q8_0: four panels at a time while four whole ones are left, then two (Q5_K: two only; Q4_K,
-    // Q6_K: one, the loop below: from DRAM one panel at a time streamed faster, see panels_q4k, panels_q6k)
+    // Q8_0: four panels at a time while four whole ones are left, then two (Q4_K, Q5_K, Q6_K: one,
+    // the loop below: from DRAM one panel at a time streamed faster, see panels_q4k, _q5k, _q6k)
     if (w.type == DType::Q8_0) {
         multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q80<4>(p, pbi, nb, x, acc); }, NP4{});
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q80<2>(p, pbi, nb, x, acc); }, NP2{});
-    } else if (w.type == DType::Q5_K) {
-        multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q5k<2>(p, pbi, nsb, x, stop, acc); }, NP2{});
     }
     for (; n < n1; n += 16) {
         const int nc = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
@@ -496,7 +477,10 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
             panels_q4k<1>(pp, nsb, x, acc);
         }
         else if (w.type == DType::Q8_0) panels_q80<1>(P, pbi, nb, x, acc);
-        else if (w.type == DType::Q5_K) panels_q5k<1>(P, pbi, nsb, x, stop, acc);
+        else if (w.type == DType::Q5_K) {
+            const PanelParts pp[1] = {panel_parts(w.type, w.K, w.panels, n_panels, n / 16)};
+            panels_q5k<1>(pp, nsb, x, acc);
+        }
         else {
             const PanelParts pp[1] = {panel_parts(w.type, w.K, w.panels, n_panels, n / 16)};
             panels_q6k<1>(pp, nsb, x, acc);

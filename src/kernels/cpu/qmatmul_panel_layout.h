@@ -49,7 +49,8 @@
 //   d       [nsb][2][16 columns]  f16 d, then dmin                                64 bytes
 // 2368 bytes per 16 rows x 256 values against 16 x 144 = 2304 (+64, 2.8 %: the 6-bit scales and
 // mins as bytes). In a matrix these three regions are not kept together per panel: Q4_K matrices
-// are region-major (panel_region_major below: all levels, then all scales, then all d), as are Q6_K's.
+// are region-major (panel_region_major below: all levels, then all scales, then all d), as are Q6_K's
+// and Q5_K's.
 //
 // Q6_K (210-byte blocks: ql[128], qh[64], int8 scales[16] per 16 values, f16 d; value = d sc_g
 // (level - 32), level = 4 low bits from ql | 2 top bits from qh << 4) at 6 bits, octet by octet:
@@ -91,11 +92,11 @@
 // Q5_K (176-byte blocks: f16 d, f16 dmin, scales[12] as Q4_K, qh[32], qs[128]; value 64 j + 32 h + l
 // (l < 32) = nibble h of qs[32 j + l] + 16 x bit 2 j + h of qh[l]; granule g = 2 j + h: value =
 // d sc_g q - dmin m_g) in Q4_K's regions, the 5-bit levels as level vectors and a side vector:
-//   levels  [nsb][2560 bytes]: first [8 granules g][4 vectors v][64 bytes] (2048 bytes): byte
-//           4 c + i of vector v: bits 3-7 = level of value 32 g + 8 v + 4 + i of column c (in
-//           place: v & 0xF8 = 8 x level), bits 0-2 = the low 3 bits of the level of value
-//           32 g + 8 v + i; then the side vectors [8 granules g][64 bytes] (512 bytes): byte 4 c + i,
-//           bits 2 v, 2 v + 1 = level bits 3, 4 of value 32 g + 8 v + i of column c
+//   levels  [nsb][8 granules g][320 bytes]: the granule's side vector (at 0: byte 4 c + i, bits
+//           2 v, 2 v + 1 = level bits 3, 4 of value 32 g + 8 v + i of column c), then its 4 level
+//           vectors v (at 64 (v + 1): byte 4 c + i: bits 3-7 = level of value 32 g + 8 v + 4 + i of
+//           column c (in place: v & 0xF8 = 8 x level), bits 0-2 = the low 3 bits of the level of
+//           value 32 g + 8 v + i): the decode GEMV's load order, as Q6_K's octets
 //   scales  [nsb][256 bytes] as Q4_K's (sc_g bytes, then the mins' word-pair bytes)
 //   d       [nsb][2][16 columns]  f16 d, then dmin                                64 bytes
 // 2880 bytes per 16 rows x 256 values against 16 x 176 = 2816 (+64, 2.3 %: the 6-bit scales and
@@ -156,6 +157,9 @@ inline constexpr int kQ40BlkLevelBytes = 256, kQ40BlkDBytes = 32;
 inline constexpr int kQ5kBlockBytes = 176;
 inline constexpr int kQ5kSbLevelBytes = 2560, kQ5kSbScaleBytes = 256, kQ5kSbDBytes = 64;
 inline constexpr int kQ5kSbPanelBytes = kQ5kSbLevelBytes + kQ5kSbScaleBytes + kQ5kSbDBytes;  // 2880
+// Q5_K: byte offset (in a super-block's level region) of granule g's side vector / level vector v.
+inline constexpr int q5k_side_at(int g) { return 320 * g; }
+inline constexpr int q5k_lev_at(int g, int v) { return 320 * g + 64 * (v + 1); }
 inline constexpr int kQ50BlockBytes = 22;  // per 32 values
 inline constexpr int kQ50BlkLevelBytes = 320, kQ50BlkDBytes = 32;  // per block of a panel
 inline constexpr int kQ50SbPanelBytes = 8 * (kQ50BlkLevelBytes + kQ50BlkDBytes);  // 2816 per 256 values
@@ -189,7 +193,7 @@ void repack_panel(DType t, const uint8_t* rows, size_t row_stride, int64_t K, in
 // The inverse: the nrows rows' original block bytes back from a panel.
 void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* rows, size_t row_stride);
 // A whole matrix of N rows: ceil(N / 16) panels (the last one padded), panel_matrix_bytes in all.
-// Most types store them back to back. Q4_K and Q6_K matrices are region-major: every panel's levels
+// Most types store them back to back. Q4_K, Q5_K and Q6_K matrices are region-major: every panel's levels
 // back to back, then every panel's scales, then every panel's d (the same bytes per panel, moved). On
 // the panel-major layout the decode GEMV's loads streamed at 80 % of a sequential read, because
 // each panel's scale and d regions interrupt the level stream; region-major streams at 97-99 %

@@ -13,20 +13,21 @@ namespace {
 
 // Level byte (of a super-block's level region) of value k (< 256), column c, and the nibble's
 // shift: 32-value granule / block k / 32, vector (k % 32) / 8, byte 4 c + i (i = k % 4), nibble
-// (k % 8) / 4 -- Q4_K's nibble vectors, Q4_0's too (Q5_K: the same byte positions).
+// (k % 8) / 4 -- Q4_K's nibble vectors, Q4_0's too.
 inline size_t nib_byte(int k, int c) { return static_cast<size_t>(256 * (k / 32) + 64 * ((k % 32) / 8) + 4 * c + k % 4); }
 inline int nib_shift(int k) { return 4 * ((k % 8) / 4); }
 
 // ---- Q4_0: value j of a block = nibble j / 16 of qs[j % 16]; block b's level vectors at 256 b
 // (nib_byte of its values 0..31), its d at 32 b + 2 c of the d region.
 
-// ---- Q5_K: value k = 32 g + 8 v + 4 h + i of a super-block, column c. Its level byte (as
-// nib_byte) holds, for h = 1, the level in bits 3-7; for h = 0 the level's bits 0-2 in bits 0-2,
-// and its bits 3-4 are bits 2 v, 2 v + 1 of the granule's side byte 2048 + 64 g + 4 c + i. In the
-// block: nibble h' = (k % 64) / 32 of qs[32 (k / 64) + k % 32] + 16 x bit k / 32 of qh[k % 32].
-inline size_t q5k_side_byte(int k, int c) { return static_cast<size_t>(2048 + 64 * (k / 32) + 4 * c + k % 4); }
+// ---- Q5_K: value k = 32 g + 8 v + 4 h + i of a super-block, column c. Its level byte (byte
+// 4 c + i of vector v of granule g) holds, for h = 1, the level in bits 3-7; for h = 0 the level's
+// bits 0-2 in bits 0-2, and its bits 3-4 are bits 2 v, 2 v + 1 of the granule's side byte 4 c + i. In
+// the block: nibble h' = (k % 64) / 32 of qs[32 (k / 64) + k % 32] + 16 x bit k / 32 of qh[k % 32].
+inline size_t q5k_lev_byte(int k, int c) { return static_cast<size_t>(q5k_lev_at(k / 32, (k % 32) / 8) + 4 * c + k % 4); }
+inline size_t q5k_side_byte(int k, int c) { return static_cast<size_t>(q5k_side_at(k / 32) + 4 * c + k % 4); }
 inline int q5k_level(const uint8_t* L, int k, int c) {
-    const int b = L[nib_byte(k, c)];
+    const int b = L[q5k_lev_byte(k, c)];
     if ((k % 8) / 4) return b >> 3;
     return (b & 7) | ((L[q5k_side_byte(k, c)] >> (2 * ((k % 32) / 8))) & 3) << 3;
 }
@@ -106,8 +107,8 @@ void repack_q5k(const uint8_t* rows, size_t row_stride, int64_t nsb, int nrows, 
                 for (int v = 0; v < 4; ++v)
                     for (int i = 0; i < 4; ++i) {
                         const int l0 = lev[32 * g + 8 * v + i], l1 = lev[32 * g + 8 * v + 4 + i];
-                        L[256 * g + 64 * v + 4 * c + i] = static_cast<uint8_t>((l0 & 7) | l1 << 3);
-                        uint8_t& side = L[2048 + 64 * g + 4 * c + i];
+                        L[q5k_lev_at(g, v) + 4 * c + i] = static_cast<uint8_t>((l0 & 7) | l1 << 3);
+                        uint8_t& side = L[q5k_side_at(g) + 4 * c + i];
                         side = static_cast<uint8_t>(side | (l0 >> 3) << (2 * v));
                     }
             for (int gi = 0; gi < 8; ++gi) {
