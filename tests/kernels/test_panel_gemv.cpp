@@ -59,6 +59,10 @@ bool has_avx512() {
     return false;
 }
 
+// Levels, scales and d bytes per super-block of one panel of the region-major types (the header's layouts).
+constexpr int kQ2kRegions[3] = {1024, 256, 64}, kQ3kRegions[3] = {1536, 256, 32}, kQ4kRegions[3] = {2048, 256, 64},
+              kQ5kRegions[3] = {2560, 256, 64}, kQ6kRegions[3] = {3072, 256, 32};
+
 TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
     Rng rng(0x9a7e1);
     for (DType t : kTypes)
@@ -77,7 +81,7 @@ TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
             panel::unpack_matrix(t, P.data(), N, K, back.data(), stride);
             ASSERT_EQ(0, std::memcmp(w.data(), back.data(), w.size())) << dtype_name(t) << " K=" << K << " N=" << N;
             // the matrix holds each panel's repack_panel bytes: in place (panel-major), or its levels,
-            // scales and d moved into the three regions (region-major: Q4_K, Q5_K, Q6_K)
+            // scales and d moved into the three regions (region-major: the K-quants)
             const size_t pb = panel::panel_bytes(t, K);
             const int64_t np = (N + 15) / 16;
             std::vector<uint8_t> one(pb), got(pb);
@@ -89,11 +93,10 @@ TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {
                 if (panel::panel_region_major(t)) {
                     // per super-block: levels, scales, d bytes of one panel (the header's layout)
                     const size_t nsb = static_cast<size_t>(K / 256);
-                    const bool q4 = t == DType::Q4_K, q5 = t == DType::Q5_K;
-                    const size_t L = nsb * (q4 ? panel::kQ4kSbLevelBytes : q5 ? panel::kQ5kSbLevelBytes : panel::kQ6kSbLevelBytes),
-                                 S = nsb * (q4 ? panel::kQ4kSbScaleBytes : q5 ? panel::kQ5kSbScaleBytes : panel::kQ6kSbScaleBytes),
-                                 D = nsb * (q4 ? panel::kQ4kSbDBytes : q5 ? panel::kQ5kSbDBytes : panel::kQ6kSbDBytes);
-                    ASSERT_TRUE(q4 || q5 || t == DType::Q6_K) << dtype_name(t) << ": region sizes of a new region-major type";
+                    const int* r = t == DType::Q2_K ? kQ2kRegions : t == DType::Q3_K ? kQ3kRegions : t == DType::Q4_K ? kQ4kRegions
+                                 : t == DType::Q5_K ? kQ5kRegions : t == DType::Q6_K ? kQ6kRegions : nullptr;
+                    ASSERT_TRUE(r) << dtype_name(t) << ": region sizes of a new region-major type";
+                    const size_t L = nsb * static_cast<size_t>(r[0]), S = nsb * static_cast<size_t>(r[1]), D = nsb * static_cast<size_t>(r[2]);
                     ASSERT_EQ(L + S + D, pb);
                     ASSERT_EQ(pp.lev, P.data() + p * L);
                     ASSERT_EQ(pp.sc, P.data() + np * L + p * S);

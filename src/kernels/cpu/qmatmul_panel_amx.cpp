@@ -182,8 +182,8 @@ void fill_k23(const PanelParts& pp, int64_t nsb, Fill& f) {
     const uint8_t* P = pp.lev;
     constexpr int kLev = kQ3 ? kQ3kSbLevelBytes : kQ2kSbLevelBytes, kSc = kQ3 ? kQ3kSbScaleBytes : kQ2kSbScaleBytes,
                   kD = kQ3 ? kQ3kSbDBytes : kQ2kSbDBytes, kOctet = kLev / 8;
-    const uint8_t* S0 = P + static_cast<size_t>(nsb) * kLev;
-    const uint8_t* D0 = S0 + static_cast<size_t>(nsb) * kSc;
+    const uint8_t* S0 = pp.sc;  // Q3_K and Q2_K are region-major (qmatmul_panel_layout.h)
+    const uint8_t* D0 = pp.d;
     int32_t* ws = reinterpret_cast<int32_t*>(f.ws);
     for (int64_t sb = 0; sb < nsb; ++sb) {
         for (int o = 0; o < 8; ++o) {

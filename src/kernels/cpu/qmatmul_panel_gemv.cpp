@@ -59,24 +59,35 @@ constexpr long long kM6 = gf_matrix(1, kB6, kOut2);      // bit 6 -> 2
 constexpr long long kM7 = gf_matrix(1, kB7, kOut2);      // bit 7 -> 2
 
 inline __m512i gf(__m512i v, long long m) { return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(m), 0); }
+// Q3_K / Q2_K: how many super-blocks ahead in the level stream (region-major) the GEMV prefetches.
+// panel_gemv_bench T 256 1024 2048, one / two threads, GB/s: Q3_K 41.3 / 75-85 (0, 1, 2, 3 ahead:
+// 33.9 / 62.8, 38.9 / 74.2, 40.1 / 76.0, 40.4-40.9 / 78-80; panel-major with the next panel's
+// PREFETCHT2, as before: 37.5 / 73.5-73.8); Q2_K 40.4-40.8 / 76.8-77.6 (panel-major: 41.0-41.7 /
+// 68-90, noisy; PREFETCHT2 8 ahead 42.8-44.1 / 79.6-80.0: within that noise).
+inline constexpr int kQ23Ahead = 4;
 
-// 16 columns of one panel (nsb super-blocks) against x: lane c of the result = row c's output.
-// Prefetches the bytes [P + pb, stop) of the next panel during its steps.
-__m512 panel16_q3k(const uint8_t* P, int64_t nsb, const ref::ActQ8Row& x, const uint8_t* stop) {
-    const int64_t pb = nsb * kQ3kSbPanelBytes, share = pb / nsb;
-    const uint8_t* sc = P + nsb * kQ3kSbLevelBytes;
-    const uint8_t* dd = sc + nsb * kQ3kSbScaleBytes;
+// PREFETCHT0 of the level lines `ahead` bytes on (Q3_K, Q2_K: octet o's, n lines at L + stride o).
+// The level regions of consecutive panels follow each other (region-major), so near a panel's end
+// this fetches the next panel's first levels; past the matrix's last panel, its scales (harmless).
+template <int N>
+inline void prefetch_ahead(const uint8_t* L, int64_t ahead) {
+    for (int l = 0; l < N; ++l) _mm_prefetch(reinterpret_cast<const char*>(L + ahead + 64 * l), _MM_HINT_T0);
+}
+
+// 16 columns of one panel (nsb super-blocks, its regions at pp) against x: lane c of the result =
+// row c's output. PREFETCHT0 two super-blocks ahead in the level stream (kQ23Ahead below).
+__m512 panel16_q3k(const PanelParts& pp, int64_t nsb, const ref::ActQ8Row& x) {
+    const uint8_t* sc = pp.sc;
+    const uint8_t* dd = pp.d;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
-        const uint8_t* L = P + sb * kQ3kSbLevelBytes;
+        const uint8_t* L = pp.lev + sb * kQ3kSbLevelBytes;
         const int8_t* xq = x.qs + 256 * sb;
         const int32_t* ns = x.nsum + 64 * sb;  // granule g: -(sum of its activations) at ns[4 g]
         __m512i S = _mm512_setzero_si512();
-        const char* nx = reinterpret_cast<const char*>(P + pb + sb * share);
-        const NextPanel np{nx, std::min<int64_t>(share, reinterpret_cast<const char*>(stop) - nx)};
 #pragma GCC unroll 8
         for (int o = 0; o < 8; ++o) {
-            prefetch_next(np, o);
+            prefetch_ahead<3>(L + 192 * o, kQ23Ahead * kQ3kSbLevelBytes);
             const __m512i A = _mm512_loadu_si512(L + 192 * o), B = _mm512_loadu_si512(L + 192 * o + 64),
                           C = _mm512_loadu_si512(L + 192 * o + 128);
             const int8_t* xo = xq + 32 * o;
@@ -104,22 +115,19 @@ __m512 panel16_q3k(const uint8_t* P, int64_t nsb, const ref::ActQ8Row& x, const 
 constexpr int kB01[2] = {0, 1}, kB23[2] = {2, 3}, kB45[2] = {4, 5};
 constexpr long long kQ2M[4] = {gf_matrix(2, kB01, kB012), gf_matrix(2, kB23, kB012), gf_matrix(2, kB45, kB012), gf_matrix(2, kB67, kB012)};
 
-__m512 panel16_q2k(const uint8_t* P, int64_t nsb, const ref::ActQ8Row& x, const uint8_t* stop) {
-    const int64_t pb = nsb * kQ2kSbPanelBytes, share = pb / nsb;
-    const uint8_t* sc = P + nsb * kQ2kSbLevelBytes;
-    const uint8_t* dd = sc + nsb * kQ2kSbScaleBytes;
+__m512 panel16_q2k(const PanelParts& pp, int64_t nsb, const ref::ActQ8Row& x) {
+    const uint8_t* sc = pp.sc;
+    const uint8_t* dd = pp.d;
     const __m512i m4 = _mm512_set1_epi16(0x0F);
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
-        const uint8_t* L = P + sb * kQ2kSbLevelBytes;
+        const uint8_t* L = pp.lev + sb * kQ2kSbLevelBytes;
         const int8_t* xq = x.qs + 256 * sb;
         const int32_t* ns = x.nsum + 64 * sb;
         __m512i S = _mm512_setzero_si512(), M = _mm512_setzero_si512();
-        const char* nx = reinterpret_cast<const char*>(P + pb + sb * share);
-        const NextPanel np{nx, std::min<int64_t>(share, reinterpret_cast<const char*>(stop) - nx)};
 #pragma GCC unroll 8
         for (int o = 0; o < 8; ++o) {
-            prefetch_next(np, o);
+            prefetch_ahead<2>(L + 128 * o, kQ23Ahead * kQ2kSbLevelBytes);
             const __m512i A = _mm512_loadu_si512(L + 128 * o), B = _mm512_loadu_si512(L + 128 * o + 64);
             const int8_t* xo = xq + 32 * o;
             __m512i I0 = _mm512_setzero_si512(), I1 = _mm512_setzero_si512();
@@ -446,7 +454,6 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     if (w.type == DType::MXFP4) return detail::gemv_mxfp4_avx512(w, x, n0, n1, y);  // K step 32
     if (w.type == DType::Q4_0) return gemv_blocks<DecQ40>(w, x, n0, n1, y);
     const int64_t nsb = w.K / 256, nb = w.K / 32;  // super-blocks (K-quants), blocks (Q8_0)
-    const uint8_t* stop = w.panels + ((n1 + 15) / 16) * pb;
     const int64_t n_panels = (w.N + 15) / 16;
     int64_t n = n0;
     const auto multi = [&](auto run, auto np_tag) {
@@ -470,8 +477,8 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
         const int nc = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
         const uint8_t* P = w.panels + (n / 16) * pb;
         __m512 acc[1];
-        if (w.type == DType::Q3_K) acc[0] = panel16_q3k(P, nsb, x, stop);
-        else if (w.type == DType::Q2_K) acc[0] = panel16_q2k(P, nsb, x, stop);
+        if (w.type == DType::Q3_K) acc[0] = panel16_q3k(panel_parts(w.type, w.K, w.panels, n_panels, n / 16), nsb, x);
+        else if (w.type == DType::Q2_K) acc[0] = panel16_q2k(panel_parts(w.type, w.K, w.panels, n_panels, n / 16), nsb, x);
         else if (w.type == DType::Q4_K) {
             const PanelParts pp[1] = {panel_parts(w.type, w.K, w.panels, n_panels, n / 16)};
             panels_q4k<1>(pp, nsb, x, acc);

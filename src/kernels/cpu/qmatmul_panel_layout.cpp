@@ -442,7 +442,9 @@ void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* 
     }
 }
 
-bool panel_region_major(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
+bool panel_region_major(DType t) {
+    return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+}
 
 PanelRegionBytes panel_region_bytes(DType t, int64_t K) {
     const Geo g = geo(t);

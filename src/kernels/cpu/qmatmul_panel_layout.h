@@ -49,8 +49,8 @@
 //   d       [nsb][2][16 columns]  f16 d, then dmin                                64 bytes
 // 2368 bytes per 16 rows x 256 values against 16 x 144 = 2304 (+64, 2.8 %: the 6-bit scales and
 // mins as bytes). In a matrix these three regions are not kept together per panel: Q4_K matrices
-// are region-major (panel_region_major below: all levels, then all scales, then all d), as are Q6_K's
-// and Q5_K's.
+// are region-major (panel_region_major below: all levels, then all scales, then all d), as are all
+// the K-quants'.
 //
 // Q6_K (210-byte blocks: ql[128], qh[64], int8 scales[16] per 16 values, f16 d; value = d sc_g
 // (level - 32), level = 4 low bits from ql | 2 top bits from qh << 4) at 6 bits, octet by octet:
@@ -193,8 +193,9 @@ void repack_panel(DType t, const uint8_t* rows, size_t row_stride, int64_t K, in
 // The inverse: the nrows rows' original block bytes back from a panel.
 void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* rows, size_t row_stride);
 // A whole matrix of N rows: ceil(N / 16) panels (the last one padded), panel_matrix_bytes in all.
-// Most types store them back to back. Q4_K, Q5_K and Q6_K matrices are region-major: every panel's levels
-// back to back, then every panel's scales, then every panel's d (the same bytes per panel, moved). On
+// The per-block types (Q8_0, Q4_0, Q5_0, MXFP4) store them back to back. The K-quants' matrices
+// (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) are region-major: every panel's levels back to back, then every
+// panel's scales, then every panel's d (the same bytes per panel, moved). On
 // the panel-major layout the decode GEMV's loads streamed at 80 % of a sequential read, because
 // each panel's scale and d regions interrupt the level stream; region-major streams at 97-99 %
 // (bench/panel_stream_bench.cpp, docs/PERFORMANCE.md session 26).
