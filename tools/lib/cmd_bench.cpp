@@ -17,6 +17,7 @@
 //  - peak RSS (getrusage) against file + KV cache, load time (open + validate + bind, i.e. the
 //    mmap) and the first touch of every weight page.
 // `moe bench --membw` only measures the read bandwidth.
+#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -158,35 +159,46 @@ double measure_read_bw(int threads, int64_t mib, int reps) {
     return best;
 }
 
-// The same, in a child process: its buffer never counts in this process's peak RSS.
+// The same, in a child process: its buffer never counts in this process's peak RSS. The child is a
+// fresh `moe bench --membw` (posix_spawn of /proc/self/exe: vfork semantics, no copy-on-write), not
+// a fork(): a fork write-protects every page of this process, and the first write to each page
+// after it (KV cache rows, activation buffers) then took a fault; with a sample around every tg
+// repetition that was ~5 % of an OLMoE tg128 run on this project's VMs (docs/PERFORMANCE.md,
+// session 28). Falls back to measuring in this process when the spawn fails.
 double measure_read_bw_child(int threads, int64_t mib, int reps) {
     int fd[2];
     if (pipe(fd) != 0) return measure_read_bw(threads, mib, reps);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fd[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&fa, fd[0]);
+    posix_spawn_file_actions_addclose(&fa, fd[1]);
+    std::string t = std::to_string(threads), m = std::to_string(mib), r = std::to_string(reps);
+    std::string a0 = "moe", a1 = "bench", a2 = "--membw", a3 = "-t", a5 = "--membw-mib", a7 = "-r", a9 = "-o",
+                a10 = "json";
+    char* args[] = {a0.data(), a1.data(), a2.data(), a3.data(), t.data(), a5.data(), m.data(),
+                    a7.data(), r.data(), a9.data(), a10.data(), nullptr};
     std::fflush(stdout);
-    const pid_t pid = fork();
-    if (pid < 0) {
+    pid_t pid = 0;
+    const int rc = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, args, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fd[1]);
+    if (rc != 0) {
         close(fd[0]);
-        close(fd[1]);
         return measure_read_bw(threads, mib, reps);
     }
-    if (pid == 0) {
-        close(fd[0]);
-        double v = 0;
-        try {
-            v = measure_read_bw(threads, mib, reps);
-        } catch (...) {
-        }
-        ssize_t w = write(fd[1], &v, sizeof v);
-        (void)w;
-        _exit(0);
-    }
-    close(fd[1]);
-    double v = 0;
-    const ssize_t got = read(fd[0], &v, sizeof v);
+    std::string out;
+    char buf[256];
+    for (ssize_t got; (got = read(fd[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(got));
     close(fd[0]);
     int status = 0;
     waitpid(pid, &status, 0);
-    if (got != static_cast<ssize_t>(sizeof v) || v <= 0) throw_error("bench", "bandwidth measurement failed");
+    const std::string key = "\"membw_gbs\": ";
+    const auto at = out.find(key);
+    const double v = at == std::string::npos ? 0 : std::strtod(out.c_str() + at + key.size(), nullptr);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !(v > 0))
+        throw_error("bench", "bandwidth measurement failed (child `moe bench --membw` exit status ", status,
+                    "); pass the bandwidth with --bw GBS");
     return v;
 }
 
