@@ -12,7 +12,7 @@
 //  - for tg rows the fraction of the bandwidth ceiling: decode reads every active weight once per
 //    token, so ceiling t/s = read bandwidth / active bytes per token (dense tensors + k/E of the
 //    routed-expert tensors + the lm head; the token embedding is one row per token). The read
-//    bandwidth is measured in a child process (so its buffer does not count in our peak RSS) with
+//    bandwidth is measured in a spawned child process (so its buffer does not count in our peak RSS) with
 //    the same thread count, or given with --bw;
 //  - peak RSS (getrusage) against file + KV cache, load time (open + validate + bind, i.e. the
 //    mmap) and the first touch of every weight page.
