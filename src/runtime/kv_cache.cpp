@@ -106,11 +106,11 @@ KvCache::KvCache(const KvCacheSpec& spec) : spec_(spec) {
     // a fault, 126 ms of a 128-token OLMoE run's 32 MiB f32 cache), and attention's reads at depth
     // walked one TLB entry per 4 KiB. The resident memory is the plan's KV bytes from the start.
     auto* p = static_cast<uint8_t*>(n >= kHugePage ? huge_alloc(n) : std::aligned_alloc(kAlign, n));
-    if (p) std::memset(p, 0, n);
     if (!p)
         throw_error(kComp, "cannot allocate ", gib,
                     " GiB for the KV cache (", spec.n_layer, " layers x ", spec.n_seq, " sequences x ", spec.n_ctx,
                     " tokens); use a smaller --ctx or a smaller cache type (--kv-type f16 or q8_0)");
+    std::memset(p, 0, n);
     data_.reset(p);
     len_.assign(static_cast<size_t>(spec.n_seq), 0);
 }

@@ -128,10 +128,6 @@ TEST(KvCache, InvalidSpecsAreErrors) {
     }
 }
 
-// Op-level prefill vs decode: a prompt of T tokens processed in one batch (rope on q and k of all
-// tokens, one cache append, attention of T queries) and the same tokens processed one at a time
-// (append 1, attend 1) give bit-identical attention outputs, for the reference and every ISA path of
-// the fast kernel, f32, f16 and q8_0 caches, with a second sequence interleaved in the same cache.
 // The cache's pages are touched (zeroed) at creation: decode then writes a new row per layer and
 // token without a page fault (one fault per new 4 KiB page before, ~15 us each in a VM). Writing
 // half of a 128 MiB f32 cache row by row took 16384 faults when it was left to fault lazily.
@@ -157,6 +153,10 @@ TEST(KvCache, ResidentAndZeroedAtCreation) {
         }
 }
 
+// Op-level prefill vs decode: a prompt of T tokens processed in one batch (rope on q and k of all
+// tokens, one cache append, attention of T queries) and the same tokens processed one at a time
+// (append 1, attend 1) give bit-identical attention outputs, for the reference and every ISA path of
+// the fast kernel, f32, f16 and q8_0 caches, with a second sequence interleaved in the same cache.
 TEST(KvCache, PrefillAndDecodeGiveIdenticalAttentionOutputs) {
     const int64_t n_head = 8, n_head_kv = 2, hd = 80, T = 75, n_ctx = 96;
     RopeSpec rs;

@@ -173,14 +173,14 @@ double measure_read_bw_child(int threads, int64_t mib, int reps) {
     posix_spawn_file_actions_adddup2(&fa, fd[1], STDOUT_FILENO);
     posix_spawn_file_actions_addclose(&fa, fd[0]);
     posix_spawn_file_actions_addclose(&fa, fd[1]);
-    std::string t = std::to_string(threads), m = std::to_string(mib), r = std::to_string(reps);
-    std::string a0 = "moe", a1 = "bench", a2 = "--membw", a3 = "-t", a5 = "--membw-mib", a7 = "-r", a9 = "-o",
-                a10 = "json";
-    char* args[] = {a0.data(), a1.data(), a2.data(), a3.data(), t.data(), a5.data(), m.data(),
-                    a7.data(), r.data(), a9.data(), a10.data(), nullptr};
+    std::vector<std::string> words = {"moe", "bench", "--membw", "-t", std::to_string(threads), "--membw-mib",
+                                      std::to_string(mib), "-r", std::to_string(reps), "-o", "json"};
+    std::vector<char*> args;
+    for (auto& w : words) args.push_back(w.data());
+    args.push_back(nullptr);
     std::fflush(stdout);
     pid_t pid = 0;
-    const int rc = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, args, environ);
+    const int rc = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, args.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
     close(fd[1]);
     if (rc != 0) {
