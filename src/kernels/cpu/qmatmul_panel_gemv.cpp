@@ -167,8 +167,8 @@ __m512 panel16_q2k(const PanelParts& pp, int64_t nsb, const ref::ActQ8Row& x) {
 // Q4_K matrices are region-major (qmatmul_panel_layout.h): the level loads of consecutive panels
 // form one stream, the scale and d loads two more. Over the panel-major layout this GEMV needed a
 // software prefetch of the next panel (PREFETCHT2, one slot per level vector load) and still
-// streamed at ~80 % of the read loop (docs/PERFORMANCE.md, sessions 18 and 26); region-major with no
-// software prefetch it streams 1.17x faster on one thread and 1.1x on two (session 26).
+// streamed at ~80 % of the read loop (docs/PERFORMANCE.md, sessions 18 and 26); region-major (then with no
+// software prefetch) it streamed 1.17x faster on one thread and 1.1x on two (session 26).
 // The granule loop is NOT unrolled and the engine runs one panel at a time (NP = 1): on an AMD
 // Zen 5 host (2 vCPUs) the unrolled four-panel form streamed 15-23 GB/s from DRAM on one thread
 // and the hardware prefetchers did nothing for it (no software prefetch: 8-9 GB/s), while this form
@@ -202,9 +202,14 @@ template <int NP>
     }
 }
 // NP panels (their regions at pp[j]) at once against x: the activation broadcasts are shared.
-// acc[j] lane c = row c of panel j. No software prefetch: over the region-major layout the
-// hardware prefetchers follow the three streams (PREFETCHT2 of the next panel's levels, as before:
-// no faster, 37.1-37.4 GB/s on one thread, 72-75 on two, against 44.1-44.7 and 82-84 without).
+// acc[j] lane c = row c of panel j. Over the region-major layout the hardware prefetchers follow
+// the three streams (session 26: a PREFETCHT2 of the next panel's levels was no faster there), yet
+// in the model on the session-29 VM the samples sat on the granules' first level loads: a
+// PREFETCHT0 of the level lines kQ4Ahead bytes on (four granules, half a super-block) made OLMoE
+// Q4_K_M decode tokens 11-12 % faster on one and two threads (tokens alternating between both forms
+// in one run; 512 B and 1.5-2 KB ahead, and a second PREFETCHT2 4-16 KB ahead, were slower, and
+// PREFETCHT1 no better; docs/PERFORMANCE.md session 29).
+inline constexpr int kQ4Ahead = 1024;
 template <int NP>
 void panels_q4k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x, __m512 (&acc)[NP]) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), mf0 = _mm512_set1_epi8(static_cast<char>(0xF0));
@@ -223,6 +228,7 @@ void panels_q4k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x,
 #pragma GCC unroll 1  // not unrolled: see above
         for (int g = 0; g < 8; ++g) {
             const int8_t* xg = xq + 32 * g;
+            for (int j = 0; j < NP; ++j) prefetch_ahead<4>(L[j] + 256 * g, kQ4Ahead);
             __m512i Il[NP], Ih[NP];
             for (int j = 0; j < NP; ++j) Il[j] = Ih[j] = _mm512_setzero_si512();
 #pragma GCC unroll 4
