@@ -162,14 +162,15 @@ __m512 panel16_q2k(const PanelParts& pp, int64_t nsb, const ref::ActQ8Row& x) {
 // nsum pair of granules 2k, 2k+1 (|nsum| <= 32 x 128, int16). Per super-block the two FMAs of
 // gemv16_q4k in its order, so the bits are gemv16_q4k's. The loads limit it in cache (one thread,
 // in L2): each level vector is loaded once (load_once: 1.27x); the template can take up to four
-// panels at once, sharing the activation broadcasts (in L2: 1 -> 2 panels 1.09x, 2 -> 4 1.08x), but
-// the engine calls it with one (below: faster from DRAM, which is where decode reads).
+// panels at once, sharing the activation broadcasts (in L2: 1 -> 2 panels 1.09x, 2 -> 4 1.08x); from
+// DRAM, adjacent panels at once streamed slower (sessions 18-20), two panels from the two halves of
+// the call's rows faster (session 29): the engine calls it so (panel_gemv_avx512).
 // Q4_K matrices are region-major (qmatmul_panel_layout.h): the level loads of consecutive panels
 // form one stream, the scale and d loads two more. Over the panel-major layout this GEMV needed a
 // software prefetch of the next panel (PREFETCHT2, one slot per level vector load) and still
 // streamed at ~80 % of the read loop (docs/PERFORMANCE.md, sessions 18 and 26); region-major (then with no
 // software prefetch) it streamed 1.17x faster on one thread and 1.1x on two (session 26).
-// The granule loop is NOT unrolled and the engine runs one panel at a time (NP = 1): on an AMD
+// The granule loop is NOT unrolled and the engine ran one panel at a time until session 29: on an AMD
 // Zen 5 host (2 vCPUs) the unrolled four-panel form streamed 15-23 GB/s from DRAM on one thread
 // and the hardware prefetchers did nothing for it (no software prefetch: 8-9 GB/s), while this form
 // runs 28-33 (`panel_gemv_bench Q4_K 64 1024 2048`, 2 MiB pages; two threads 30-37 -> 33-55, noisy);
@@ -473,11 +474,29 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     using NP4 = std::integral_constant<int, 4>;
     using NP2 = std::integral_constant<int, 2>;
     const int64_t pbi = static_cast<int64_t>(pb);
-    // Q8_0: four panels at a time while four whole ones are left, then two (Q4_K, Q5_K, Q6_K: one,
-    // the loop below: from DRAM one panel at a time streamed faster, see panels_q4k, _q5k, _q6k)
+    // Q8_0: four panels at a time while four whole ones are left, then two (Q5_K, Q6_K: one, the
+    // loop below: from DRAM one panel at a time streamed faster, see panels_q5k, _q6k; Q4_K: two,
+    // from the two halves of the call's rows, below)
     if (w.type == DType::Q8_0) {
         multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q80<4>(p, pbi, nb, x, acc); }, NP4{});
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q80<2>(p, pbi, nb, x, acc); }, NP2{});
+    }
+    // Q4_K: the call's whole panels in two halves, panel i of the first half beside panel i of the
+    // second (two level streams, each prefetched ahead; the template's chain per panel, so the same
+    // bits). OLMoE Q4_K_M decode tokens 2-6.5 % faster on two threads and 5.5 % on one, equal when
+    // the VM's bandwidth is starved; four quarters gained less, Q6_K halves were 3-4 % slower
+    // (docs/PERFORMANCE.md session 29). The odd panel and a partial last one run below.
+    if (w.type == DType::Q4_K) {
+        const int64_t half = (n1 - n) / 32 * 16;  // rows per half, whole panels
+        for (int64_t i = 0; i < half; i += 16) {
+            const PanelParts pp[2] = {panel_parts(w.type, w.K, w.panels, n_panels, (n + i) / 16),
+                                      panel_parts(w.type, w.K, w.panels, n_panels, (n + half + i) / 16)};
+            __m512 acc[2];
+            panels_q4k<2>(pp, nsb, x, acc);
+            _mm512_storeu_ps(y + (n + i - n0), acc[0]);
+            _mm512_storeu_ps(y + (n + half + i - n0), acc[1]);
+        }
+        n += 2 * half;
     }
     for (; n < n1; n += 16) {
         const int nc = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
