@@ -176,8 +176,9 @@ __m512 panel16_q2k(const PanelParts& pp, int64_t nsb, const ref::ActQ8Row& x) {
 // runs 28-33 (`panel_gemv_bench Q4_K 64 1024 2048`, 2 MiB pages; two threads 30-37 -> 33-55, noisy);
 // docs/PERFORMANCE.md, session 18. (In L2 the unrolled four panels were faster: only decode, which
 // streams from DRAM, takes this GEMV.) The same change to Q6_K's octet loop and Q8_0's block loop
-// measured no different (within the noise), so they stay unrolled. Over the region-major layout
-// the unrolled granule loop streams 31 GB/s on one thread and 58-61 on two, against 44 and 82-85
+// measured no different there (within the noise); timed token by token in session 29, Q6_K's
+// octet loop not unrolled made OLMoE Q4_K_M decode tokens 0.6-3.7 % faster (kept; Q8_0 stays
+// unrolled). Over the region-major layout the unrolled granule loop streams 31 GB/s on one thread and 58-61 on two, against 44 and 82-85
 // (session 26): the hardware prefetchers follow a load instruction whose stride stays constant.
 // The end of a Q4_K / Q5_K super-block (the same scales and d regions): M = mins32 of the stored
 // min pairs (scs[j] + 128) against the granules' nsum pairs, then the two FMAs of gemv16_q4k in its
@@ -287,7 +288,7 @@ void panels_q6k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x,
         const int32_t* ns = x.nsum + 64 * sb;
         __m512i S[NP];
         for (int j = 0; j < NP; ++j) S[j] = _mm512_setzero_si512();
-#pragma GCC unroll 8
+#pragma GCC unroll 1  // not unrolled: 0.6-3.7 % faster decode tokens (session 29, see panels_q4k)
         for (int o = 0; o < 8; ++o) {
             const int8_t* xo = xq + 32 * o;
             for (int j = 0; j < NP; ++j)  // the octet's 6 lines two super-blocks ahead (see above)
