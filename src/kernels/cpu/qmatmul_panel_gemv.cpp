@@ -178,8 +178,8 @@ __m512 panel16_q2k(const PanelParts& pp, int64_t nsb, const ref::ActQ8Row& x) {
 // streams from DRAM, takes this GEMV.) The same change to Q6_K's octet loop and Q8_0's block loop
 // measured no different there (within the noise); timed token by token in session 29, Q6_K's
 // octet loop not unrolled made OLMoE Q4_K_M decode tokens 0.6-3.7 % faster (kept; Q8_0 stays
-// unrolled). Over the region-major layout the unrolled granule loop streams 31 GB/s on one thread and 58-61 on two, against 44 and 82-85
-// (session 26): the hardware prefetchers follow a load instruction whose stride stays constant.
+// unrolled). Over the region-major layout the unrolled granule loop streams 31 GB/s on one thread
+// and 58-61 on two, against 44 and 82-85 (session 26): the hardware prefetchers follow a load instruction whose stride stays constant.
 // The end of a Q4_K / Q5_K super-block (the same scales and d regions): M = mins32 of the stored
 // min pairs (scs[j] + 128) against the granules' nsum pairs, then the two FMAs of gemv16_q4k in its
 // order with panel j's d, dmin at dd[j] (f16 [2][16]).
