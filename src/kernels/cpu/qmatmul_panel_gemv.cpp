@@ -168,18 +168,20 @@ __m512 panel16_q2k(const PanelParts& pp, int64_t nsb, const ref::ActQ8Row& x) {
 // Q4_K matrices are region-major (qmatmul_panel_layout.h): the level loads of consecutive panels
 // form one stream, the scale and d loads two more. Over the panel-major layout this GEMV needed a
 // software prefetch of the next panel (PREFETCHT2, one slot per level vector load) and still
-// streamed at ~80 % of the read loop (docs/PERFORMANCE.md, sessions 18 and 26); region-major (then with no
-// software prefetch) it streamed 1.17x faster on one thread and 1.1x on two (session 26).
-// The granule loop is NOT unrolled and the engine ran one panel at a time until session 29: on an AMD
-// Zen 5 host (2 vCPUs) the unrolled four-panel form streamed 15-23 GB/s from DRAM on one thread
-// and the hardware prefetchers did nothing for it (no software prefetch: 8-9 GB/s), while this form
+// streamed at ~80 % of the read loop (docs/PERFORMANCE.md, sessions 18 and 26); region-major
+// (then with no software prefetch) it streamed 1.17x faster on one thread and 1.1x on two
+// (session 26). The granule loop is NOT unrolled and the engine ran one panel at a time until
+// session 29: on an AMD Zen 5 host (2 vCPUs) the unrolled four-panel form streamed 15-23 GB/s from
+// DRAM on one thread and the hardware prefetchers did nothing for it (no software prefetch: 8-9
+// GB/s), while this form
 // runs 28-33 (`panel_gemv_bench Q4_K 64 1024 2048`, 2 MiB pages; two threads 30-37 -> 33-55, noisy);
 // docs/PERFORMANCE.md, session 18. (In L2 the unrolled four panels were faster: only decode, which
 // streams from DRAM, takes this GEMV.) The same change to Q6_K's octet loop and Q8_0's block loop
 // measured no different there (within the noise); timed token by token in session 29, Q6_K's
 // octet loop not unrolled made OLMoE Q4_K_M decode tokens 0.6-3.7 % faster (kept; Q8_0 stays
 // unrolled). Over the region-major layout the unrolled granule loop streams 31 GB/s on one thread
-// and 58-61 on two, against 44 and 82-85 (session 26): the hardware prefetchers follow a load instruction whose stride stays constant.
+// and 58-61 on two, against 44 and 82-85 (session 26): the hardware prefetchers follow a load
+// instruction whose stride stays constant.
 // The end of a Q4_K / Q5_K super-block (the same scales and d regions): M = mins32 of the stored
 // min pairs (scs[j] + 128) against the granules' nsum pairs, then the two FMAs of gemv16_q4k in its
 // order with panel j's d, dmin at dd[j] (f16 [2][16]).
@@ -209,7 +211,7 @@ template <int NP>
 // in the model on the session-29 VM the samples sat on the granules' first level loads: a
 // PREFETCHT0 of the level lines kQ4Ahead bytes on (four granules, half a super-block) made OLMoE
 // Q4_K_M decode tokens 11-12 % faster on one and two threads (tokens alternating between both forms
-// in one run; 512 B and 1.5-2 KB ahead, and a second PREFETCHT2 4-16 KB ahead, were slower, and
+// in one run; 512 B ahead and a second PREFETCHT2 4-16 KiB ahead were slower, 1.5-2 KiB ahead and
 // PREFETCHT1 no better; docs/PERFORMANCE.md session 29).
 inline constexpr int kQ4Ahead = 1024;
 template <int NP>
@@ -485,7 +487,7 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     // Q4_K: the call's whole panels in two halves, panel i of the first half beside panel i of the
     // second (two level streams, each prefetched ahead; the template's chain per panel, so the same
     // bits). OLMoE Q4_K_M decode tokens 2-6.5 % faster on two threads and 5.5 % on one, equal when
-    // the VM's bandwidth is starved; four quarters gained less, Q6_K halves were 3-4 % slower
+    // the VM's bandwidth is starved; four quarters gained less, Q6_K halves were 3-6 % slower
     // (docs/PERFORMANCE.md session 29). The odd panel and a partial last one run below.
     if (w.type == DType::Q4_K) {
         const int64_t half = (n1 - n) / 32 * 16;  // rows per half, whole panels
