@@ -1,13 +1,15 @@
 // Kernel benchmark of the prefill panel GEMM (kernels/cpu/qmatmul_panel_gemm.cpp, panel_gemm_avx512)
 // over repacked Q4_K / Q6_K matrices: m activation rows (one expert call's tokens) against each of
 // `matrices` N x K matrices, one thread.
-// Usage: panel_gemm_bench [Q4_K|Q6_K] [matrices=16] [N=1024] [K=2048] [m=64] [alternations=3]
+// Usage: panel_gemm_bench [Q4_K|Q6_K] [matrices=16] [N=1024] [K=2048] [m=64] [alternations=3] [avx512|amx]
 // Thread CPU time of a pass over all matrices, best of 5 (each timing 4 passes). GMAC/s = m N K per
 // matrix and pass; % of peak against one zmm vpdpbusd (64 MACs) per cycle at the clock
 // /proc/cpuinfo reports (MOE_BENCH_GHZ overrides it; a VM may report the base clock, not the boost)
 // and against a measured loop of independent vpdpbusd (the real ceiling whatever the clock). Also checks the panel GEMM's bits against the
 // block kernel (CpuKernels(Avx512).matmul over the original blocks) and prints a checksum of y, so
 // two builds can be compared.
+// Path amx: the AMX-INT8 panel GEMM (qmatmul_panel_amx.h) on real tiles, against a measured loop of
+// independent TDPBUSD (16 x 16 x 64 MACs each) on four accumulator tiles; an error where AMX is not usable.
 #include <immintrin.h>
 #include <time.h>
 
@@ -22,8 +24,11 @@
 #include "core/dtype.h"
 #include "core/huge_pages.h"
 #include "core/rng.h"
+#include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/qmatmul.h"
+#include "kernels/cpu/qmatmul_panel_amx.h"
 #include "kernels/cpu/qmatmul_panel_gemm.h"
 #include "kernels/cpu/qmatmul_panel_layout.h"
 #include "kernels/ref/quant_random.h"
@@ -76,6 +81,46 @@ double clock_ghz() {
     return 64.0 * 12 * kIters / best;
 }
 
+// Measured TDPBUSD throughput (MACs per second): four independent accumulators (C 0..3 from A 4..5 x
+// B 6..7), so the dot products' latency is hidden. Call only where amx_usable().
+double amx_peak_macs() {
+    namespace amx = moe::kernels::amx;
+    amx::TileConfig cfg;
+    for (int t = 0; t < 8; ++t) {
+        cfg.rows[t] = 16;
+        cfg.colsb[t] = 64;
+    }
+    alignas(64) static uint8_t buf[16 * 64];
+    for (int i = 0; i < 16 * 64; ++i) buf[i] = static_cast<uint8_t>(i * 7 + 1);
+    amx::AmxTiles tl;
+    tl.config(cfg);
+    tl.load<4>(buf, 64);
+    tl.load<5>(buf, 64);
+    tl.load<6>(buf, 64);
+    tl.load<7>(buf, 64);
+    constexpr int64_t kIters = 2000000;
+    double best = 1e30;
+    for (int t = 0; t < 3; ++t) {
+        tl.zero<0>();
+        tl.zero<1>();
+        tl.zero<2>();
+        tl.zero<3>();
+        const double t0 = thread_seconds();
+        for (int64_t it = 0; it < kIters; ++it) {
+            tl.dpbusd<0, 4, 6>();
+            tl.dpbusd<1, 4, 7>();
+            tl.dpbusd<2, 5, 6>();
+            tl.dpbusd<3, 5, 7>();
+        }
+        best = std::min(best, thread_seconds() - t0);
+    }
+    alignas(64) static int32_t out[16 * 16];
+    tl.store<0>(out, 64);
+    tl.release();
+    asm volatile("" : : "r"(out[0]) : "memory");
+    return 16.0 * 16 * 64 * 4 * kIters / best;
+}
+
 uint8_t* alloc_or_die(size_t bytes) {
     auto* p = static_cast<uint8_t*>(huge_alloc(bytes));
     if (!p) {
@@ -98,6 +143,16 @@ int main(int argc, char** argv) {
     const int64_t N = argc > 3 ? std::atoll(argv[3]) : 1024, K = argc > 4 ? std::atoll(argv[4]) : 2048,
                   m = argc > 5 ? std::atoll(argv[5]) : 64;
     const int alts = argc > 6 ? std::atoi(argv[6]) : 3;
+    const std::string path = argc > 7 ? argv[7] : "avx512";
+    if (path != "avx512" && path != "amx") {
+        std::fprintf(stderr, "panel_gemm_bench: path %s: avx512 or amx\n", path.c_str());
+        return 2;
+    }
+    const bool use_amx = path == "amx";
+    if (use_amx && !kernels::amx_usable()) {
+        std::fprintf(stderr, "panel_gemm_bench: AMX is not usable here: %s\n", kernels::amx_absent_reason());
+        return 2;
+    }
     if (nmat < 1 || N < 16 || K % 256 != 0 || K <= 0 || m < 3) {
         std::fprintf(stderr, "panel_gemm_bench: need matrices >= 1, N >= 16, K a positive multiple of 256, m >= 3\n");
         return 2;
@@ -138,7 +193,13 @@ int main(int argc, char** argv) {
         return a;
     };
     const auto pass = [&] {
-        for (int i = 0; i < nmat; ++i) panel::panel_gemm_avx512(panel::PanelMatrix{type, P + i * pmat_bytes, N, K}, args(i, y.data()));
+        for (int i = 0; i < nmat; ++i) {
+            const panel::PanelMatrix pm{type, P + i * pmat_bytes, N, K};
+            if (use_amx)
+                panel::panel_gemm_amx(pm, args(i, y.data()));
+            else
+                panel::panel_gemm_avx512(pm, args(i, y.data()));
+        }
     };
 
     // same bits as the block kernel (the test is tests/kernels/test_panel_gemm.cpp)
@@ -153,8 +214,11 @@ int main(int argc, char** argv) {
     uint64_t h = 1469598103934665603ull;  // FNV-1a of y's bytes
     for (size_t b = 0; b < y.size() * sizeof(float); ++b) h = (h ^ reinterpret_cast<const uint8_t*>(y.data())[b]) * 1099511628211ull;
 
-    const double ghz = clock_ghz(), peak = vnni_peak_macs() / 1e9, macs = static_cast<double>(m) * N * K * nmat;
-    std::printf("%s %d matrices of %lld x %lld, m = %lld, 1 thread, clock %.3f GHz, y checksum %016llx\n", tn.c_str(), nmat,
+    const double ghz = clock_ghz(), vnni_peak = vnni_peak_macs() / 1e9, macs = static_cast<double>(m) * N * K * nmat;
+    const double peak = use_amx ? amx_peak_macs() / 1e9 : vnni_peak;
+    const char* unit = use_amx ? "TDPBUSD" : "vpdpbusd";
+    if (use_amx) std::printf("measured peaks, 1 thread: vpdpbusd %.1f GMAC/s, TDPBUSD %.1f GMAC/s\n", vnni_peak, peak);
+    std::printf("%s %s %d matrices of %lld x %lld, m = %lld, 1 thread, clock %.3f GHz, y checksum %016llx\n", path.c_str(), tn.c_str(), nmat,
                 static_cast<long long>(N), static_cast<long long>(K), static_cast<long long>(m), ghz, static_cast<unsigned long long>(h));
     constexpr int kPasses = 4, kBest = 5;
     for (int alt = 0; alt < alts; ++alt) {
@@ -165,8 +229,8 @@ int main(int argc, char** argv) {
             best = std::min(best, (thread_seconds() - t0) / kPasses);
         }
         const double gmac = macs / best / 1e9;
-        std::printf("alt %d: %.3f ms/pass, %.1f GMAC/s, %.1f %% of 1 vpdpbusd/cycle at %.3f GHz (%.1f GMAC/s), %.1f %% of the measured vpdpbusd peak (%.1f GMAC/s)\n",
-                    alt, 1e3 * best, gmac, ghz > 0 ? 100.0 * gmac / (64.0 * ghz) : 0.0, ghz, 64.0 * ghz, 100.0 * gmac / peak, peak);
+        std::printf("alt %d: %.3f ms/pass, %.1f GMAC/s, %.1f %% of 1 vpdpbusd/cycle at %.3f GHz (%.1f GMAC/s), %.1f %% of the measured %s peak (%.1f GMAC/s)\n",
+                    alt, 1e3 * best, gmac, ghz > 0 ? 100.0 * gmac / (64.0 * ghz) : 0.0, ghz, 64.0 * ghz, 100.0 * gmac / peak, unit, peak);
     }
     std::free(w);
     std::free(P);
