@@ -7,7 +7,9 @@
 //    zero-padded tails), column ranges with tails (nc < 16) starting at later panels, K 256 and 2048
 //    (Q8_0 also 96 and 2880: K % 256 != 0);
 //  - the same on real AMX tiles where this CPU and kernel allow them, else a printed "absent" line;
-//  - MOE_FORCE_ISA=amx (one clear error where AMX is not usable) and avx512 (AMX off).
+//    (Q4_K and Q6_K run the kernels with the scales folded into the tiles, qmatmul_panel_amx_folded.cpp);
+//  - MOE_FORCE_ISA=amx (every AMX type on tiles; one clear error where AMX is not usable), avx512
+//    (AMX off), and the default (only the panel_amx_default types on tiles).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -254,7 +256,17 @@ TEST(PanelAmx, ForceIsaAmx) {
     unsetenv("MOE_FORCE_ISA");
     const kernels::CpuKernels d = kernels::CpuKernels::from_env();
     EXPECT_EQ(d.amx(), d.isa() == Isa::Avx512 && kernels::amx_usable());
-    EXPECT_EQ(d.matmul(DType::Q4_K, "w").amx, d.amx());
+    // the default puts only the panel_amx_default types on tiles; MOE_FORCE_ISA=amx every AMX type
+    for (DType t : kTypes) EXPECT_EQ(d.matmul(t, "w").amx, d.amx() && kernels::panel::panel_amx_default(t)) << dtype_name(t);
+    EXPECT_TRUE(kernels::panel::panel_amx_default(DType::Q4_K));
+    EXPECT_TRUE(kernels::panel::panel_amx_default(DType::Q6_K));
+    EXPECT_FALSE(kernels::panel::panel_amx_default(DType::Q8_0));
+    if (kernels::amx_usable()) {
+        setenv("MOE_FORCE_ISA", "amx", 1);
+        const kernels::CpuKernels f = kernels::CpuKernels::from_env();
+        for (DType t : kTypes) EXPECT_TRUE(f.matmul(t, "w").amx) << dtype_name(t);
+        unsetenv("MOE_FORCE_ISA");
+    }
     if (old) setenv("MOE_FORCE_ISA", saved.c_str(), 1);
     EXPECT_EQ(kernels::amx_usable(), kernels::amx_absent_reason()[0] == '\0');
 }

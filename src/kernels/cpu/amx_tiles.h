@@ -174,8 +174,8 @@ private:
 
 #if defined(__x86_64__)
 // The AMX intrinsics take tile numbers as literals (GCC's are macros that paste them into the
-// instruction text), so each template argument is mapped to a literal here. The kernel uses
-// accumulators 0..3, A tiles 4..5 and B tiles 6..7.
+// instruction text), so each template argument is mapped to a literal here. The kernels use
+// accumulators 0..3, A tiles 4..5 and B tiles 6..7 (and 5 as a B tile beside A tile 4).
 #define MOE_AMX_T8(OP)                                     \
     if constexpr (T == 0) OP(0);                           \
     else if constexpr (T == 1) OP(1);                      \
@@ -186,13 +186,16 @@ private:
     else if constexpr (T == 6) OP(6);                      \
     else OP(7)
 #define MOE_AMX_DP_B(op, c, a)                     \
-    if constexpr (B == 6) _tile_##op(c, a, 6);     \
+    if constexpr (B == 5) _tile_##op(c, a, 5);     \
+    else if constexpr (B == 6) _tile_##op(c, a, 6); \
     else _tile_##op(c, a, 7)
 #define MOE_AMX_DP_A(op, c)                        \
     if constexpr (A == 4) { MOE_AMX_DP_B(op, c, 4); } \
-    else { MOE_AMX_DP_B(op, c, 5); }
+    else if constexpr (B == 6) { _tile_##op(c, 5, 6); } \
+    else { _tile_##op(c, 5, 7); }
 #define MOE_AMX_DP(op)                                  \
-    static_assert(C >= 0 && C < 4 && (A == 4 || A == 5) && (B == 6 || B == 7), "AmxTiles: C 0..3, A 4..5, B 6..7"); \
+    static_assert(C >= 0 && C < 4 && ((A == 4 && B >= 5 && B <= 7) || (A == 5 && (B == 6 || B == 7))), \
+                  "AmxTiles: C 0..3, A 4 with B 5..7 or A 5 with B 6..7"); \
     if constexpr (C == 0) { MOE_AMX_DP_A(op, 0) }       \
     else if constexpr (C == 1) { MOE_AMX_DP_A(op, 1) }  \
     else if constexpr (C == 2) { MOE_AMX_DP_A(op, 2) }  \

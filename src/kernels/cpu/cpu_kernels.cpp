@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/qmatmul.h"
+#include "kernels/cpu/qmatmul_panel_amx.h"
 
 namespace moe::kernels {
 
@@ -44,7 +45,7 @@ std::string supported_list() {
 }
 }  // namespace
 
-CpuKernels::CpuKernels(Isa isa, bool amx, bool amx_bf16) : isa_(isa), amx_(amx), amx_bf16_(amx_bf16) {
+CpuKernels::CpuKernels(Isa isa, bool amx, bool amx_bf16, bool amx_all_types) : isa_(isa), amx_(amx), amx_bf16_(amx_bf16) {
     if (!isa_supported(isa))
         throw_error("kernels", "this CPU cannot run the ", isa_name(isa), " kernels (best available: ",
                     isa_name(best_isa()), ")");
@@ -66,7 +67,7 @@ CpuKernels::CpuKernels(Isa isa, bool amx, bool amx_bf16) : isa_(isa), amx_(amx),
             k.fn = qmm_kernel(t, isa);
             k.act_q8 = act_quant(t);
         }
-        k.amx = amx;
+        k.amx = amx && (amx_all_types || panel::panel_amx_default(t));
         MOE_ASSERT(k.fn != nullptr, "no kernel for ", dtype_name(t));
         kernels_[i] = k;
     }
@@ -82,7 +83,7 @@ CpuKernels CpuKernels::from_env() {
     if (!v || !*v) return CpuKernels(best_isa(), best_isa() == Isa::Avx512 && amx_usable(), bf16);
     if (std::string_view(v) == "amx") {
         if (!amx_usable()) throw_error("kernels", "MOE_FORCE_ISA=amx: AMX is not usable here: ", amx_absent_reason());
-        return CpuKernels(Isa::Avx512, true, bf16);
+        return CpuKernels(Isa::Avx512, true, bf16, true);
     }
     auto isa = isa_from_name(v);
     if (!isa) throw_error("kernels", "MOE_FORCE_ISA='", v, "' is not one of scalar, avx2, avx512, amx");

@@ -32,8 +32,9 @@ struct MatmulKernel {
     // this kind, kernels::quantize_act_rows) may be given instead of x. Kernels with equal act_q8
     // can share one prepared input.
     ref::ActQuant act_q8 = ref::kActNone;
-    // The prefill GEMM over this type's repacked panels runs on AMX tiles (panel_gemm_amx) where
-    // the type has an AMX kernel; set by CpuKernels on the avx512 path where amx_usable().
+    // The prefill GEMM over this type's repacked panels runs on AMX tiles (panel_gemm_amx): set by
+    // CpuKernels on the avx512 path with AMX for the types where the tiles measured faster than
+    // VNNI (panel_amx_default: Q4_K), or for every type with an AMX kernel (MOE_FORCE_ISA=amx).
     bool amx = false;
     void operator()(const MatmulArgs& a) const { fn(a); }
 };
@@ -44,11 +45,12 @@ void matmul_f32_avx512(const MatmulArgs& a);
 
 class CpuKernels {
 public:
-    // Throws moe::Error if this CPU cannot run `isa` (amx: the avx512 path with the panel GEMMs on
-    // AMX tiles; throws unless isa is Avx512 and amx_usable(); amx_bf16: the opt-in AMX-BF16
+    // Throws moe::Error if this CPU cannot run `isa` (amx: the avx512 path with the panel GEMMs of
+    // the panel_amx_default types on AMX tiles, of every type with an AMX kernel with
+    // amx_all_types; throws unless isa is Avx512 and amx_usable(); amx_bf16: the opt-in AMX-BF16
     // prefill of dense F16 / BF16 projections, matmul_bf16_amx.h; throws unless isa is Avx512 and
     // amx_bf16_usable()).
-    explicit CpuKernels(Isa isa, bool amx = false, bool amx_bf16 = false);
+    explicit CpuKernels(Isa isa, bool amx = false, bool amx_bf16 = false, bool amx_all_types = false);
     // Weight types that have a matmul kernel (on every path).
     static constexpr DType kMatmulTypes[] = {
         DType::F32,    DType::F16,    DType::BF16,    DType::Q8_0,  DType::Q4_0,    DType::Q4_1,
@@ -57,8 +59,9 @@ public:
         DType::IQ2_XS, DType::IQ2_XXS, DType::IQ1_M,  DType::IQ1_S, DType::TQ1_0,   DType::TQ2_0,
         DType::MXFP4,
     };
-    // best_isa() (with AMX where amx_usable()), or the path named by MOE_FORCE_ISA
-    // (scalar|avx2|avx512|amx; avx512 turns AMX off, amx throws naming what is missing; read here, once).
+    // best_isa() (with AMX for the panel_amx_default types where amx_usable()), or the path named by
+    // MOE_FORCE_ISA (scalar|avx2|avx512|amx; avx512 turns AMX off, amx puts every type with an AMX
+    // kernel on tiles and throws naming what is missing; read here, once).
     // MOE_AMX_BF16=1 (read here, once) turns on the AMX-BF16 prefill of dense F16 / BF16 projections
     // (it rounds activations to bf16: the output changes, hence opt-in); unset or 0: off; 1 where
     // AMX-BF16 is not usable, or on a path other than avx512, throws naming what is missing.

@@ -4,15 +4,17 @@
 // expert stack (--repack-experts) and of repacked dense projections (--repack).
 //
 // One template, panel_gemm_tiles<Tiles>, over the tile policies of amx_tiles.h: AmxTiles (the
-// intrinsics) and EmuTiles (a scalar emulator of the same instructions). Per call: one tile
+// intrinsics) and EmuTiles (a scalar emulator of the same instructions). Q4_K and Q6_K run their own
+// kernels with the granule scales folded into the tile operands (qmatmul_panel_amx_folded.cpp: one
+// tile store per super-block, not per granule). The other types, per call: one tile
 // configuration (released at the end; it is per thread), then per pair of 16-column panels (n, n +
-// 16) and per group of up to 32 tokens, for each granule g of kG values (Q8_0 / Q4_K 32, the
+// 16) and per group of up to 32 tokens, for each granule g of kG values (Q8_0 32, the
 // others 16):
 //   tiles 4, 5   A: 16 token rows x kG bytes  int8 activations (ActQ8Row::qs, act_stride apart)
 //   tiles 6, 7   B: kG / 4 rows x 64 bytes     uint8 levels of 16 columns in the panels' VNNI
 //                layout (byte 4c + i of row k = the level of column c at value 4k + i): Q8_0's
 //                stored quads (q ^ 0x80) read in place, the other types' quads unpacked per call
-//                into a buffer (fill_*: Q4_K's nibbles, Q6_K's nibbles | top bits, Q3_K / Q2_K's bit fields)
+//                into a buffer (fill_k23: Q3_K / Q2_K's bit fields)
 //   tiles 0..3   C: 16 tokens x 16 columns int32, C[2h + j] = token group h x panel j,
 //                zeroed, one TDPBSUD (A signed, B unsigned), stored
 // so C holds exactly the dot products vpdpbusd accumulates in granule_isums (qmatmul_avx512.h).
@@ -40,6 +42,7 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/qmatmul.h"
 #include "kernels/cpu/qmatmul_panel_amx.h"
+#include "kernels/cpu/qmatmul_panel_amx_folded.h"
 #include "kernels/cpu/qmatmul_panel_gemm.h"
 #include "kernels/cpu/qmatmul_panel_layout.h"
 #include "kernels/ref/quantize_act.h"
@@ -47,15 +50,14 @@
 
 namespace moe::kernels::panel {
 
-namespace {
-// Per-thread scratch (grown, never shrunk), 64-byte aligned; outside the AVX-512 pragma so that
-// std::vector's code stays portable.
+// Outside the AVX-512 pragma so that std::vector's code stays portable.
 unsigned char* amx_scratch(size_t bytes) {
     thread_local std::vector<unsigned char> buf;
     if (buf.size() < bytes + 64) buf.resize(bytes + 64);
     return reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
 }
-}  // namespace
+
+bool panel_amx_default(DType t) { return t == DType::Q4_K || t == DType::Q6_K; }
 
 bool panel_amx_supported(DType t) {
     return t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K || t == DType::Q3_K || t == DType::Q2_K;
@@ -77,18 +79,10 @@ namespace {
 using amx::TileConfig;
 
 // Per type: granule kG (values per integer sum), level offset 2^kShift (kShift < 0: none), the
-// super-block integer chain (kSbInt) and a min term per granule (kMin: Q4_K per 32, Q2_K per 16).
+// super-block integer chain (kSbInt) and a min term per granule (kMin: Q2_K per 16).
 struct AmxQ80 {
     static constexpr int kG = 32, kShift = 7;
     static constexpr bool kSbInt = false, kMin = false;
-};
-struct AmxQ4K {
-    static constexpr int kG = 32, kShift = -1;
-    static constexpr bool kSbInt = true, kMin = true;
-};
-struct AmxQ6K {
-    static constexpr int kG = 16, kShift = 5;
-    static constexpr bool kSbInt = true, kMin = false;
 };
 struct AmxQ3K {
     static constexpr int kG = 16, kShift = 2;
@@ -120,58 +114,6 @@ void fill_q80(const PanelParts& pp, int64_t nb, Fill& f) {
     f.q = P;
     const uint8_t* D = P + static_cast<size_t>(nb) * kQ80BlkLevelBytes;
     for (int64_t g = 0; g < nb; ++g) f16x16(D + 32 * g, f.ws + g * 16);
-}
-
-// Q4_K: vector v of granule g -> quads 2v (low nibbles), 2v + 1 (high nibbles); ws sc_g, wm m_g
-// [granule][column]; wd d, dmin.
-void fill_q4k(const PanelParts& pp, int64_t nsb, Fill& f) {
-    const uint8_t* P = pp.lev;
-    const uint8_t* S0 = pp.sc;  // Q4_K is region-major (qmatmul_panel_layout.h)
-    const uint8_t* D0 = pp.d;
-    int32_t* ws = reinterpret_cast<int32_t*>(f.ws);
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-        for (int g = 0; g < 8; ++g)
-            for (int v = 0; v < 4; ++v) {
-                const uint8_t* V = P + sb * kQ4kSbLevelBytes + 256 * g + 64 * v;
-                uint8_t* lo = f.qbuf + (sb * 64 + 8 * g + 2 * v) * 64;
-                for (int p = 0; p < 64; ++p) {
-                    lo[p] = V[p] & 0x0F;
-                    lo[64 + p] = V[p] >> 4;
-                }
-            }
-        const uint8_t* S = S0 + sb * kQ4kSbScaleBytes;
-        for (int g = 0; g < 8; ++g)
-            for (int c = 0; c < 16; ++c) {
-                ws[(sb * 8 + g) * 16 + c] = S[16 * g + c];
-                f.wm[(sb * 8 + g) * 16 + c] = S[128 + 32 * (g / 2) + 2 * c + g % 2];
-            }
-        f16x16(D0 + sb * kQ4kSbDBytes, f.wd + sb * 32);
-        f16x16(D0 + sb * kQ4kSbDBytes + 32, f.wd + sb * 32 + 16);
-    }
-}
-
-// Q6_K: quad qi of octet o = its nibbles (low / high of nibble vector qi / 2) | its top bits (bits
-// 2 (qi % 4) of top vector qi / 4) << 4, levels 0..63; ws the int8 scales [granule][column]; wd d.
-void fill_q6k(const PanelParts& pp, int64_t nsb, Fill& f) {
-    const uint8_t* P = pp.lev;
-    const uint8_t* S0 = pp.sc;  // Q6_K is region-major (qmatmul_panel_layout.h)
-    const uint8_t* D0 = pp.d;
-    int32_t* ws = reinterpret_cast<int32_t*>(f.ws);
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-        const uint8_t* L = P + sb * kQ6kSbLevelBytes;
-        for (int o = 0; o < 8; ++o)
-            for (int qi = 0; qi < 8; ++qi) {
-                const uint8_t* V = L + q6k_nib_at(o, qi / 2);
-                const uint8_t* H = L + q6k_top_at(o, qi / 4);
-                const int ns = qi % 2 ? 4 : 0, hs = 2 * (qi % 4);
-                uint8_t* q = f.qbuf + (sb * 64 + 8 * o + qi) * 64;
-                for (int p = 0; p < 64; ++p) q[p] = static_cast<uint8_t>(((V[p] >> ns) & 0x0F) | (((H[p] >> hs) & 3) << 4));
-            }
-        for (int g = 0; g < 16; ++g)
-            for (int c = 0; c < 16; ++c) ws[(sb * 16 + g) * 16 + c] = static_cast<int8_t>(S0[sb * kQ6kSbScaleBytes + 16 * g + c]);
-        f16x16(D0 + sb * kQ6kSbDBytes, f.wd + sb * 32);
-        _mm512_store_ps(f.wd + sb * 32 + 16, _mm512_setzero_ps());
-    }
 }
 
 // Q3_K / Q2_K: quad qi of octet o from its bit fields (kQ3kPanelBits; Q2_K: bits 2 (qi % 4) of
@@ -265,11 +207,7 @@ void gemm_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, void (*fill
         f[j] = Fill{b, b, reinterpret_cast<float*>(b + q_b), reinterpret_cast<int32_t*>(b + q_b + s_b),
                     reinterpret_cast<float*>(b + q_b + 2 * s_b)};
     }
-    const int64_t r_tail = a.m / 16 * 16;  // rows from here on (< 16) read the padded copy
-    if (r_tail < a.m) {
-        std::memset(pad, 0, pad_b);
-        for (int64_t r = r_tail; r < a.m; ++r) std::memcpy(pad + (r - r_tail) * Kp, act + r * act_stride, static_cast<size_t>(K));
-    }
+    pad_tail_rows(act, act_stride, a.m, K, Kp, pad);
 
     TileConfig cfg;
     for (int i = 0; i < 4; ++i) cfg.rows[i] = 16, cfg.colsb[i] = 64;
@@ -290,14 +228,9 @@ void gemm_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, void (*fill
         for (int j = 0; j < np; ++j) fill(panel_parts(w.type, K, w.panels, (w.N + 15) / 16, n / 16 + j), nstep, f[j]);
         for (int64_t r0 = 0; r0 < a.m; r0 += 32) {
             const int nt = static_cast<int>(a.m - r0 >= 32 ? 32 : a.m - r0), nh = nt > 16 ? 2 : 1;
-            const uint8_t* A[2];
-            size_t as[2];
-            for (int h = 0; h < nh; ++h) {
-                const int64_t r = r0 + 16 * h;
-                const bool full = r + 16 <= a.m;
-                A[h] = full ? act + r * act_stride : pad;
-                as[h] = full ? act_stride : static_cast<size_t>(Kp);
-            }
+            const TileRows rows[2] = {tile_rows(act, act_stride, pad, Kp, a.m, r0), tile_rows(act, act_stride, pad, Kp, a.m, r0 + 16)};
+            const uint8_t* A[2] = {rows[0].base, rows[1].base};
+            const size_t as[2] = {rows[0].stride, rows[1].stride};
             for (int i = 0; i < nt; ++i) x[i] = ref::act_q8_row(const_cast<unsigned char*>(act + (r0 + i) * act_stride), K);
             for (int i = 0; i < nt; ++i)
                 for (int j = 0; j < np; ++j) _mm512_store_ps(acc[i][j], _mm512_setzero_ps());
@@ -366,8 +299,8 @@ void panel_gemm_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
     if (a.m <= 0 || a.n1 <= a.n0) return;
     switch (w.type) {
         case DType::Q8_0: gemm_tiles<AmxQ80>(t, w, a, fill_q80); break;
-        case DType::Q4_K: gemm_tiles<AmxQ4K>(t, w, a, fill_q4k); break;
-        case DType::Q6_K: gemm_tiles<AmxQ6K>(t, w, a, fill_q6k); break;
+        case DType::Q4_K: panel_gemm_q4k_tiles(t, w, a); break;  // scales folded (qmatmul_panel_amx_folded.cpp)
+        case DType::Q6_K: panel_gemm_q6k_tiles(t, w, a); break;
         case DType::Q3_K: gemm_tiles<AmxQ3K>(t, w, a, fill_k23<true>); break;
         default: gemm_tiles<AmxQ2K>(t, w, a, fill_k23<false>); break;
     }
