@@ -31,7 +31,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/isa.h"
@@ -121,6 +120,13 @@ void fill_q6k_folded(const PanelParts& pp, int64_t nsb, uint8_t* const b[3], flo
     }
 }
 
+// Every tile 16 rows x 64 bytes (the folded kernels' only shape).
+amx::TileConfig full_tiles() {
+    amx::TileConfig cfg;
+    for (int i = 0; i < 8; ++i) cfg.rows[i] = 16, cfg.colsb[i] = 64;
+    return cfg;
+}
+
 }  // namespace
 
 template <class Tiles>
@@ -150,9 +156,7 @@ void panel_gemm_q4k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
         }
     }
 
-    amx::TileConfig cfg;
-    for (int i = 0; i < 8; ++i) cfg.rows[i] = 16, cfg.colsb[i] = 64;
-    t.config(cfg);
+    t.config(full_tiles());
 
     alignas(64) int32_t cbuf[4][16][16];
     alignas(64) float acc[32][16];
@@ -216,7 +220,6 @@ void panel_gemm_q4k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
     t.release();
 }
 
-
 template <class Tiles>
 void panel_gemm_q6k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
     size_t act_stride = 0;
@@ -230,19 +233,21 @@ void panel_gemm_q6k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
     float* wd = reinterpret_cast<float*>(scratch + pad_b + 3 * b_b);
     pad_tail_rows(act, act_stride, a.m, K, Kp, pad);
 
-    amx::TileConfig cfg;
-    for (int i = 0; i < 8; ++i) cfg.rows[i] = 16, cfg.colsb[i] = 64;
-    t.config(cfg);
+    t.config(full_tiles());
 
     alignas(64) int32_t cbuf[3][16][16];
     alignas(64) float acc[16][16];
+    ref::ActQ8Row x[16];
     for (int64_t n = a.n0; n < a.n1; n += 16) {
         const int nc = static_cast<int>(a.n1 - n >= 16 ? 16 : a.n1 - n);
         fill_q6k_folded(panel_parts(w.type, K, w.panels, n_panels, n / 16), nsb, b, wd);
         for (int64_t r0 = 0; r0 < a.m; r0 += 16) {
             const int nt = static_cast<int>(a.m - r0 >= 16 ? 16 : a.m - r0);
             const TileRows A = tile_rows(act, act_stride, pad, Kp, a.m, r0);
-            for (int i = 0; i < nt; ++i) _mm512_store_ps(acc[i], _mm512_setzero_ps());
+            for (int i = 0; i < nt; ++i) {
+                x[i] = ref::act_q8_row(const_cast<unsigned char*>(act + (r0 + i) * act_stride), K);
+                _mm512_store_ps(acc[i], _mm512_setzero_ps());
+            }
             for (int64_t sb = 0; sb < nsb; ++sb) {
                 t.template zero<0>();
                 t.template zero<1>();
@@ -262,11 +267,10 @@ void panel_gemm_q6k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
                 t.template store<2>(cbuf[2], 64);
                 const __m512 d = _mm512_load_ps(wd + sb * 16);
                 for (int i = 0; i < nt; ++i) {
-                    const ref::ActQ8Row x = ref::act_q8_row(const_cast<unsigned char*>(act + (r0 + i) * act_stride), K);
                     const __m512i S = _mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(cbuf[2][i]), 6),
                                                                         _mm512_slli_epi32(_mm512_load_si512(cbuf[1][i]), 3)),
                                                        _mm512_load_si512(cbuf[0][i]));
-                    const __m512 dx = _mm512_set1_ps(x.dxv[64 * sb]);
+                    const __m512 dx = _mm512_set1_ps(x[i].dxv[64 * sb]);
                     _mm512_store_ps(acc[i], _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, dx), _mm512_load_ps(acc[i])));
                 }
             }

@@ -1,7 +1,8 @@
 #pragma once
 // The AMX-INT8 Q4_K and Q6_K panel GEMMs with the granule scales folded into the tile operands
 // (qmatmul_panel_amx_folded.cpp says how), for panel_gemm_amx / panel_gemm_amx_emulated
-// (qmatmul_panel_amx.cpp); internal to those two files.
+// (qmatmul_panel_amx.cpp), and the scratch and token-row helpers both AMX kernel files share;
+// internal to those two files.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
