@@ -5,9 +5,10 @@
 //  - the kernel on the emulator gives exactly the bits of panel_gemm_avx512 and of the scalar
 //    path, on random panels and activations, for m = 1, 15, 16, 17, 40 (token groups of 16 and
 //    zero-padded tails), column ranges with tails (nc < 16) starting at later panels, K 256 and 2048
-//    (Q8_0 also 96 and 2880: K % 256 != 0);
+//    (Q8_0 and Q4_0 also 96 and 2880: K % 256 != 0), all seven AMX types;
 //  - the same on real AMX tiles where this CPU and kernel allow them, else a printed "absent" line;
-//    (Q4_K and Q6_K run the kernels with the scales folded into the tiles, qmatmul_panel_amx_folded.cpp);
+//    (Q4_K, Q5_K and Q6_K run the kernels with the scales folded into the tiles,
+//    qmatmul_panel_amx_folded.cpp);
 //  - MOE_FORCE_ISA=amx (every AMX type on tiles; one clear error where AMX is not usable), avx512
 //    (AMX off), and the default (only the panel_amx_default types on tiles).
 #include <gtest/gtest.h>
@@ -130,7 +131,7 @@ TEST(AmxEmulator, LoadsZeroPastTheShapeAndBadShapesAreErrors) {
 
 // ---------------------------------------------------------------- the kernel
 
-constexpr DType kTypes[] = {DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q3_K, DType::Q2_K};
+constexpr DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::Q2_K};
 bool simd_here() { return kernels::isa_supported(Isa::Avx512) && panel::panel_gemv_usable(); }
 
 using testutil::PanelCase;
@@ -144,12 +145,14 @@ void expect_bit_exact(GemmFn fn, const char* what, bool many) {
     Rng rng(0xa3c6);
     const kernels::CpuKernels scalar(Isa::Scalar);
     int cases = 0;
-    for (DType t : kTypes)
+    std::string per_type;
+    for (DType t : kTypes) {
+        const int cases0 = cases;
         for (int64_t K : {256, 2048, 96, 2880})
             for (int64_t m : {1, 15, 16, 17, 40})
                 for (int xcase = 0; xcase < 2; ++xcase) {
                     if (xcase == 1 && m != 17) continue;  // activations all at +-max: one shape per K
-                    if (K % 256 != 0 && t != DType::Q8_0) continue;  // Q8_0: any K % 32 == 0 (a short last super-block)
+                    if (K % 256 != 0 && panel::panel_k_step(t) != 32) continue;  // Q8_0, Q4_0: any K % 32 == 0 (a short last super-block)
                     if (!many && K == 2880 && m != 40) continue;
                     if (!many && K == 2048 && m != 40) continue;
                     const int64_t N = 70;
@@ -173,7 +176,9 @@ void expect_bit_exact(GemmFn fn, const char* what, bool many) {
                         ++cases;
                     }
                 }
-    std::printf("%s: %d shapes bit-identical to the VNNI panel GEMM and the scalar path\n", what, cases);
+        per_type += std::string(per_type.empty() ? "" : ", ") + dtype_name(t) + " " + std::to_string(cases - cases0);
+    }
+    std::printf("%s: %d shapes bit-identical to the VNNI panel GEMM and the scalar path (%s)\n", what, cases, per_type.c_str());
 }
 
 TEST(PanelAmx, EmulatedEqualsVnniAndScalarBitForBit) {
@@ -215,11 +220,12 @@ TEST(PanelAmx, BadCallsAreOneClearError) {
     kernels::MatmulArgs a = args(c, y, 0, 32, true);
     a.K = 256;
     expect_error(a, pm, "K = 256");
-    panel::PanelMatrix q5 = pm;
-    q5.type = DType::Q5_K;
-    expect_error(args(c, y, 0, 32, true), q5, "q5_K");
-    EXPECT_FALSE(panel::panel_amx_supported(DType::Q5_K));
+    panel::PanelMatrix none = pm;
+    none.type = DType::Q5_0;
+    expect_error(args(c, y, 0, 32, true), none, dtype_name(DType::Q5_0));
     EXPECT_FALSE(panel::panel_amx_supported(DType::Q5_0));  // declined: panel_matmul runs the AVX-512 panel GEMM
+    EXPECT_FALSE(panel::panel_amx_supported(DType::MXFP4));
+    for (DType t : kTypes) EXPECT_TRUE(panel::panel_amx_supported(t)) << dtype_name(t);
 }
 
 // ---------------------------------------------------------------- selection
@@ -260,7 +266,8 @@ TEST(PanelAmx, ForceIsaAmx) {
     for (DType t : kTypes) EXPECT_EQ(d.matmul(t, "w").amx, d.amx() && kernels::panel::panel_amx_default(t)) << dtype_name(t);
     EXPECT_TRUE(kernels::panel::panel_amx_default(DType::Q4_K));
     EXPECT_TRUE(kernels::panel::panel_amx_default(DType::Q6_K));
-    EXPECT_FALSE(kernels::panel::panel_amx_default(DType::Q8_0));
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_K, DType::Q3_K, DType::Q2_K})
+        EXPECT_FALSE(kernels::panel::panel_amx_default(t)) << dtype_name(t);  // not measured faster (Q4_0, Q5_K: not measured)
     if (kernels::amx_usable()) {
         setenv("MOE_FORCE_ISA", "amx", 1);
         const kernels::CpuKernels f = kernels::CpuKernels::from_env();

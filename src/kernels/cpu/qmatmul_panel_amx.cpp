@@ -1,28 +1,29 @@
-// AMX-INT8 prefill GEMM over the Q8_0, Q4_K, Q6_K, Q3_K and Q2_K panel layouts (qmatmul_panel_layout.h),
-// issue 15: on Sapphire Rapids and later one TDPBSUD multiplies 16 tokens x 16 columns x 32 values
-// (1024 int8 products per instruction, against 64 per vpdpbusd), for the prefill of a repacked
-// expert stack (--repack-experts) and of repacked dense projections (--repack).
+// AMX-INT8 prefill GEMM over the Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q3_K and Q2_K panel layouts
+// (qmatmul_panel_layout.h), issue 15: on Sapphire Rapids and later one TDPBSUD multiplies 16 tokens
+// x 16 columns x 32 values (1024 int8 products per instruction, against 64 per vpdpbusd), for the
+// prefill of a repacked expert stack (--repack-experts) and of repacked dense projections (--repack).
 //
 // One template, panel_gemm_tiles<Tiles>, over the tile policies of amx_tiles.h: AmxTiles (the
-// intrinsics) and EmuTiles (a scalar emulator of the same instructions). Q4_K and Q6_K run their own
-// kernels with the granule scales folded into the tile operands (qmatmul_panel_amx_folded.cpp: one
-// tile store per super-block, not per granule). The other types, per call: one tile
-// configuration (released at the end; it is per thread), then per pair of 16-column panels (n, n +
-// 16) and per group of up to 32 tokens, for each granule g of kG values (Q8_0 32, the
-// others 16):
+// intrinsics) and EmuTiles (a scalar emulator of the same instructions). Q4_K, Q5_K and Q6_K run
+// their own kernels with the granule scales folded into the tile operands
+// (qmatmul_panel_amx_folded.cpp: one tile store per super-block, not per granule). The other types,
+// per call: one tile configuration (released at the end; it is per thread), then per pair of
+// 16-column panels (n, n + 16) and per group of up to 32 tokens, for each granule g of kG values
+// (Q8_0, Q4_0 32, Q3_K, Q2_K 16):
 //   tiles 4, 5   A: 16 token rows x kG bytes  int8 activations (ActQ8Row::qs, act_stride apart)
 //   tiles 6, 7   B: kG / 4 rows x 64 bytes     uint8 levels of 16 columns in the panels' VNNI
 //                layout (byte 4c + i of row k = the level of column c at value 4k + i): Q8_0's
 //                stored quads (q ^ 0x80) read in place, the other types' quads unpacked per call
-//                into a buffer (fill_k23: Q3_K / Q2_K's bit fields)
+//                into a buffer (fill_q40: Q4_0's nibbles; fill_k23: Q3_K / Q2_K's bit fields)
 //   tiles 0..3   C: 16 tokens x 16 columns int32, C[2h + j] = token group h x panel j,
 //                zeroed, one TDPBSUD (A signed, B unsigned), stored
 // so C holds exactly the dot products vpdpbusd accumulates in granule_isums (qmatmul_avx512.h).
 // Then, as rows_block: I = C - 2^kShift x the activation granule sum (the level offset), and the
-// same f32 chain in K order (Q8_0: acc = fma(float(I), d * dx, acc) per block; the K-quants: S =
+// same f32 chain in K order (Q8_0, Q4_0: acc = fma(float(I), d * dx, acc) per block; the K-quants: S =
 // sum_g sc_g I_g per super-block in int32, acc = fma(float(S), d * dx, acc), then the mins' term),
 // so the output bits equal panel_gemm_avx512's (and the scalar path's) whatever m or the columns.
-// Q8_0 panels of K % 256 != 0 (any K % 32 == 0: gpt-oss's 2880) run a short last group of granules.
+// Q8_0 and Q4_0 panels of K % 256 != 0 (any K % 32 == 0: gpt-oss's 2880) run a short last group of
+// granules.
 // Token groups of fewer than 16 rows read a zero-padded copy of their rows (one per call); column
 // tails (nc < 16) compute the panel's zero columns and store only nc.
 //
@@ -60,7 +61,8 @@ unsigned char* amx_scratch(size_t bytes) {
 bool panel_amx_default(DType t) { return t == DType::Q4_K || t == DType::Q6_K; }
 
 bool panel_amx_supported(DType t) {
-    return t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K || t == DType::Q3_K || t == DType::Q2_K;
+    return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::Q3_K ||
+           t == DType::Q2_K;
 }
 
 }  // namespace moe::kernels::panel
@@ -80,8 +82,14 @@ using amx::TileConfig;
 
 // Per type: granule kG (values per integer sum), level offset 2^kShift (kShift < 0: none), the
 // super-block integer chain (kSbInt) and a min term per granule (kMin: Q2_K per 16).
+// Q8_0: B = q ^ 0x80 = q + 128 read as uint8, so C = x.q + 128 sum x, and nsum = -sum x.
 struct AmxQ80 {
     static constexpr int kG = 32, kShift = 7;
+    static constexpr bool kSbInt = false, kMin = false;
+};
+// Q4_0: B = the nibble level q (value q - 8), C = x.q: I = C + 8 nsum, the VNNI kernel's seed (PanelQ40).
+struct AmxQ40 {
+    static constexpr int kG = 32, kShift = 3;
     static constexpr bool kSbInt = false, kMin = false;
 };
 struct AmxQ3K {
@@ -94,7 +102,7 @@ struct AmxQ2K {
 };
 
 // One panel's operands for the kernel: the B quads [K/4][64] (uint8 levels, VNNI layout), ws
-// [K/kG][16] (Q8_0: f32 d per block; K-quants: int32 granule scales), wm [K/kG][16] int32 mins,
+// [K/kG][16] (Q8_0, Q4_0: f32 d per block; K-quants: int32 granule scales), wm [K/kG][16] int32 mins,
 // wd [K/256][2][16] f32 d, dmin.
 struct Fill {
     const uint8_t* q;
@@ -113,6 +121,22 @@ void fill_q80(const PanelParts& pp, int64_t nb, Fill& f) {
     const uint8_t* P = pp.lev;
     f.q = P;
     const uint8_t* D = P + static_cast<size_t>(nb) * kQ80BlkLevelBytes;
+    for (int64_t g = 0; g < nb; ++g) f16x16(D + 32 * g, f.ws + g * 16);
+}
+
+// Q4_0 (nb blocks): nibble vector v of block b (flat index 4 b + v) -> quad rows 2 (4 b + v) (its low
+// nibbles: values 8 v .. + 3 of the block) and 2 (4 b + v) + 1 (high: 8 v + 4 .. + 7); ws = f32 d
+// [block][column].
+void fill_q40(const PanelParts& pp, int64_t nb, Fill& f) {
+    const uint8_t* P = pp.lev;
+    const __m512i nib = _mm512_set1_epi8(0x0F);
+    for (int64_t v = 0; v < 4 * nb; ++v) {
+        const __m512i V = _mm512_loadu_si512(P + 64 * v);
+        _mm512_store_si512(f.qbuf + 128 * v, _mm512_and_si512(V, nib));
+        _mm512_store_si512(f.qbuf + 128 * v + 64, _mm512_and_si512(_mm512_srli_epi16(V, 4), nib));
+    }
+    f.q = f.qbuf;
+    const uint8_t* D = P + static_cast<size_t>(nb) * kQ40BlkLevelBytes;
     for (int64_t g = 0; g < nb; ++g) f16x16(D + 32 * g, f.ws + g * 16);
 }
 
@@ -193,8 +217,8 @@ void gemm_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, void (*fill
     constexpr int kG = D::kG, kGps = 256 / kG;  // granules per super-block
     size_t act_stride = 0;
     const unsigned char* act = qmm_activations(a, Isa::Avx512, act_quant(w.type), &act_stride);
-    // nsb: super-blocks of kGps granules, the last one short where K % 256 != 0 (Q8_0 only: the
-    // K-quants' K is a multiple of 256); fill's count is K / panel_k_step (Q8_0: blocks)
+    // nsb: super-blocks of kGps granules, the last one short where K % 256 != 0 (Q8_0, Q4_0 only: the
+    // K-quants' K is a multiple of 256); fill's count is K / panel_k_step (Q8_0, Q4_0: blocks)
     const int64_t K = w.K, nsb = (K + 255) / 256, ng = K / kG, Kp = ref::act_q8_padded(K), nstep = K / panel_k_step(w.type);
     // scratch: the tail rows' zero-padded activations [16][Kp], then per panel quads, ws, wm, wd
     const size_t pad_b = 16 * static_cast<size_t>(Kp), q_b = static_cast<size_t>(K) * 16, s_b = static_cast<size_t>(ng) * 64,
@@ -294,12 +318,14 @@ template <class Tiles>
 void panel_gemm_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
     check_range(w, a.n0, a.n1);
     if (!panel_amx_supported(w.type))
-        throw_error("kernels", "AMX panel GEMM: weight type ", dtype_name(w.type), " has none (Q8_0, Q4_K, Q6_K, Q3_K, Q2_K)");
+        throw_error("kernels", "AMX panel GEMM: weight type ", dtype_name(w.type), " has none (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K)");
     if (a.K != w.K) throw_error("kernels", "AMX panel GEMM: K = ", a.K, " but the panels hold rows of ", w.K);
     if (a.m <= 0 || a.n1 <= a.n0) return;
     switch (w.type) {
         case DType::Q8_0: gemm_tiles<AmxQ80>(t, w, a, fill_q80); break;
+        case DType::Q4_0: gemm_tiles<AmxQ40>(t, w, a, fill_q40); break;
         case DType::Q4_K: panel_gemm_q4k_tiles(t, w, a); break;  // scales folded (qmatmul_panel_amx_folded.cpp)
+        case DType::Q5_K: panel_gemm_q5k_tiles(t, w, a); break;
         case DType::Q6_K: panel_gemm_q6k_tiles(t, w, a); break;
         case DType::Q3_K: gemm_tiles<AmxQ3K>(t, w, a, fill_k23<true>); break;
         default: gemm_tiles<AmxQ2K>(t, w, a, fill_k23<false>); break;

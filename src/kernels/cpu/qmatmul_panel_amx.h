@@ -8,11 +8,12 @@
 
 namespace moe::kernels::panel {
 
-// True for the types whose panels the AMX GEMM reads (Q8_0, Q4_K, Q6_K, Q3_K, Q2_K).
+// True for the types whose panels the AMX GEMM reads (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K).
 bool panel_amx_supported(DType t);
 // True for the types whose AMX GEMM is the default where AMX is usable: those measured faster than
 // the VNNI panel GEMM on a Xeon with AMX (Q4_K and Q6_K, their scales folded into the tiles;
-// docs/PERFORMANCE.md); the others run on tiles only with MOE_FORCE_ISA=amx.
+// docs/PERFORMANCE.md); the others run on tiles only with MOE_FORCE_ISA=amx (Q4_0 and Q5_K not
+// measured on real tiles yet).
 bool panel_amx_default(DType t);
 // As panel_gemm_avx512, on AMX tiles: call only where amx_usable() (isa.h) and panel_gemv_usable().
 // Throws moe::Error ([kernels]) on a type without an AMX kernel, a K that is not the panels' or a

@@ -1,4 +1,4 @@
-// The AMX-INT8 Q4_K and Q6_K panel GEMMs with the granule scales folded into the tile operands.
+// The AMX-INT8 Q4_K, Q5_K and Q6_K panel GEMMs with the granule scales folded into the tile operands.
 //
 // Why not one tile product per 32-value granule (the scheme qmatmul_panel_amx.cpp keeps for the
 // other types): each granule's int32 sums then leave the tiles through memory and are scaled by
@@ -10,7 +10,7 @@
 // (l_g < 16, h_g < 4):
 //   S = 16 x (x . Bh) + x . Bl,   Bh[k] = q_k h_g(k),  Bl[k] = q_k l_g(k)   (q_k < 16: <= 45, <= 225)
 // so both operands are uint8 levels for TDPBSUD (activations signed), made per call and panel from
-// the stored nibbles (fill_q4k_folded; K x 16 bytes each). The mins' term M = sum_g m_g nsum_g is
+// the stored nibbles (fill_k45_folded; K x 16 bytes each). The mins' term M = sum_g m_g nsum_g is
 // taken by vpdpwssd from the layout's word pairs, as the VNNI kernel does. Then, per super-block, the
 // same f32 chain as panel_gemm_avx512 (acc = fma(float(S), d dx, acc); acc = fma(float(M), dmin dx,
 // acc)), so the output bits are the VNNI path's (tests/kernels/test_panel_amx.cpp checks them on
@@ -20,6 +20,12 @@
 // r0 + 16 .. r0 + 31 as 16 x 64 bytes, tile 4 / 5; Bh / Bl: 16 quad rows x 64 bytes, tiles 6 / 7),
 // 4 TDPBSUD of 64 values per super-block step, 4 steps per super-block, one store of each C per
 // super-block (against per granule: 8x fewer stores and scalings).
+//
+// Q5_K (Q4_K's scales, mins, scale and d regions and chain; levels q < 32, read as the VNNI
+// fill_q5k reads them): the same with base-8 digits, sc_g = 8 h_g + l_g (h_g, l_g < 8), so that
+//   S = 8 x (x . Bh) + x . Bl,   q_k h_g(k), q_k l_g(k) <= 31 x 7 = 217   (uint8)
+// (16 h + l would give q l up to 465). Same tiles, same mins' term, same chain. Not measured on
+// real tiles, so not a panel_amx_default type: on tiles only with MOE_FORCE_ISA=amx.
 //
 // Q6_K (value d sc_g (q - 32), q < 64, sc_g int8 per 16 values): S = sum_g sc_g sum_k x_k (q_k - 32).
 // With sc_g = 64 s2 + 8 s1 + s0, every digit in -3 .. 4 (a complete residue set mod 8, so each int8
@@ -48,6 +54,13 @@ namespace moe::kernels::panel {
 
 namespace {
 
+// Q4_K / Q5_K: the low digit's bits of the folded scale sc_g = 2^kDigit h_g + l_g, so that every
+// level x digit fits uint8 (Q4_K: q < 16, h < 4, l < 16: <= 225; Q5_K: q < 32, h, l < 8: <= 217).
+template <DType T>
+constexpr int k45_digit() {
+    return T == DType::Q5_K ? 3 : 4;
+}
+
 // Bytes q * s (q, s uint8 with every product < 256) by two 16-bit multiplies: the low byte of
 // q_even * s_even in each word, and q_odd * s_odd shifted into the high byte.
 inline __m512i mul_u8(__m512i q, __m512i s_even, __m512i s_odd_hi) {
@@ -55,23 +68,45 @@ inline __m512i mul_u8(__m512i q, __m512i s_even, __m512i s_odd_hi) {
     return _mm512_or_si512(lo, _mm512_mullo_epi16(_mm512_srli_epi16(q, 8), s_odd_hi));
 }
 
-// Panel pp of nsb super-blocks -> Bh, Bl: quad row r = 64 sb + 8 g + 2 v (+ 1) of granule g, the low
-// (high) nibbles of stored vector v times h_g (l_g) of each column (bytes 4 c .. 4 c + 3 = column c);
-// wd [nsb][2][16] f32 d, dmin.
-void fill_q4k_folded(const PanelParts& pp, int64_t nsb, uint8_t* bh, uint8_t* bl, float* wd) {
-    const __m512i nib = _mm512_set1_epi8(0x0F), rep = _mm512_set1_epi32(0x01010101), even = _mm512_set1_epi16(0x00FF),
-                  odd = _mm512_set1_epi16(static_cast<short>(0xFF00));
+// Q4_K / Q5_K panel pp of nsb super-blocks -> Bh, Bl: quad row r = 64 sb + 8 g + 2 v (+ 1) of
+// granule g, the levels of values 32 g + 8 v .. + 3 (+ 4 .. + 7) times the scale's high (low) digit
+// h_g (l_g) of each column (bytes 4 c .. 4 c + 3 = column c; sc_g = 2^kDigit h_g + l_g: Q4_K 16,
+// Q5_K 8); wd [nsb][2][16] f32 d, dmin. Levels: Q4_K the low (high) nibbles of stored vector v; Q5_K
+// (vector v & 7) | side bits 2 v, 2 v + 1 at bits 3-4 (v >> 3), as the VNNI fill_q5k.
+template <DType T>
+void fill_k45_folded(const PanelParts& pp, int64_t nsb, uint8_t* bh, uint8_t* bl, float* wd) {
+    constexpr bool kQ5 = T == DType::Q5_K;
+    constexpr int kLev = kQ5 ? kQ5kSbLevelBytes : kQ4kSbLevelBytes;
+    const __m512i nib = _mm512_set1_epi8(0x0F), dig = _mm512_set1_epi8(static_cast<char>((1 << k45_digit<T>()) - 1)),
+                  rep = _mm512_set1_epi32(0x01010101), even = _mm512_set1_epi16(0x00FF), odd = _mm512_set1_epi16(static_cast<short>(0xFF00)),
+                  m7 = _mm512_set1_epi8(7), m18 = _mm512_set1_epi8(0x18), m1f = _mm512_set1_epi8(0x1F);
     for (int64_t sb = 0; sb < nsb; ++sb) {
+        static_assert(kQ5kSbScaleBytes == kQ4kSbScaleBytes && kQ5kSbDBytes == kQ4kSbDBytes, "Q5_K's scale and d regions are Q4_K's");
         const uint8_t* S = pp.sc + sb * kQ4kSbScaleBytes;
+        const uint8_t* L = pp.lev + sb * kLev;
         for (int g = 0; g < 8; ++g) {
             // sc_g of the 16 columns, each in the 4 bytes of its column
             const __m512i sc = _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(S + 16 * g))), rep);
-            const __m512i l = _mm512_and_si512(sc, nib), h = _mm512_and_si512(_mm512_srli_epi32(sc, 4), nib);
+            const __m512i l = _mm512_and_si512(sc, dig), h = _mm512_and_si512(_mm512_srli_epi32(sc, k45_digit<T>()), dig);
             const __m512i le = _mm512_and_si512(l, even), lo = _mm512_and_si512(l, odd), he = _mm512_and_si512(h, even),
                           ho = _mm512_and_si512(h, odd);
+            [[maybe_unused]] __m512i side[4];
+            if constexpr (kQ5) {
+                const __m512i H = _mm512_loadu_si512(L + q5k_side_at(g));  // bits 2 v, 2 v + 1 -> bits 3-4
+                side[0] = _mm512_slli_epi16(H, 3), side[1] = _mm512_slli_epi16(H, 1), side[2] = _mm512_srli_epi16(H, 1),
+                side[3] = _mm512_srli_epi16(H, 3);
+            }
             for (int v = 0; v < 4; ++v) {
-                const __m512i V = _mm512_loadu_si512(pp.lev + sb * kQ4kSbLevelBytes + 256 * g + 64 * v);
-                const __m512i q0 = _mm512_and_si512(V, nib), q1 = _mm512_and_si512(_mm512_srli_epi16(V, 4), nib);
+                __m512i q0, q1;
+                if constexpr (kQ5) {
+                    const __m512i V = _mm512_loadu_si512(L + q5k_lev_at(g, v));
+                    q0 = _mm512_ternarylogic_epi32(_mm512_and_si512(V, m7), side[v], m18, 0xF8);
+                    q1 = _mm512_and_si512(_mm512_srli_epi16(V, 3), m1f);
+                } else {
+                    const __m512i V = _mm512_loadu_si512(L + 256 * g + 64 * v);
+                    q0 = _mm512_and_si512(V, nib);
+                    q1 = _mm512_and_si512(_mm512_srli_epi16(V, 4), nib);
+                }
                 const size_t r = static_cast<size_t>(sb * 64 + 8 * g + 2 * v) * 64;
                 _mm512_store_si512(bh + r, mul_u8(q0, he, ho));
                 _mm512_store_si512(bh + r + 64, mul_u8(q1, he, ho));
@@ -127,10 +162,9 @@ amx::TileConfig full_tiles() {
     return cfg;
 }
 
-}  // namespace
-
-template <class Tiles>
-void panel_gemm_q4k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
+// Q4_K / Q5_K (T): S = 2^kDigit x.Bh + x.Bl and the mins' term per super-block (the header comment).
+template <DType T, class Tiles>
+void gemm_k45_folded(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
     size_t act_stride = 0;
     const unsigned char* act = qmm_activations(a, Isa::Avx512, act_quant(w.type), &act_stride);
     const int64_t K = w.K, nsb = K / 256, Kp = ref::act_q8_padded(K), n_panels = (w.N + 15) / 16;
@@ -164,7 +198,7 @@ void panel_gemm_q4k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
     for (int64_t n = a.n0; n < a.n1; n += 16) {
         const int nc = static_cast<int>(a.n1 - n >= 16 ? 16 : a.n1 - n);
         const PanelParts pp = panel_parts(w.type, K, w.panels, n_panels, n / 16);
-        fill_q4k_folded(pp, nsb, bh, bl, wd);
+        fill_k45_folded<T>(pp, nsb, bh, bl, wd);
         for (int64_t r0 = 0; r0 < a.m; r0 += 32) {
             const int nt = static_cast<int>(a.m - r0 >= 32 ? 32 : a.m - r0), nh = nt > 16 ? 2 : 1;
             const TileRows A[2] = {tile_rows(act, act_stride, pad, Kp, a.m, r0), tile_rows(act, act_stride, pad, Kp, a.m, r0 + 16)};
@@ -204,7 +238,8 @@ void panel_gemm_q4k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
                 const __m512 d = _mm512_load_ps(wd + sb * 32), dmin = _mm512_load_ps(wd + sb * 32 + 16);
                 for (int i = 0; i < nt; ++i) {
                     const int h = i / 16, r = i % 16;
-                    const __m512i S = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(cbuf[2 * h][r]), 4), _mm512_load_si512(cbuf[2 * h + 1][r]));
+                    const __m512i S = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(cbuf[2 * h][r]), k45_digit<T>()),
+                                                      _mm512_load_si512(cbuf[2 * h + 1][r]));
                     __m512i M = _mm512_setzero_si512();
                     for (int k = 0; k < 4; ++k) M = _mm512_dpwssd_epi32(M, mp[k], _mm512_set1_epi32(prs[((r0 + i) * nsb + sb) * 4 + k]));
                     const __m512 dx = _mm512_set1_ps(x[i].dxv[64 * sb]);
@@ -218,6 +253,18 @@ void panel_gemm_q4k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
         }
     }
     t.release();
+}
+
+}  // namespace
+
+template <class Tiles>
+void panel_gemm_q4k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
+    gemm_k45_folded<DType::Q4_K>(t, w, a);
+}
+
+template <class Tiles>
+void panel_gemm_q5k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
+    gemm_k45_folded<DType::Q5_K>(t, w, a);
 }
 
 template <class Tiles>
@@ -283,9 +330,11 @@ void panel_gemm_q6k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
 
 #if defined(__x86_64__)
 template void panel_gemm_q4k_tiles<amx::AmxTiles>(amx::AmxTiles&, const PanelMatrix&, const MatmulArgs&);
+template void panel_gemm_q5k_tiles<amx::AmxTiles>(amx::AmxTiles&, const PanelMatrix&, const MatmulArgs&);
 template void panel_gemm_q6k_tiles<amx::AmxTiles>(amx::AmxTiles&, const PanelMatrix&, const MatmulArgs&);
 #endif
 template void panel_gemm_q4k_tiles<amx::EmuTiles>(amx::EmuTiles&, const PanelMatrix&, const MatmulArgs&);
+template void panel_gemm_q5k_tiles<amx::EmuTiles>(amx::EmuTiles&, const PanelMatrix&, const MatmulArgs&);
 template void panel_gemm_q6k_tiles<amx::EmuTiles>(amx::EmuTiles&, const PanelMatrix&, const MatmulArgs&);
 
 }  // namespace moe::kernels::panel

@@ -1,5 +1,5 @@
 #pragma once
-// The AMX-INT8 Q4_K and Q6_K panel GEMMs with the granule scales folded into the tile operands
+// The AMX-INT8 Q4_K, Q5_K and Q6_K panel GEMMs with the granule scales folded into the tile operands
 // (qmatmul_panel_amx_folded.cpp says how), for panel_gemm_amx / panel_gemm_amx_emulated
 // (qmatmul_panel_amx.cpp), and the scratch and token-row helpers both AMX kernel files share;
 // internal to those two files.
@@ -36,6 +36,9 @@ inline TileRows tile_rows(const unsigned char* act, size_t act_stride, const uin
 // only where amx_usable()) or amx::EmuTiles (amx_tiles.h). The caller has checked the call.
 template <class Tiles>
 void panel_gemm_q4k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a);
+// The same over a Q5_K panel matrix.
+template <class Tiles>
+void panel_gemm_q5k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a);
 // The same over a Q6_K panel matrix.
 template <class Tiles>
 void panel_gemm_q6k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a);
