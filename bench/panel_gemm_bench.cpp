@@ -1,7 +1,7 @@
 // Kernel benchmark of the prefill panel GEMM (kernels/cpu/qmatmul_panel_gemm.cpp, panel_gemm_avx512)
-// over repacked Q4_K / Q6_K matrices: m activation rows (one expert call's tokens) against each of
-// `matrices` N x K matrices, one thread.
-// Usage: panel_gemm_bench [Q4_K|Q6_K] [matrices=16] [N=1024] [K=2048] [m=64] [alternations=3] [avx512|amx]
+// over repacked Q4_K / Q5_K / Q6_K / Q4_0 matrices: m activation rows (one expert call's tokens)
+// against each of `matrices` N x K matrices, one thread.
+// Usage: panel_gemm_bench [Q4_K|Q5_K|Q6_K|Q4_0] [matrices=16] [N=1024] [K=2048] [m=64] [alternations=3] [avx512|amx]
 // Thread CPU time of a pass over all matrices, best of 5 (each timing 4 passes). GMAC/s = m N K per
 // matrix and pass; % of peak against one zmm vpdpbusd (64 MACs) per cycle at the clock
 // /proc/cpuinfo reports (MOE_BENCH_GHZ overrides it; a VM may report the base clock, not the boost)
@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -134,11 +135,12 @@ uint8_t* alloc_or_die(size_t bytes) {
 
 int main(int argc, char** argv) {
     const std::string tn = argc > 1 ? argv[1] : "Q4_K";
-    if (tn != "Q4_K" && tn != "Q6_K") {
-        std::fprintf(stderr, "panel_gemm_bench: type %s: Q4_K or Q6_K\n", tn.c_str());
+    const std::optional<DType> ot = dtype_from_name(tn);
+    if (!ot || (*ot != DType::Q4_K && *ot != DType::Q5_K && *ot != DType::Q6_K && *ot != DType::Q4_0)) {
+        std::fprintf(stderr, "panel_gemm_bench: type %s: Q4_K, Q5_K, Q6_K or Q4_0\n", tn.c_str());
         return 2;
     }
-    const DType type = tn == "Q4_K" ? DType::Q4_K : DType::Q6_K;
+    const DType type = *ot;
     const int nmat = argc > 2 ? std::atoi(argv[2]) : 16;
     const int64_t N = argc > 3 ? std::atoll(argv[3]) : 1024, K = argc > 4 ? std::atoll(argv[4]) : 2048,
                   m = argc > 5 ? std::atoll(argv[5]) : 64;
@@ -161,8 +163,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "panel_gemm_bench: this CPU lacks AVX-512 VNNI + GFNI\n");
         return 2;
     }
-    const int blk = type == DType::Q4_K ? panel::kQ4kBlockBytes : panel::kQ6kBlockBytes;
-    const size_t stride = static_cast<size_t>(K / 256) * blk, mat_bytes = stride * static_cast<size_t>(N),
+    const int blk = static_cast<int>(dtype_info(type).bytes);
+    const size_t stride = row_bytes(type, static_cast<uint64_t>(K)), mat_bytes = stride * static_cast<size_t>(N),
                  pmat_bytes = panel::panel_matrix_bytes(type, N, K);
     uint8_t* w = alloc_or_die(mat_bytes * nmat);
     uint8_t* P = alloc_or_die(pmat_bytes * nmat);
