@@ -129,6 +129,11 @@ std::vector<Case> cases() {
         v.push_back({4, 1, 16, 8, 5, 2, kv, 30, 0});        // tiny dims, very large scores
         v.push_back({3, 3, 96, 72, 10, 150, kv, 1, 0});     // MHA prefill: blocks of 8 tokens, ragged last block, dv tail
         v.push_back({6, 2, 48, 48, 0, 77, kv, 1, 0});       // GQA group 3: row groups of 4 + 2 mixing tokens and heads
+        // decode at depth (>= 1024 keys: the split passes on 2 and 4 threads): OLMoE-shaped heads
+        // across the threshold, GQA with a ragged last tile, group 6 (chunks of 4 + 2) with dim tails
+        v.push_back({16, 16, 128, 128, 1023, 2, kv, 1, 0});
+        v.push_back({8, 4, 64, 64, 1100, 3, kv, 1, 0});
+        v.push_back({12, 2, 48, 40, 1030, 2, kv, 1, 0});
     }
     return v;
 }
@@ -173,7 +178,7 @@ TEST(Attention, ReferenceAndFastPathsMatchFp64) {
 // (with the cache holding only rows 0..pos), or with a different thread count.
 TEST(Attention, PrefillEqualsDecodeBitExactly) {
     Rng rng(0xdec0de);
-    ThreadPool pool1(1), pool4(4);
+    ThreadPool pool1(1), pool2(2), pool4(4);
     for (const Case& c : cases()) {
         const Data d = make_data(rng, c);
         const AttentionSpec s = spec_of(c);
@@ -191,12 +196,15 @@ TEST(Attention, PrefillEqualsDecodeBitExactly) {
             std::vector<float> single(prefill.size());
             cpu::attention(s, args_of(c, d, single.data()), &pool1, isa);
             ASSERT_EQ(single, prefill) << "thread count changed the bits, " << kernels::isa_name(isa) << " " << name(c);
-            for (int64_t t = 0; t < c.T; ++t) {
-                std::vector<float> one(per_tok);
-                cpu::attention(s, args_of(c, d, one.data(), t, 1, c.p0 + t + 1), &pool4, isa);
-                for (size_t i = 0; i < per_tok; ++i)
-                    ASSERT_EQ(one[i], prefill[t * per_tok + i]) << kernels::isa_name(isa) << " " << name(c) << " t=" << t;
-            }
+            // decode on 2 and 4 threads: the AVX-512 path's split passes (one pair, two pairs)
+            for (ThreadPool* pool : {&pool2, &pool4})
+                for (int64_t t = 0; t < c.T; ++t) {
+                    std::vector<float> one(per_tok);
+                    cpu::attention(s, args_of(c, d, one.data(), t, 1, c.p0 + t + 1), pool, isa);
+                    for (size_t i = 0; i < per_tok; ++i)
+                        ASSERT_EQ(one[i], prefill[t * per_tok + i])
+                            << kernels::isa_name(isa) << " " << name(c) << " t=" << t << " threads " << pool->size();
+                }
         }
     }
 }

@@ -121,7 +121,7 @@ AttentionArgs args_of(const Case& c, const Data& d, std::vector<float>& out) {
 }
 
 // Each output is a convex combination of V values (|v| < ~5) with f32 weights: a few ulp of
-// rounding per step over <= ~200 keys stays far below 1e-4; a wrong window (keys outside or
+// rounding per step over <= ~1100 keys stays far below 1e-4; a wrong window (keys outside or
 // missing), a missing sink or a sink counted twice moves outputs by >= 1e-2 for these inputs.
 constexpr double kTol = 1e-4;
 
@@ -132,6 +132,7 @@ const Case kCases[] = {
     {6, 1, 40, 130, 3, 0, true, DType::F32},    // sinks alone, MQA, odd head dim, past one key tile
     {4, 2, 64, 90, 90, 70, false, DType::F32},  // window alone, wider than a key tile
     {64, 8, 64, 300, 2, 128, true, DType::F32},  // gpt-oss-20b shape (64 heads / 8 kv, window 128)
+    {8, 2, 64, 1100, 2, 0, true, DType::F16},    // sinks alone at depth: decode in split passes (>= 1024 keys)
     // q8_0 cache: decode / prefill tails past the window, prefill from 0 (the 32-row blocks that
     // dequantize each tile once run only without a window: sinks alone, and the window alone wider
     // than a tile with GQA 4 x 2 heads), odd head dim (padded block), gpt-oss-20b shape.
@@ -140,6 +141,7 @@ const Case kCases[] = {
     {6, 1, 40, 130, 40, 0, true, DType::Q8_0},
     {8, 2, 64, 90, 90, 70, false, DType::Q8_0},
     {64, 8, 64, 300, 2, 128, true, DType::Q8_0},
+    {8, 2, 64, 1100, 2, 0, true, DType::Q8_0},
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -244,6 +245,98 @@ inline void block_init(RowBlock& b, int64_t dv) {
     }
 }
 
+// Scores of a row group (nq <= 4 rows, q[i]; q[i >= nq] repeat a row) with keys jb .. jb + 3 of the
+// tile at Kt (row stride ks elements; keys past nt - 1 repeat the last): lane 4 k + i of sc + 4 jb.
+template <typename T>
+inline void group_scores4(const float* const* q, int nq, const T* Kt, int64_t ks, int64_t jb, int64_t nt, int64_t dvec,
+                          int64_t dk, __mmask16 tail, __m512 vscale, float* sc) {
+    const T* kr[4];
+    for (int k = 0; k < 4; ++k) kr[k] = Kt + std::min(jb + k, nt - 1) * ks;
+    __m512 d;
+    switch (nq) {
+        case 1: d = dots4x4<T, 1>(q, kr, dvec, dk, tail); break;
+        case 2: d = dots4x4<T, 2>(q, kr, dvec, dk, tail); break;
+        case 3: d = dots4x4<T, 3>(q, kr, dvec, dk, tail); break;
+        default: d = dots4x4<T, 4>(q, kr, dvec, dk, tail); break;
+    }
+    _mm512_store_ps(sc + 4 * jb, _mm512_mul_ps(d, vscale));
+}
+
+// The online-softmax step of a row group over its tile's scores sc (lane 4 j + i; row i has nv[i]
+// valid keys, nt = the most), in two halves (split decode runs them on different threads):
+// group_tile_max: per row the tile max, m -> m_new (mn[i]), alpha[i] = exp(m - m_new), the factor
+// the row's l and P.V accumulator take before this tile's keys join them (1: unchanged, also for
+// rows without keys here); group_exp_sum: l rescaled by alpha, sc -> exp(s - m_new) (vexp), then l
+// += the weights in key order.
+inline void group_tile_max(const float* sc, const int64_t* nv, int nq, int64_t nt, float* m, float* alpha, float* mn) {
+    const __m512i lane_key = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i nvv = _mm512_broadcast_i32x4(_mm_setr_epi32(static_cast<int>(nv[0]), static_cast<int>(nv[1]),
+                                                               static_cast<int>(nv[2]), static_cast<int>(nv[3])));
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (int64_t jb = 0; jb < nt; jb += 4) {
+        const __mmask16 valid = _mm512_cmplt_epi32_mask(_mm512_add_epi32(lane_key, _mm512_set1_epi32(static_cast<int>(jb))), nvv);
+        mx = _mm512_mask_max_ps(mx, valid, mx, _mm512_load_ps(sc + 4 * jb));
+    }
+    mx = _mm512_max_ps(mx, _mm512_shuffle_f32x4(mx, mx, 0x4E));
+    mx = _mm512_max_ps(mx, _mm512_shuffle_f32x4(mx, mx, 0xB1));
+    alignas(16) float mt[4];
+    _mm_store_ps(mt, _mm512_castps512_ps128(mx));
+    for (int i = 0; i < 4; ++i) {
+        alpha[i] = 1.0f;
+        mn[i] = 0.0f;
+        if (i >= nq || nv[i] == 0) continue;
+        const float m_new = std::fmax(m[i], mt[i]);
+        alpha[i] = std::exp(m[i] - m_new);  // 0 on the first tile (m = -inf)
+        m[i] = m_new;
+        mn[i] = m_new;
+    }
+}
+
+inline void group_exp_sum(float* sc, const int64_t* nv, int nq, int64_t nt, const float* mn, const float* alpha, float* l) {
+    const __m512 vm = _mm512_broadcast_f32x4(_mm_loadu_ps(mn));
+    for (int64_t jb = 0; jb < nt; jb += 4) _mm512_store_ps(sc + 4 * jb, vexp(_mm512_sub_ps(_mm512_load_ps(sc + 4 * jb), vm)));
+    // running sums, one sequential chain per row in key order (4 rows in the lanes of an xmm)
+    // (zmm ops on lanes 0-3 only: the portable build's AVX-512 target has no AVX512VL)
+    const __m512i nvv = _mm512_broadcast_i32x4(_mm_setr_epi32(static_cast<int>(nv[0]), static_cast<int>(nv[1]),
+                                                               static_cast<int>(nv[2]), static_cast<int>(nv[3])));
+    // (l times alpha in every row: x 1 is exact, so the same bits as scaling only where alpha != 1;
+    // masked loads and stores, not an array copy: no store-forwarding stall)
+    const __mmask16 rows = static_cast<__mmask16>((1u << nq) - 1u);
+    __m512 lv = _mm512_mul_ps(_mm512_maskz_loadu_ps(rows, l), _mm512_maskz_loadu_ps(rows, alpha));
+    for (int64_t j = 0; j < nt; ++j) {
+        const __mmask16 valid = _mm512_cmplt_epi32_mask(_mm512_set1_epi32(static_cast<int>(j)), nvv) & rows;
+        lv = _mm512_mask_add_ps(lv, valid, lv, _mm512_castps128_ps512(_mm_load_ps(sc + 4 * j)));
+    }
+    _mm512_mask_storeu_ps(l, rows, lv);
+}
+
+// A row's accumulator times alpha (skipped when alpha is 1, as the scalar kernel does).
+inline void scale_acc(float* acc, float alpha, int64_t dv) {
+    if (alpha == 1.0f) return;
+    const __m512 va = _mm512_set1_ps(alpha);
+    int64_t i0 = 0;
+    for (; i0 + 16 <= dv; i0 += 16) _mm512_storeu_ps(acc + i0, _mm512_mul_ps(_mm512_loadu_ps(acc + i0), va));
+    for (; i0 < dv; ++i0) acc[i0] *= alpha;
+}
+
+// P.V of a row group (ac[i], weights sc lane 4 j + i, row i's keys nv[i]) over keys [jb, je) of the
+// tile at Vt: the keys every row has together, then each row's own rest. Called for consecutive key
+// ranges, each row's fma chains still run in key order.
+template <typename T>
+inline void group_pv(float* const* ac, const float* sc, const T* Vt, int64_t vs, const int64_t* nv, int nq, int64_t jb,
+                     int64_t je, int64_t dv) {
+    int64_t nc = kAttentionTile;
+    for (int i = 0; i < nq; ++i) nc = std::min(nc, nv[i]);
+    const int64_t ce = std::min(je, nc);
+    if (ce > jb) switch (nq) {
+            case 1: pv_rows<T, 1>(ac, sc, Vt, vs, jb, ce, dv); break;
+            case 2: pv_rows<T, 2>(ac, sc, Vt, vs, jb, ce, dv); break;
+            case 3: pv_rows<T, 3>(ac, sc, Vt, vs, jb, ce, dv); break;
+            default: pv_rows<T, 4>(ac, sc, Vt, vs, jb, ce, dv); break;
+        }
+    for (int i = 0; i < nq; ++i) pv_rows<T, 1>(&ac[i], sc + i, Vt, vs, std::max(jb, nc), std::min(je, nv[i]), dv);
+}
+
 // One key tile (keys j0 .. j0 + kAttentionTile - 1 from the block's first key) for every row.
 template <typename Tiles>
 void block_tile(const AttentionSpec& s, RowBlock& b, const Tiles& tiles, int64_t j0, float scale) {
@@ -254,109 +347,42 @@ void block_tile(const AttentionSpec& s, RowBlock& b, const Tiles& tiles, int64_t
     const __mmask16 tail = static_cast<__mmask16>((1u << (dk - dvec)) - 1u);
     const QRow* rows = b.rows;
     const int64_t R = b.R;
-    float (*acc)[kAttentionMaxHeadDim] = b.acc;
-    float* m = b.m;
-    float* l = b.l;
     alignas(64) float scg[kBlockRows / 4][4 * kAttentionTile];  // per row group: lane 4 j + i
-    const __m512i lane_key = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    const int64_t nmax = b.nmax;
-    const int64_t n_tile = std::min(kAttentionTile, nmax - j0);
+    int64_t nvg[kBlockRows / 4][4];
+    const int64_t n_tile = std::min(kAttentionTile, b.nmax - j0);
     // Two passes over the row groups, scores + softmax with the K tile, then P.V with the V tile,
     // so only one of them needs to stay in L1 (each row's own operation order is unchanged).
     const T* Kt = tiles.ktile(j0, n_tile);
+    const __m512 vscale = _mm512_set1_ps(scale);
     for (int64_t g0 = 0; g0 < R; g0 += 4) {
         const int nq = static_cast<int>(std::min<int64_t>(4, R - g0));
-        int64_t nv[4] = {0, 0, 0, 0}, nt = 0;
-        for (int i = 0; i < nq; ++i) {
-            nv[i] = std::clamp<int64_t>(rows[g0 + i].n - j0, 0, kAttentionTile);
+        int64_t* nv = nvg[g0 / 4];
+        int64_t nt = 0;
+        for (int i = 0; i < 4; ++i) {
+            nv[i] = i < nq ? std::clamp<int64_t>(rows[g0 + i].n - j0, 0, kAttentionTile) : 0;
             nt = std::max(nt, nv[i]);
         }
         if (nt == 0) continue;
         float* sc = scg[g0 / 4];
         const float* q[4];
         for (int i = 0; i < 4; ++i) q[i] = rows[g0 + std::min(i, nq - 1)].q;
-        // scores, lane 4 j + i
-        const __m512 vscale = _mm512_set1_ps(scale);
         for (int64_t jb = 0; jb < nt; jb += 4) {
             if (g0 == 0)
                 for (int k = 0; k < 4; ++k) tiles.prefetch(j0 + jb + k);
-            const T* kr[4];
-            for (int k = 0; k < 4; ++k) kr[k] = Kt + std::min(jb + k, nt - 1) * ks;
-            __m512 d;
-            switch (nq) {
-                case 1: d = dots4x4<T, 1>(q, kr, dvec, dk, tail); break;
-                case 2: d = dots4x4<T, 2>(q, kr, dvec, dk, tail); break;
-                case 3: d = dots4x4<T, 3>(q, kr, dvec, dk, tail); break;
-                default: d = dots4x4<T, 4>(q, kr, dvec, dk, tail); break;
-            }
-            _mm512_store_ps(sc + 4 * jb, _mm512_mul_ps(d, vscale));
+            group_scores4(q, nq, Kt, ks, jb, nt, dvec, dk, tail, vscale, sc);
         }
-        // tile max per row (valid keys only), then m, alpha, exp, running sum
-        const __m512i nvv = _mm512_broadcast_i32x4(_mm_setr_epi32(static_cast<int>(nv[0]), static_cast<int>(nv[1]),
-                                                                   static_cast<int>(nv[2]), static_cast<int>(nv[3])));
-        __m512 mx = _mm512_set1_ps(-INFINITY);
-        for (int64_t jb = 0; jb < nt; jb += 4) {
-            const __mmask16 valid = _mm512_cmplt_epi32_mask(_mm512_add_epi32(lane_key, _mm512_set1_epi32(static_cast<int>(jb))), nvv);
-            mx = _mm512_mask_max_ps(mx, valid, mx, _mm512_load_ps(sc + 4 * jb));
-        }
-        mx = _mm512_max_ps(mx, _mm512_shuffle_f32x4(mx, mx, 0x4E));
-        mx = _mm512_max_ps(mx, _mm512_shuffle_f32x4(mx, mx, 0xB1));
-        alignas(16) float mt[4];
-        _mm_store_ps(mt, _mm512_castps512_ps128(mx));
-        alignas(16) float mn[4] = {0, 0, 0, 0};
-        for (int i = 0; i < nq; ++i) {
-            const int64_t r = g0 + i;
-            if (nv[i] == 0) continue;
-            const float m_new = std::fmax(m[r], mt[i]);
-            const float alpha = std::exp(m[r] - m_new);  // 0 on the first tile (m = -inf)
-            if (alpha != 1.0f) {
-                l[r] *= alpha;
-                const __m512 va = _mm512_set1_ps(alpha);
-                int64_t i0 = 0;
-                for (; i0 + 16 <= dv; i0 += 16) _mm512_storeu_ps(acc[r] + i0, _mm512_mul_ps(_mm512_loadu_ps(acc[r] + i0), va));
-                for (; i0 < dv; ++i0) acc[r][i0] *= alpha;
-            }
-            m[r] = m_new;
-            mn[i] = m_new;
-        }
-        const __m512 vm = _mm512_broadcast_f32x4(_mm_load_ps(mn));
-        for (int64_t jb = 0; jb < nt; jb += 4)
-            _mm512_store_ps(sc + 4 * jb, vexp(_mm512_sub_ps(_mm512_load_ps(sc + 4 * jb), vm)));
-        {  // running sums, one sequential chain per row in key order (4 rows in the lanes of an xmm)
-            // (zmm ops on lanes 0-3 only: the portable build's AVX-512 target has no AVX512VL)
-            alignas(64) float l4[16] = {};
-            for (int i = 0; i < nq; ++i) l4[i] = l[g0 + i];
-            __m512 lv = _mm512_load_ps(l4);
-            for (int64_t j = 0; j < nt; ++j) {
-                const __mmask16 valid = _mm512_cmplt_epi32_mask(_mm512_set1_epi32(static_cast<int>(j)), nvv) & 0xF;
-                lv = _mm512_mask_add_ps(lv, valid, lv, _mm512_castps128_ps512(_mm_load_ps(sc + 4 * j)));
-            }
-            _mm512_store_ps(l4, lv);
-            for (int i = 0; i < nq; ++i) l[g0 + i] = l4[i];
-        }
+        float alpha[4], mn[4];
+        group_tile_max(sc, nv, nq, nt, b.m + g0, alpha, mn);
+        group_exp_sum(sc, nv, nq, nt, mn, alpha, b.l + g0);
+        for (int i = 0; i < nq; ++i) scale_acc(b.acc[g0 + i], alpha[i], dv);
     }
     const T* Vt = tiles.vtile(j0, n_tile);
     for (int64_t g0 = 0; g0 < R; g0 += 4) {
         const int nq = static_cast<int>(std::min<int64_t>(4, R - g0));
-        int64_t nv[4] = {0, 0, 0, 0}, nt = 0, nc = kAttentionTile;
-        for (int i = 0; i < nq; ++i) {
-            nv[i] = std::clamp<int64_t>(rows[g0 + i].n - j0, 0, kAttentionTile);
-            nt = std::max(nt, nv[i]);
-            nc = std::min(nc, nv[i]);
-        }
-        if (nt == 0) continue;
-        const float* sc = scg[g0 / 4];
+        const int64_t* nv = nvg[g0 / 4];
         float* ac[4];
-        for (int i = 0; i < 4; ++i) ac[i] = acc[g0 + std::min(i, nq - 1)];
-        // P.V: keys every row of the group has together, then each row's own rest
-        switch (nq) {
-            case 1: pv_rows<T, 1>(ac, sc, Vt, vs, 0, nc, dv); break;
-            case 2: pv_rows<T, 2>(ac, sc, Vt, vs, 0, nc, dv); break;
-            case 3: pv_rows<T, 3>(ac, sc, Vt, vs, 0, nc, dv); break;
-            default: pv_rows<T, 4>(ac, sc, Vt, vs, 0, nc, dv); break;
-        }
-        for (int i = 0; i < nq; ++i)
-            if (nv[i] > nc) pv_rows<T, 1>(&ac[i], sc + i, Vt, vs, nc, nv[i], dv);
+        for (int i = 0; i < 4; ++i) ac[i] = b.acc[g0 + std::min(i, nq - 1)];
+        group_pv(ac, scg[g0 / 4], Vt, vs, nv, nq, 0, kAttentionTile, dv);
     }
 }
 
@@ -379,6 +405,8 @@ void attend_block(const AttentionSpec& s, const QRow* rows, int64_t R, const Til
     for (int64_t j0 = 0; j0 < b.nmax; j0 += kAttentionTile) block_tile(s, b, tiles, j0, scale);
     block_finish(b, s.head_dim_v);
 }
+
+#include "kernels/cpu/attention_split_avx512.inc"  // decode in split passes (pairs of threads)
 
 }  // namespace
 MOE_DENSE_AVX512_END
@@ -459,6 +487,18 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
                 rows[R++] = QRow{a.q + (t * s.n_head + h) * s.head_dim_k, a.out + (t * s.n_head + h) * s.head_dim_v,
                                  int64_t{a.pos[t]} + 1 - j0, a.sinks ? a.sinks + h : nullptr};
         };
+        // Decode at depth on an even pool of at most 2 kSplitMaxPairs threads, K and V in separate
+        // caches: the split passes (attention_split), whose threads each stream whole cache rows.
+        const int n_pairs = pool ? pool->size() / 2 : 0;
+        const int64_t split_span = n_pairs > 0 ? (s.n_head_kv + n_pairs - 1) / n_pairs : 0;
+        if (a.n_tokens <= kMaxSpanTokens && pool && pool->size() % 2 == 0 && n_pairs <= kSplitMaxPairs &&
+            split_span <= kSplitMaxSpan && !(V == K && L.v_row == L.k_row) &&
+            int64_t{a.pos[0]} + 1 - attention_first_key(s, a.pos[0]) >= kSplitMinKeys) {
+            if (q8) attention_split<Q8>(s, a, L, *pool, n_pairs, split_span, scale);
+            else if (f16) attention_split<uint16_t>(s, a, L, *pool, n_pairs, split_span, scale);
+            else attention_split<float>(s, a, L, *pool, n_pairs, split_span, scale);
+            return;
+        }
         if (span > 1) {
             // Decode: work item = (token, span of kv heads, chunk of query heads); the item walks the key
             // tiles once, each tile for every kv head of the span in turn, so the reads of one tile cover
