@@ -266,8 +266,8 @@ inline void group_scores4(const float* const* q, int nq, const T* Kt, int64_t ks
 // valid keys, nt = the most), in two halves (split decode runs them on different threads):
 // group_tile_max: per row the tile max, m -> m_new (mn[i]), alpha[i] = exp(m - m_new), the factor
 // the row's l and P.V accumulator take before this tile's keys join them (1: unchanged, also for
-// rows without keys here); group_exp_sum: l rescaled by alpha, sc -> exp(s - m_new) (vexp), then l
-// += the weights in key order.
+// rows without keys here); group_exp: sc -> exp(s - m_new) (vexp); group_sum: l rescaled by alpha,
+// then l += the weights in key order.
 inline void group_tile_max(const float* sc, const int64_t* nv, int nq, int64_t nt, float* m, float* alpha, float* mn) {
     const __m512i lane_key = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     const __m512i nvv = _mm512_broadcast_i32x4(_mm_setr_epi32(static_cast<int>(nv[0]), static_cast<int>(nv[1]),
@@ -292,15 +292,18 @@ inline void group_tile_max(const float* sc, const int64_t* nv, int nq, int64_t n
     }
 }
 
-inline void group_exp_sum(float* sc, const int64_t* nv, int nq, int64_t nt, const float* mn, const float* alpha, float* l) {
+inline void group_exp(float* sc, int64_t nt, const float* mn) {
     const __m512 vm = _mm512_broadcast_f32x4(_mm_loadu_ps(mn));
     for (int64_t jb = 0; jb < nt; jb += 4) _mm512_store_ps(sc + 4 * jb, vexp(_mm512_sub_ps(_mm512_load_ps(sc + 4 * jb), vm)));
+}
+
+inline void group_sum(const float* sc, const int64_t* nv, int nq, int64_t nt, const float* alpha, float* l) {
     // running sums, one sequential chain per row in key order (4 rows in the lanes of an xmm)
     // (zmm ops on lanes 0-3 only: the portable build's AVX-512 target has no AVX512VL)
-    const __m512i nvv = _mm512_broadcast_i32x4(_mm_setr_epi32(static_cast<int>(nv[0]), static_cast<int>(nv[1]),
-                                                               static_cast<int>(nv[2]), static_cast<int>(nv[3])));
     // (l times alpha in every row: x 1 is exact, so the same bits as scaling only where alpha != 1;
     // masked loads and stores, not an array copy: no store-forwarding stall)
+    const __m512i nvv = _mm512_broadcast_i32x4(_mm_setr_epi32(static_cast<int>(nv[0]), static_cast<int>(nv[1]),
+                                                               static_cast<int>(nv[2]), static_cast<int>(nv[3])));
     const __mmask16 rows = static_cast<__mmask16>((1u << nq) - 1u);
     __m512 lv = _mm512_mul_ps(_mm512_maskz_loadu_ps(rows, l), _mm512_maskz_loadu_ps(rows, alpha));
     for (int64_t j = 0; j < nt; ++j) {
@@ -373,7 +376,8 @@ void block_tile(const AttentionSpec& s, RowBlock& b, const Tiles& tiles, int64_t
         }
         float alpha[4], mn[4];
         group_tile_max(sc, nv, nq, nt, b.m + g0, alpha, mn);
-        group_exp_sum(sc, nv, nq, nt, mn, alpha, b.l + g0);
+        group_exp(sc, nt, mn);
+        group_sum(sc, nv, nq, nt, alpha, b.l + g0);
         for (int i = 0; i < nq; ++i) scale_acc(b.acc[g0 + i], alpha[i], dv);
     }
     const T* Vt = tiles.vtile(j0, n_tile);
