@@ -390,13 +390,17 @@ void block_tile(const AttentionSpec& s, RowBlock& b, const Tiles& tiles, int64_t
     }
 }
 
+// A row's output = acc x this, from its final running max m and sum l (and sink logit, or null).
+inline float finish_scale(float m, float l, const float* sink) {
+    if (!sink) return 1.0f / l;
+    // as attend_heads: the sink joins the denominator last
+    const float sk = *sink, mn = std::fmax(m, sk), a = std::exp(m - mn);
+    return a / (l * a + std::exp(sk - mn));
+}
+
 inline void block_finish(const RowBlock& b, int64_t dv) {
     for (int64_t r = 0; r < b.R; ++r) {
-        float inv = 1.0f / b.l[r];
-        if (b.rows[r].sink) {  // as attend_heads: the sink joins the denominator last
-            const float sk = *b.rows[r].sink, mn = std::fmax(b.m[r], sk), a = std::exp(b.m[r] - mn);
-            inv = a / (b.l[r] * a + std::exp(sk - mn));
-        }
+        const float inv = finish_scale(b.m[r], b.l[r], b.rows[r].sink);
         for (int64_t i = 0; i < dv; ++i) b.rows[r].out[i] = b.acc[r][i] * inv;
     }
 }
