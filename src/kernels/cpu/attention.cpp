@@ -353,40 +353,52 @@ void block_tile(const AttentionSpec& s, RowBlock& b, const Tiles& tiles, int64_t
     alignas(64) float scg[kBlockRows / 4][4 * kAttentionTile];  // per row group: lane 4 j + i
     int64_t nvg[kBlockRows / 4][4];
     const int64_t n_tile = std::min(kAttentionTile, b.nmax - j0);
+    for (int64_t g0 = 0; g0 < R; g0 += 4)
+        for (int i = 0; i < 4; ++i)
+            nvg[g0 / 4][i] = g0 + i < R ? std::clamp<int64_t>(rows[g0 + i].n - j0, 0, kAttentionTile) : 0;
     // Two passes over the row groups, scores + softmax with the K tile, then P.V with the V tile,
-    // so only one of them needs to stay in L1 (each row's own operation order is unchanged).
-    const T* Kt = tiles.ktile(j0, n_tile);
+    // so only one of them needs to stay in L1 (each row's own operation order is unchanged). A
+    // staged source hands each over in parts of tiles.stage keys (Q8Tiles: 32 keys, 16 KiB of f32
+    // for d = 128, which L1 holds beside the block's 32 queries or accumulators; a whole 32 KiB
+    // tile did not fit with them); keys and each row's P.V chain stay in key order.
     const __m512 vscale = _mm512_set1_ps(scale);
+    for (int64_t h0 = 0; h0 < n_tile; h0 += tiles.stage) {
+        const T* Kt = tiles.ktile(j0 + h0, std::min(tiles.stage, n_tile - h0));
+        for (int64_t g0 = 0; g0 < R; g0 += 4) {
+            const int nq = static_cast<int>(std::min<int64_t>(4, R - g0));
+            const int64_t* nv = nvg[g0 / 4];
+            const int64_t nt = std::max(std::max(nv[0], nv[1]), std::max(nv[2], nv[3]));
+            const float* q[4];
+            for (int i = 0; i < 4; ++i) q[i] = rows[g0 + std::min(i, nq - 1)].q;
+            for (int64_t jb = h0; jb < std::min(nt, h0 + tiles.stage); jb += 4) {
+                if (g0 == 0)
+                    for (int k = 0; k < 4; ++k) tiles.prefetch(j0 + jb + k);
+                group_scores4(q, nq, Kt, ks, jb - h0, nt - h0, dvec, dk, tail, vscale, scg[g0 / 4] + 4 * h0);
+            }
+        }
+    }
     for (int64_t g0 = 0; g0 < R; g0 += 4) {
         const int nq = static_cast<int>(std::min<int64_t>(4, R - g0));
-        int64_t* nv = nvg[g0 / 4];
-        int64_t nt = 0;
-        for (int i = 0; i < 4; ++i) {
-            nv[i] = i < nq ? std::clamp<int64_t>(rows[g0 + i].n - j0, 0, kAttentionTile) : 0;
-            nt = std::max(nt, nv[i]);
-        }
+        const int64_t* nv = nvg[g0 / 4];
+        const int64_t nt = std::max(std::max(nv[0], nv[1]), std::max(nv[2], nv[3]));
         if (nt == 0) continue;
         float* sc = scg[g0 / 4];
-        const float* q[4];
-        for (int i = 0; i < 4; ++i) q[i] = rows[g0 + std::min(i, nq - 1)].q;
-        for (int64_t jb = 0; jb < nt; jb += 4) {
-            if (g0 == 0)
-                for (int k = 0; k < 4; ++k) tiles.prefetch(j0 + jb + k);
-            group_scores4(q, nq, Kt, ks, jb, nt, dvec, dk, tail, vscale, sc);
-        }
         float alpha[4], mn[4];
         group_tile_max(sc, nv, nq, nt, b.m + g0, alpha, mn);
         group_exp(sc, nt, mn);
         group_sum(sc, nv, nq, nt, alpha, b.l + g0);
         for (int i = 0; i < nq; ++i) scale_acc(b.acc[g0 + i], alpha[i], dv);
     }
-    const T* Vt = tiles.vtile(j0, n_tile);
-    for (int64_t g0 = 0; g0 < R; g0 += 4) {
-        const int nq = static_cast<int>(std::min<int64_t>(4, R - g0));
-        const int64_t* nv = nvg[g0 / 4];
-        float* ac[4];
-        for (int i = 0; i < 4; ++i) ac[i] = b.acc[g0 + std::min(i, nq - 1)];
-        group_pv(ac, scg[g0 / 4], Vt, vs, nv, nq, 0, kAttentionTile, dv);
+    for (int64_t h0 = 0; h0 < n_tile; h0 += tiles.stage) {
+        const T* Vt = tiles.vtile(j0 + h0, std::min(tiles.stage, n_tile - h0));
+        for (int64_t g0 = 0; g0 < R; g0 += 4) {
+            const int nq = static_cast<int>(std::min<int64_t>(4, R - g0));
+            int64_t nv[4];  // this part's keys of each row
+            for (int i = 0; i < 4; ++i) nv[i] = std::clamp<int64_t>(nvg[g0 / 4][i] - h0, 0, tiles.stage);
+            float* ac[4];
+            for (int i = 0; i < 4; ++i) ac[i] = b.acc[g0 + std::min(i, nq - 1)];
+            group_pv(ac, scg[g0 / 4] + 4 * h0, Vt, vs, nv, nq, 0, tiles.stage, dv);
+        }
     }
 }
 
