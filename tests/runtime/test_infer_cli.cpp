@@ -4,6 +4,8 @@
 // architecture, missing tensor, mis-shaped tensor (files rewritten with gguf::Writer), token id out
 // of range, prompt longer than --ctx, F16... types without a kernel.
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -311,6 +313,29 @@ TEST(InferCli, BenchPrintsRows) {
     for (const char* key : {"\"tests\"", "\"pp16\"", "\"tg4\"", "\"ceiling_frac\"", "\"membw_gbs\": 10.00", "\"peak_rss_bytes\""})
         EXPECT_NE(j.out.find(key), std::string::npos) << key << "\n" << j.out;
     EXPECT_EQ(std::string::npos, j.out.find("membw_around_gbs")) << j.out;  // --bw: no samples
+
+    // --kv-type with a list: one session per type side by side, one row per type and test, each
+    // row with its type and KV bytes (q8_0: 34 bytes per 32 values, about half of f16's 64)
+    const Result kv = run_moe("bench -m " + path + " -p 16 -n 4 -d 8 -r 2 -t 2 -o json --bw 10 --kv-type f16,q8_0");
+    ASSERT_EQ(0, kv.code) << kv.err;
+    const auto kj = nlohmann::json::parse(kv.out);
+    ASSERT_EQ(4u, kj["tests"].size()) << kv.out;
+    const char* want_tests[] = {"pp16 @ d8 kv f16", "pp16 @ d8 kv q8_0", "tg4 @ d8 kv f16", "tg4 @ d8 kv q8_0"};
+    for (size_t i = 0; i < 4; ++i) {
+        EXPECT_EQ(want_tests[i], kj["tests"][i]["test"].get<std::string>()) << kv.out;
+        EXPECT_EQ(i % 2 ? "q8_0" : "f16", kj["tests"][i]["kv_type"].get<std::string>()) << kv.out;
+        EXPECT_EQ(2u, kj["tests"][i]["tps_reps"].size()) << kv.out;
+        EXPECT_GT(kj["tests"][i]["tps_mean"].get<double>(), 0.0) << kv.out;
+    }
+    const double f16_bytes = kj["tests"][0]["kv_bytes"].get<double>(), q8_bytes = kj["tests"][1]["kv_bytes"].get<double>();
+    EXPECT_NEAR(q8_bytes / f16_bytes, 34.0 / 64.0, 0.02) << kv.out;
+    const Result kvmd = run_moe("bench -m " + path + " -p 8 -n 2 -r 1 -t 1 --bw 10 --kv-type f32,f16,q8_0");
+    ASSERT_EQ(0, kvmd.code) << kvmd.err;
+    for (const char* row : {"| pp8 kv f32 |", "| pp8 kv f16 |", "| pp8 kv q8_0 |", "| tg2 kv q8_0 |"})
+        EXPECT_EQ(2, count_lines_with(kvmd.out, row)) << row << "\n" << kvmd.out;  // t/s table, stage split
+    EXPECT_EQ(1, count_lines_with(kvmd.out, "KV cache q8_0: ")) << kvmd.out;
+    expect_error(run_moe("bench -m " + path + " --kv-type f16,q4"), {"'q4'", "f16, q8_0"});
+    expect_error(run_moe("bench -m " + path + " --kv-type f16,q8_0 --mem 1G"), {"several types", "--mem"});
 
     const Result bw = run_moe("bench --membw --membw-mib 16 -t 1 -r 1");
     ASSERT_EQ(0, bw.code) << bw.err;

@@ -54,7 +54,7 @@ namespace {
 void bench_usage(std::FILE* out) {
     std::fprintf(out,
                  "usage: moe bench -m MODEL [-p N] [-n N] [-d N] [-t THREADS] [-r REPS] [--batch N] [-o md|json]\n"
-                 "                 [--kv-type f32|f16|q8_0] [--swa-full] [--bw GBS]\n"
+                 "                 [--kv-type f32|f16|q8_0[,...]] [--swa-full] [--bw GBS]\n"
                  "       moe bench --membw [-t THREADS] [--membw-mib MIB] [-r REPS]\n"
                  "  Prints llama-bench-style rows: pp N (prompt tokens/s) and tg N (generated tokens/s),\n"
                  "  mean ± sd over REPS runs after one warm-up, the stage split, the fraction of the\n"
@@ -66,7 +66,9 @@ void bench_usage(std::FILE* out) {
                  "  -r N          repetitions (default 5)\n"
                  "  --batch N     rows per forward call for pp (default 512)\n"
                  "  -o md|json    output format (default md)\n"
-                 "  --kv-type T   KV cache type f32 (default), f16 or q8_0 (approximate)\n"
+                 "  --kv-type T   KV cache type f32 (default), f16 or q8_0 (approximate); a list (f16,q8_0: up\n"
+                 "                to 4) runs one session per type side by side: pp repetitions and tg tokens\n"
+                 "                alternate between them, one row per type (\"... kv T\"); not with --mem / --ep\n"
                  "  --swa-full    sliding-window layers keep every position (default: a ring)\n"
                  "  --bw GBS      read bandwidth for the ceiling (default: measured, 1 GiB, best of 5)\n"
                  "  --membw       only measure the read bandwidth with -t threads and print GB/s\n"
@@ -267,6 +269,7 @@ struct Row {
     std::vector<double> tps;        // per timed rep
     std::vector<double> bw_around;  // tg: read bandwidth measured before the first and after each rep, GB/s
     std::string cache_summary, cache_json;  // expert cache (--mem) over the timed repetitions
+    size_t kv = 0;                          // its session (--kv-type's list index)
 };
 
 struct Split {
@@ -298,7 +301,7 @@ int cmd_bench(int argc, char** argv) {
     int64_t n_prompt = 512, n_gen = 128, depth = 0, reps = 5, membw_mib = 1024;
     bool membw_only = false;
     double bw_given = 0;
-    DType kv_type = DType::F32;
+    std::vector<DType> kv_types = {DType::F32};  // --kv-type A,B: one session each, side by side
     bool swa_full = false;
     model::ModelOptions mo = cli_model_options();
     for (int i = 1; i < argc; ++i) {
@@ -326,7 +329,14 @@ int cmd_bench(int argc, char** argv) {
                 throw_error("bench", "-o '", out_fmt, "' is not one of md, json");
         } else if (parse_cache_option(argc, argv, i, cmd, mo.cache)) {
         } else if (a == "--kv-type") {
-            kv_type = parse_kv_type(arg_value(argc, argv, i, cmd), cmd);
+            kv_types.clear();
+            const std::string list = arg_value(argc, argv, i, cmd);
+            for (size_t b = 0; b <= list.size();) {
+                const size_t e = std::min(list.find(',', b), list.size());
+                kv_types.push_back(parse_kv_type(list.substr(b, e - b), cmd));
+                b = e + 1;
+            }
+            if (kv_types.size() > 4) throw_error("bench", "--kv-type lists ", kv_types.size(), " types; at most 4");
         } else if (a == "--swa-full") {
             swa_full = true;
         } else if (a == "--bw") {
@@ -366,6 +376,9 @@ int cmd_bench(int argc, char** argv) {
 
     mo.n_ctx = std::max<int64_t>(depth + n_prompt + n_gen, 16);
     mo.max_batch = std::min(mo.max_batch, std::max<int64_t>({n_prompt, std::min<int64_t>(depth, 512), 1}));
+    const DType kv_type = kv_types[0];
+    if (kv_types.size() > 1 && (mo.cache.mem_budget > 0 || epa.on))
+        throw_error("bench", "--kv-type with several types is not supported with --mem or --ep; give one type");
     mo.cache.kv_type = kv_type;  // --mem: the budget's KV term is the session's cache
     mo.cache.swa_full = swa_full;
     Timer load_timer;
@@ -377,12 +390,22 @@ int cmd_bench(int argc, char** argv) {
     const double touch_s = ep ? 0.0 : touch_weights(*m);
     const int threads = m->options().n_threads;
     ThreadPool pool(threads);
-    runtime::Session session(*m, pool, {mo.n_ctx, 1, kv_type, swa_full});
+    if (kv_types.size() > 1 && m->expert_cache())
+        throw_error("bench", "--kv-type with several types is not supported with --mem; give one type");
+    // One session per KV type, all on this model and pool: the tests run them side by side (pp
+    // repetitions and tg tokens alternate between them), so the VM's drift hits all alike.
+    std::vector<std::unique_ptr<runtime::Session>> sessions;
+    for (DType t : kv_types) sessions.push_back(std::make_unique<runtime::Session>(*m, pool, runtime::SessionOptions{mo.n_ctx, 1, t, swa_full}));
+    const size_t n_sess = sessions.size();
     const int64_t V = m->config().n_vocab;
     std::vector<float> logits(static_cast<size_t>(V));
     const double active = active_bytes_per_token(*m);
     const double ceiling_tps = bw * 1e9 / active;
-    const double kv_bytes = static_cast<double>(session.kv().cache().bytes());  // rings included
+    std::vector<double> kv_bytes_of;  // per session, rings included
+    for (const auto& se : sessions) kv_bytes_of.push_back(static_cast<double>(se->kv().cache().bytes()));
+    const double kv_bytes = kv_bytes_of[0];
+    double kv_total = 0;
+    for (double b : kv_bytes_of) kv_total += b;
 
     const std::string name = m->config().arch + " " + m->config().name;
     // "+amx": the panel GEMMs (prefill over repacked weights) run on AMX tiles (kernels/cpu/isa.h amx_usable)
@@ -397,67 +420,89 @@ int cmd_bench(int argc, char** argv) {
                      preload_timer.seconds());
     const std::string at_depth = depth > 0 ? " @ d" + std::to_string(depth) : "";
     if (depth > 0)  // the context every run starts from (runs truncate back to it)
-        session.eval(0, random_tokens(depth, V, 7777), logits.data(), false);
-    auto reset = [&] {
+        for (auto& se : sessions) se->eval(0, random_tokens(depth, V, 7777), logits.data(), false);
+    auto reset = [&](runtime::Session& se) {
         // a sliding-window ring keeps max_batch - 1 rows past its window: enough to rewind a pp
         // run of up to max_batch rows; otherwise build the context again
-        if (session.kv().cache().truncate(0, depth) != depth && depth > 0)
-            session.eval(0, random_tokens(depth, V, 7777), logits.data(), false);
+        if (se.kv().cache().truncate(0, depth) != depth && depth > 0)
+            se.eval(0, random_tokens(depth, V, 7777), logits.data(), false);
     };
     // This VM's read bandwidth drifts 2x within minutes, so a tg row's ceiling uses samples taken
     // around its own repetitions (child processes, 256 MiB or --membw-mib if less, best of 3: ~0.1 s
     // each), not the one taken before the load: rep r against the mean of the samples around it.
+    // body(rep, secs) runs one repetition on every session and adds each one's seconds to secs[k];
+    // one row per session (test name + " kv T" when there are several), the first row's index back.
     auto run_test = [&](const std::string& test, int64_t n, bool bracket_bw, auto&& body) {
-        body(0);  // warm-up
-        session.stats().reset(m->config().n_layer, static_cast<int>(m->config().n_expert));
+        std::vector<double> secs(n_sess, 0.0);
+        body(0, secs);  // warm-up
+        for (auto& se : sessions) se->stats().reset(m->config().n_layer, static_cast<int>(m->config().n_expert));
         if (m->expert_cache()) m->expert_cache()->reset_counters();
-        std::vector<double> tps, bw_around;
+        std::vector<std::vector<double>> tps(n_sess);
+        std::vector<double> bw_around;
         bracket_bw = bracket_bw && !(bw_given > 0) && !ep;
         const int64_t bracket_mib = std::min<int64_t>(membw_mib, 256);
         if (bracket_bw) bw_around.push_back(measure_read_bw_child(threads, bracket_mib, 3));
         for (int64_t r = 0; r < reps; ++r) {
-            Timer t;
-            body(r + 1);
-            tps.push_back(static_cast<double>(n) / t.seconds());
+            std::fill(secs.begin(), secs.end(), 0.0);
+            body(r + 1, secs);
+            for (size_t k = 0; k < n_sess; ++k) tps[k].push_back(static_cast<double>(n) / secs[k]);
             if (bracket_bw) bw_around.push_back(measure_read_bw_child(threads, bracket_mib, 3));
         }
-        Row row;
-        row.test = test;
-        row.bw_around = std::move(bw_around);
-        row.tps = tps;
-        for (double v : tps) row.mean += v;
-        row.mean /= static_cast<double>(tps.size());
-        double var = 0;
-        for (double v : tps) var += (v - row.mean) * (v - row.mean);
-        row.sd = tps.size() > 1 ? std::sqrt(var / static_cast<double>(tps.size() - 1)) : 0.0;
-        row.stats = session.stats();
-        if (const ExpertCache* c = m->expert_cache()) row.cache_summary = c->summary(), row.cache_json = c->json();
-        rows.push_back(row);
-        return &rows.back();
+        const size_t first = rows.size();
+        for (size_t k = 0; k < n_sess; ++k) {
+            Row row;
+            row.test = n_sess > 1 ? test + " kv " + dtype_name(kv_types[k]) : test;
+            row.kv = k;
+            row.bw_around = bw_around;
+            row.tps = tps[k];
+            for (double v : row.tps) row.mean += v;
+            row.mean /= static_cast<double>(row.tps.size());
+            double var = 0;
+            for (double v : row.tps) var += (v - row.mean) * (v - row.mean);
+            row.sd = row.tps.size() > 1 ? std::sqrt(var / static_cast<double>(row.tps.size() - 1)) : 0.0;
+            row.stats = sessions[k]->stats();
+            if (const ExpertCache* c = m->expert_cache()) row.cache_summary = c->summary(), row.cache_json = c->json();
+            rows.push_back(row);
+        }
+        return first;
     };
+    // The session order turns with the repetition (pp) or the token (tg), so none always runs first.
     if (n_prompt > 0)
-        run_test("pp" + std::to_string(n_prompt) + at_depth, n_prompt, false, [&](int64_t rep) {
-            reset();
-            session.eval(0, random_tokens(n_prompt, V, static_cast<uint64_t>(rep)), logits.data(), false);
+        run_test("pp" + std::to_string(n_prompt) + at_depth, n_prompt, false, [&](int64_t rep, std::vector<double>& secs) {
+            for (size_t i = 0; i < n_sess; ++i) {
+                const size_t k = (i + static_cast<size_t>(rep)) % n_sess;
+                reset(*sessions[k]);
+                Timer t;
+                sessions[k]->eval(0, random_tokens(n_prompt, V, static_cast<uint64_t>(rep)), logits.data(), false);
+                secs[k] += t.seconds();
+            }
         });
     if (n_gen > 0) {
-        Row* r = run_test("tg" + std::to_string(n_gen) + at_depth, n_gen, true, [&](int64_t rep) {
-            reset();
+        const size_t first = run_test("tg" + std::to_string(n_gen) + at_depth, n_gen, true, [&](int64_t rep, std::vector<double>& secs) {
+            for (auto& se : sessions) reset(*se);
             const auto toks = random_tokens(n_gen, V, 1000 + static_cast<uint64_t>(rep));
             std::vector<int32_t> one(1);
-            for (int32_t id : toks) {
-                one[0] = id;
-                session.eval(0, one, logits.data(), false);
+            for (size_t j = 0; j < toks.size(); ++j) {
+                one[0] = toks[j];
+                for (size_t i = 0; i < n_sess; ++i) {
+                    const size_t k = (i + j) % n_sess;
+                    Timer t;
+                    sessions[k]->eval(0, one, logits.data(), false);
+                    secs[k] += t.seconds();
+                }
             }
         });
-        r->ceiling_frac = r->mean / ceiling_tps;
-        if (r->bw_around.size() == static_cast<size_t>(reps) + 1) {  // per rep against its own samples
-            double f = 0;
-            for (int64_t i = 0; i < reps; ++i) {
-                const double bw_i = 0.5 * (r->bw_around[static_cast<size_t>(i)] + r->bw_around[static_cast<size_t>(i) + 1]);
-                f += (r->tps[static_cast<size_t>(i)] * active) / (bw_i * 1e9);
+        for (size_t k = 0; k < n_sess; ++k) {
+            Row* r = &rows[first + k];
+            r->ceiling_frac = r->mean / ceiling_tps;
+            if (r->bw_around.size() == static_cast<size_t>(reps) + 1) {  // per rep against its own samples
+                double f = 0;
+                for (int64_t i = 0; i < reps; ++i) {
+                    const double bw_i = 0.5 * (r->bw_around[static_cast<size_t>(i)] + r->bw_around[static_cast<size_t>(i) + 1]);
+                    f += (r->tps[static_cast<size_t>(i)] * active) / (bw_i * 1e9);
+                }
+                r->ceiling_frac = f / static_cast<double>(reps);
             }
-            r->ceiling_frac = f / static_cast<double>(reps);
         }
     }
     const double rss = peak_rss_bytes();
@@ -471,12 +516,14 @@ int cmd_bench(int argc, char** argv) {
                     MOE_VERSION, MOE_BUILD_FLAGS);
         std::printf("  \"membw_gbs\": %.2f, \"active_bytes_per_token\": %.0f, \"ceiling_tps\": %.2f,\n", bw, active,
                     ceiling_tps);
+        // (kv_bytes / kv_type: the first session's; each test row has its own)
         std::printf("  \"peak_rss_bytes\": %.0f, \"kv_bytes\": %.0f, \"kv_type\": \"%s\", \"depth\": %lld, \"load_s\": %.4f, \"first_touch_s\": %.4f,\n", rss,
                     kv_bytes, dtype_name(kv_type), static_cast<long long>(depth), load_s, touch_s);
         std::printf("  \"tests\": [\n");
         for (size_t i = 0; i < rows.size(); ++i) {
             const Row& r = rows[i];
-            std::printf("    {\"test\": \"%s\", \"tps_mean\": %.3f, \"tps_sd\": %.3f", r.test.c_str(), r.mean, r.sd);
+            std::printf("    {\"test\": \"%s\", \"kv_type\": \"%s\", \"kv_bytes\": %.0f, \"tps_mean\": %.3f, \"tps_sd\": %.3f", r.test.c_str(),
+                        dtype_name(kv_types[r.kv]), kv_bytes_of[r.kv], r.mean, r.sd);
             std::printf(", \"tps_reps\": [");
             for (size_t j = 0; j < r.tps.size(); ++j) std::printf("%s%.4f", j ? ", " : "", r.tps[j]);
             std::printf("]");
@@ -539,11 +586,13 @@ int cmd_bench(int argc, char** argv) {
                         "the mean over the repetitions of t/s x active bytes / the mean of the two samples around it\n",
                         r.test.c_str(), *lo, *hi);
         }
-    std::printf("KV cache %s: %s for %lld positions (%.0f bytes per token)\n", dtype_name(kv_type), human_size(kv_bytes).c_str(),
-                static_cast<long long>(mo.n_ctx), kv_bytes / static_cast<double>(mo.n_ctx));
+    for (size_t k = 0; k < n_sess; ++k)
+        std::printf("KV cache %s: %s for %lld positions (%.0f bytes per token)\n", dtype_name(kv_types[k]),
+                    human_size(kv_bytes_of[k]).c_str(), static_cast<long long>(mo.n_ctx),
+                    kv_bytes_of[k] / static_cast<double>(mo.n_ctx));
     std::printf("peak RSS %s = %.3f x (file %s + KV %s); load %.3f s (mmap open + validate + bind), first touch of "
                 "all weight pages %.3f s\n",
-                human_size(rss).c_str(), rss / (file + kv_bytes), human_size(file).c_str(), human_size(kv_bytes).c_str(),
+                human_size(rss).c_str(), rss / (file + kv_total), human_size(file).c_str(), human_size(kv_total).c_str(),
                 load_s, touch_s);
     print_page_sizes(*m);
     if (!m->repack_note().empty()) std::printf("%s\n", m->repack_note().c_str());
