@@ -351,11 +351,15 @@ void block_tile(const AttentionSpec& s, RowBlock& b, const Tiles& tiles, int64_t
     const QRow* rows = b.rows;
     const int64_t R = b.R;
     alignas(64) float scg[kBlockRows / 4][4 * kAttentionTile];  // per row group: lane 4 j + i
-    int64_t nvg[kBlockRows / 4][4];
+    int64_t nvg[kBlockRows / 4][4], ntg[kBlockRows / 4];  // per row group: each row's keys here, their most
     const int64_t n_tile = std::min(kAttentionTile, b.nmax - j0);
-    for (int64_t g0 = 0; g0 < R; g0 += 4)
-        for (int i = 0; i < 4; ++i)
+    for (int64_t g0 = 0; g0 < R; g0 += 4) {
+        ntg[g0 / 4] = 0;
+        for (int i = 0; i < 4; ++i) {
             nvg[g0 / 4][i] = g0 + i < R ? std::clamp<int64_t>(rows[g0 + i].n - j0, 0, kAttentionTile) : 0;
+            ntg[g0 / 4] = std::max(ntg[g0 / 4], nvg[g0 / 4][i]);
+        }
+    }
     // Two passes over the row groups, scores + softmax with the K tile, then P.V with the V tile,
     // so only one of them needs to stay in L1 (each row's own operation order is unchanged). A
     // staged source hands each over in parts of tiles.stage keys (Q8Tiles: 32 keys, 16 KiB of f32
@@ -366,8 +370,7 @@ void block_tile(const AttentionSpec& s, RowBlock& b, const Tiles& tiles, int64_t
         const T* Kt = tiles.ktile(j0 + h0, std::min(tiles.stage, n_tile - h0));
         for (int64_t g0 = 0; g0 < R; g0 += 4) {
             const int nq = static_cast<int>(std::min<int64_t>(4, R - g0));
-            const int64_t* nv = nvg[g0 / 4];
-            const int64_t nt = std::max(std::max(nv[0], nv[1]), std::max(nv[2], nv[3]));
+            const int64_t nt = ntg[g0 / 4];
             const float* q[4];
             for (int i = 0; i < 4; ++i) q[i] = rows[g0 + std::min(i, nq - 1)].q;
             for (int64_t jb = h0; jb < std::min(nt, h0 + tiles.stage); jb += 4) {
@@ -380,7 +383,7 @@ void block_tile(const AttentionSpec& s, RowBlock& b, const Tiles& tiles, int64_t
     for (int64_t g0 = 0; g0 < R; g0 += 4) {
         const int nq = static_cast<int>(std::min<int64_t>(4, R - g0));
         const int64_t* nv = nvg[g0 / 4];
-        const int64_t nt = std::max(std::max(nv[0], nv[1]), std::max(nv[2], nv[3]));
+        const int64_t nt = ntg[g0 / 4];
         if (nt == 0) continue;
         float* sc = scg[g0 / 4];
         float alpha[4], mn[4];
