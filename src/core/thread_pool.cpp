@@ -116,4 +116,40 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, FnRef<void(int64_t, int6
     run(body);
 }
 
+void ThreadPool::guided_for(const GuidedSpec& spec, FnRef<void(int64_t, int64_t, int)> fn) {
+    const int64_t n = spec.n, align = std::max<int64_t>(1, spec.align);
+    const int64_t min_chunk = (std::max<int64_t>(1, spec.min_chunk) + align - 1) / align * align;
+    const int64_t max_chunk = spec.max_chunk > 0 ? std::max(min_chunk, spec.max_chunk / align * align) : n;
+    if (n <= 0) return;
+    // The end of the chunk that starts at c (the cut after c bounds it).
+    auto chunk_end = [&](int64_t c) {
+        int64_t seg_end = n;
+        for (int i = 0; i < spec.n_cuts; ++i)
+            if (spec.cuts[i] > c) {
+                seg_end = spec.cuts[i];
+                break;
+            }
+        const int64_t size = std::clamp((n - c) / n_threads_ / align * align, min_chunk, max_chunk);
+        return std::min(seg_end, c + size);
+    };
+    if (n_threads_ == 1) {
+        for (int64_t c = 0; c < n;) {
+            const int64_t e = chunk_end(c);
+            fn(c, e, 0);
+            c = e;
+        }
+        return;
+    }
+    std::atomic<int64_t> cursor{0};
+    run([&](int tid, int) {
+        int64_t c = cursor.load(std::memory_order_relaxed);
+        while (c < n) {
+            const int64_t e = chunk_end(c);
+            if (!cursor.compare_exchange_weak(c, e, std::memory_order_relaxed)) continue;  // c reloaded
+            fn(c, e, tid);
+            c = cursor.load(std::memory_order_relaxed);
+        }
+    });
+}
+
 }  // namespace moe

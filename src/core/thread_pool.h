@@ -38,6 +38,22 @@ public:
     // so results written per item are independent of scheduling.
     void parallel_for(int64_t n, int64_t grain, FnRef<void(int64_t, int64_t, int)> fn);
 
+    // Guided self-scheduling over [0, n): each claim takes (what is left) / n_threads items,
+    // rounded down to a multiple of `align`, within [min_chunk, max_chunk], and never across a cut (an item
+    // index where a new segment starts, e.g. the next matrix). So the first chunks are long (few
+    // stream restarts) and the last ones short (the threads finish together). Each chunk follows
+    // from the one before it, so the boundaries are fixed by the spec and the thread count, not by
+    // timing; only which thread runs a chunk varies.
+    struct GuidedSpec {
+        int64_t n = 0;
+        int64_t align = 1;      // chunk starts stay multiples of align when every cut is one
+        int64_t min_chunk = 1;  // rounded up to a multiple of align; a segment's last chunk may be shorter
+        int64_t max_chunk = 0;  // 0: none; else rounded down to a multiple of align (at least min_chunk)
+        const int64_t* cuts = nullptr;  // ascending, in (0, n); n_cuts of them
+        int n_cuts = 0;
+    };
+    void guided_for(const GuidedSpec& spec, FnRef<void(int64_t, int64_t, int)> fn);
+
     static constexpr int kSpinIters = 20000;
     // One pause of a spin-wait loop (the pool's own and those of jobs that wait on each other).
     static void relax();

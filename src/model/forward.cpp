@@ -135,66 +135,91 @@ void Forward::project(ThreadPool& pool, const Proj& p, const float* x, const voi
 
 void Forward::project_many(ThreadPool& pool, const Proj* const* ps, float* const* ys, int count, const float* x,
                            const void* xq, int64_t n) {
-    // Output rows per task: about 8 tasks per thread (dynamic hand-out evens out the threads),
-    // a multiple of 16 (the kernels' register blocks), at least 16 and at most 256 rows. The
-    // projections of one input (q/k/v, gate/up) are cut into tasks together: one pool dispatch.
-    const int64_t T = pool.size();
-    int64_t total = 0;
-    for (int i = 0; i < count; ++i) total += ps[i]->n_out;
+    MOE_ASSERT(count >= 1 && count <= 4, "project_many of ", count);
+    int64_t ends[5] = {0};  // output rows of the projections, one after the other
+    bool all_panels = n <= 2;
+    for (int i = 0; i < count; ++i) {
+        MOE_ASSERT(ps[i]->kernel && ps[i]->w, "projection without weights");
+        ends[i + 1] = ends[i] + ps[i]->n_out;
+        all_panels = all_panels && ps[i]->panels;
+    }
+    // Output rows [n0, n1) of projection i.
+    auto rows = [&](int i, int64_t n0, int64_t n1) {
+        const Proj& p = *ps[i];
+        const int64_t N = p.n_out;
+        float* y = ys[i];
+        kernels::MatmulArgs a;
+        a.w = p.w;
+        a.w_row_stride = p.row_stride;
+        a.x = x;
+        a.ldx = p.n_in;
+        a.xq = xq;
+        a.xq_stride = xq_stride_;
+        a.y = y + n0;  // the kernel writes column (n - n0)
+        a.ldy = N;
+        a.m = n;
+        a.K = p.n_in;
+        a.n0 = n0;
+        a.n1 = n1;
+        // --repack's panels (a.n0 a multiple of 16): only types with a panel GEMM are repacked
+        // (Model::repack_dense), so every call is served and the blocks are never read
+        // MOE_AMX_BF16=1: prefill of F16 / BF16 projections on AMX-BF16 tiles (a.n0 a multiple of 16)
+        if (p.bf16_panels && n >= kernels::bf16amx::kMinRows) kernels::bf16amx::matmul_bf16_amx({p.bf16_panels, p.n_out, p.n_in}, a);
+        else if (p.panels) kernels::panel::panel_matmul({p.type, p.panels, p.n_out, p.n_in}, a, true, p.kernel->amx);
+        else (*p.kernel)(a);
+        if (p.bias)
+            for (int64_t r = 0; r < n; ++r)
+                for (int64_t j = n0; j < n1; ++j) y[r * N + j] += p.bias[j];
+    };
+    const int64_t T = pool.size(), total = ends[count];
+    // Decode over panels (--repack): guided chunks (ThreadPool::guided_for) over all the
+    // projections' rows, never across a projection. The first chunks are long, so each panel GEMV
+    // call streams a long contiguous range and its prefetch runs ahead; the last ones are short, so
+    // the threads finish together instead of one waiting out the other's last quarter. Chunks of
+    // at least ~96 KiB of panels (a few microseconds of streaming) and at most ~8 MiB: a huge matrix
+    // (gpt-oss's lm head, 201088 x 2880 Q8_0 = 615 MB) in halves would leave a thread that a noisy
+    // neighbour slows with a long chunk while the other waits. Token by token against the earlier
+    // fixed ~4 tasks per thread (OLMoE Q4_K_M, 2 threads): -2.3 % per token (docs/PERFORMANCE.md,
+    // session 33).
+    const int64_t stride = std::max<int64_t>(1, static_cast<int64_t>(ps[0]->row_stride));
+    if (all_panels && T > 1) {
+        ThreadPool::GuidedSpec g;
+        g.n = total;
+        g.align = 16;  // the panels' rows
+        g.min_chunk = (int64_t{96} << 10) / stride;
+        g.max_chunk = (int64_t{8} << 20) / stride;
+        g.cuts = ends + 1;
+        g.n_cuts = count - 1;
+        pool.guided_for(g, [&](int64_t b, int64_t e, int) {
+            int i = 0;
+            while (b >= ends[i + 1]) ++i;
+            rows(i, b - ends[i], e - ends[i]);
+        });
+        return;
+    }
+    // Otherwise tasks of a fixed number of output rows: about 8 tasks per thread (dynamic hand-out
+    // evens out the threads), a multiple of 16 (the kernels' register blocks), at least 16 and at
+    // most 256 rows. The projections of one input (q/k/v, gate/up) are cut into tasks together:
+    // one pool dispatch.
     int64_t grain = std::clamp<int64_t>(total / (8 * T), 16, 256);
     grain = (grain + 15) / 16 * 16;
-    // Decode over panels (--repack): ~4 tasks per thread, so each panel GEMV call streams a long
-    // contiguous range and its prefetch runs ahead instead of restarting every 256 rows (as the
-    // experts' decode tiles, moe/experts.cpp pick_col_tile). OLMoE Q4_K_M, moe bench tg128 on 2
-    // threads: head share of decode 11.6-12.3 % with 256-row tasks, 9.8-10.8 % with these (noisy).
-    // At most ~8 MiB of panels per task, though: a huge matrix (gpt-oss's lm head, 201088 x 2880
-    // Q8_0 = 615 MB) in 4 tasks per thread leaves a thread that a noisy neighbour slows with up to a
-    // quarter of its share still to stream while the other waits.
-    bool all_panels = n <= 2;
-    for (int i = 0; i < count; ++i) all_panels = all_panels && ps[i]->panels;
+    // One thread over panels: long tasks (up to ~8 MiB of panels), so the GEMV's prefetch runs ahead.
     if (all_panels) {
-        const int64_t cap = std::max<int64_t>(256, (int64_t{8} << 20) / std::max<int64_t>(1, static_cast<int64_t>(ps[0]->row_stride)));
+        const int64_t cap = std::max<int64_t>(256, (int64_t{8} << 20) / stride);
         grain = std::max(grain, std::min(total / (4 * T), cap) / 16 * 16);
     }
     int64_t first[5] = {0};  // first task of each projection
-    MOE_ASSERT(count >= 1 && count <= 4, "project_many of ", count);
-    for (int i = 0; i < count; ++i) {
-        MOE_ASSERT(ps[i]->kernel && ps[i]->w, "projection without weights");
-        first[i + 1] = first[i] + (ps[i]->n_out + grain - 1) / grain;
-    }
-    auto task = [&](int64_t t0, int64_t t1, int) {
+    for (int i = 0; i < count; ++i) first[i + 1] = first[i] + (ps[i]->n_out + grain - 1) / grain;
+    auto tasks = [&](int64_t t0, int64_t t1, int) {
         for (int64_t t = t0; t < t1; ++t) {
             int i = 0;
             while (t >= first[i + 1]) ++i;
-            const Proj& p = *ps[i];
-            const int64_t N = p.n_out, n0 = (t - first[i]) * grain, n1 = std::min(N, n0 + grain);
-            float* y = ys[i];
-            kernels::MatmulArgs a;
-            a.w = p.w;
-            a.w_row_stride = p.row_stride;
-            a.x = x;
-            a.ldx = p.n_in;
-            a.xq = xq;
-            a.xq_stride = xq_stride_;
-            a.y = y + n0;  // the kernel writes column (n - n0)
-            a.ldy = N;
-            a.m = n;
-            a.K = p.n_in;
-            a.n0 = n0;
-            a.n1 = n1;
-            // --repack's panels (a.n0 a multiple of 16): only types with a panel GEMM are repacked
-            // (Model::repack_dense), so every call is served and the blocks are never read
-            // MOE_AMX_BF16=1: prefill of F16 / BF16 projections on AMX-BF16 tiles (a.n0 a multiple of 16)
-            if (p.bf16_panels && n >= kernels::bf16amx::kMinRows) kernels::bf16amx::matmul_bf16_amx({p.bf16_panels, p.n_out, p.n_in}, a);
-            else if (p.panels) kernels::panel::panel_matmul({p.type, p.panels, p.n_out, p.n_in}, a, true, p.kernel->amx);
-            else (*p.kernel)(a);
-            if (p.bias)
-                for (int64_t r = 0; r < n; ++r)
-                    for (int64_t j = n0; j < n1; ++j) y[r * N + j] += p.bias[j];
+            const int64_t n0 = (t - first[i]) * grain;
+            rows(i, n0, std::min(ps[i]->n_out, n0 + grain));
         }
     };
-    if (T == 1) task(0, first[count], 0);
-    else pool.parallel_for(first[count], 1, task);
+    if (T == 1) tasks(0, first[count], 0);
+    else pool.parallel_for(first[count], 1, tasks);
 }
 
 void Forward::rmsnorm_rows(ThreadPool& pool, int64_t n, int64_t len, const float* x, const float* w, float* y) {

@@ -19,6 +19,10 @@ namespace moe {
 
 namespace {
 constexpr int64_t kMaxColTile = 64;
+// Fewest output columns of a guided down chunk at the end of a fused layer (run_fused; never more
+// than the column tile): 64 rows of OLMoE's 2048 x 1024 Q4_K down matrix are 37 KB of panels, about
+// a microsecond of streaming.
+constexpr int64_t kTailCols = 64;
 
 struct TileGrid {
     int n_parts;
@@ -254,9 +258,9 @@ cpu::GluSpec glu_spec(const ExpertFfn& f) {
 
 namespace {
 // Bytes before the per-thread buffers, 64-aligned: two tile prefixes [E + 1] and, for the fused
-// schedule, per-expert counters [E] x 3 (left, ready, claimed).
+// schedule, per-expert counters [E] x 4 (left, ready, claimed, cols).
 size_t counters_bytes(int n_experts) {
-    return (sizeof(int64_t) * (5 * static_cast<size_t>(n_experts) + 2) + 63) / 64 * 64;
+    return (sizeof(int64_t) * (6 * static_cast<size_t>(n_experts) + 2) + 63) / 64 * 64;
 }
 }  // namespace
 
@@ -362,27 +366,38 @@ void down_tile(const FfnCtx& c, const Tile& t) {
 
 // Both phases in one pool region (decode-sized groups). One tile counter hands out every gate/up
 // tile (of every part) before any down tile. The thread that finishes the last gate/up tile of
-// expert e prepares e's int8 h rows and publishes ready[e]. Down tiles are then claimed per expert
-// (claimed[e]), from the lowest expert whose h rows are ready: a thread waits (spinning) only while
-// no unclaimed down tile is ready, i.e. for gate/up tiles already handed out to threads that never
+// expert e prepares e's int8 h rows and publishes ready[e]. Down work is then claimed per expert
+// (claimed[e], in columns; the layer's last columns in guided chunks, below), from the lowest expert
+// whose h rows are ready: a thread waits (spinning) only while no unclaimed down column is ready, i.e. for gate/up tiles already handed out to threads that never
 // wait, so this cannot deadlock. This saves one pool barrier per MoE layer and lets a thread that
 // finishes its gate/up share early start on down rows instead of idling at the barrier (decode
 // gives each phase only ~4 tiles per thread, so the barrier's tail was a large part of the phase);
 // claiming a ready expert instead of the next in order keeps a thread busy while the other (slowed
 // or descheduled by a neighbour) still holds an earlier expert's gate/up tile. Experts are global
 // (the parts' experts in order: DeepSeek's shared expert after the routed ones, so its smaller
-// tiles come last). Which thread runs a tile never changes its output bits.
+// tiles come last). Which thread runs a tile, and where a down chunk's columns start and end (at
+// multiples of 16), never changes the output bits.
 void run_fused(ThreadPool& pool, const GroupedFfn::Part* parts, int n_parts, const FfnCtx* c, int64_t* prefix) {
     const TileGrid g1 = make_grid(parts, n_parts, false, pool.size(), prefix);
     const int E = g1.first[n_parts];
     const TileGrid g2 = make_grid(parts, n_parts, true, pool.size(), prefix + (E + 1));
     int64_t* left = prefix + 2 * (E + 1);  // [E] gate/up tiles not yet finished
     int64_t* ready = left + E;              // [E] 1 once expert e's h rows (and int8 copy) are complete
-    int64_t* claimed = ready + E;           // [E] down tiles of expert e handed out so far
+    int64_t* claimed = ready + E;           // [E] down columns of expert e handed out so far
+    int64_t* cols = claimed + E;            // [E] down columns of expert e (0: no rows)
+    std::atomic<int64_t> open{0};           // down columns not yet handed out, all experts
     for (int e = 0; e < E; ++e) {
         left[e] = g1.prefix[e + 1] - g1.prefix[e];
         ready[e] = 0;
         claimed[e] = 0;
+        const int64_t n2 = g2.prefix[e + 1] - g2.prefix[e];
+        cols[e] = 0;
+        if (n2 > 0) {
+            const Tile t = tile_at(g2, g2.prefix[e]);
+            MOE_ASSERT(n2 == g2.col_tiles[t.part], "fused group with more than one row tile per expert");
+            cols[e] = g2.N[t.part];
+        }
+        open.fetch_add(cols[e], std::memory_order_relaxed);
     }
     if (g1.total + g2.total == 0) return;
     std::atomic<int64_t> next{0};
@@ -402,21 +417,35 @@ void run_fused(ThreadPool& pool, const GroupedFfn::Part* parts, int n_parts, con
                     std::atomic_ref<int64_t>(ready[t.ge]).store(1, std::memory_order_release);
                 }
             }
-            int lo = 0;  // experts below lo have every down tile handed out (claims only grow)
+            // Down work is claimed by columns (claimed[e]: expert e's columns handed out; fused groups
+            // have one row tile per expert): a column tile at a time, but once one expert holds all
+            // the unclaimed columns, guided chunks of what is left / threads (kTailCols .. a tile), so
+            // the threads finish the layer together instead of one waiting out the other's last
+            // whole tile (decode: one ~1-2 MB tile per expert).
+            int lo = 0;  // experts below lo have every down column handed out (claims only grow)
             for (;;) {
                 bool left_any = false, ran = false;
                 for (int e = lo; e < E && !ran; ++e) {
-                    const int64_t n2 = g2.prefix[e + 1] - g2.prefix[e];
                     std::atomic_ref<int64_t> cl(claimed[e]);
-                    if (cl.load(std::memory_order_relaxed) >= n2) {
+                    int64_t c0 = cl.load(std::memory_order_relaxed);
+                    if (g2.prefix[e + 1] == g2.prefix[e] || c0 >= cols[e]) {
                         if (e == lo) ++lo;  // every expert before e is fully claimed too
                         continue;
                     }
                     left_any = true;
                     if (std::atomic_ref<int64_t>(ready[e]).load(std::memory_order_acquire) == 0) continue;
-                    const int64_t j = cl.fetch_add(1, std::memory_order_relaxed);
-                    if (j >= n2) continue;
-                    const Tile t = tile_at(g2, g2.prefix[e] + j);
+                    const Tile t0 = tile_at(g2, g2.prefix[e]);
+                    const int64_t ct = g2.col_tile[t0.part], rest = cols[e] - c0;
+                    const int64_t guided = std::min(ct, std::max(std::min(kTailCols, ct), rest / pool.size() / 16 * 16));
+                    const int64_t c1 = std::min(cols[e], c0 + (open.load(std::memory_order_relaxed) > rest ? ct : guided));
+                    if (!cl.compare_exchange_strong(c0, c1, std::memory_order_relaxed)) {
+                        ran = true;  // lost the race: look again from lo
+                        continue;
+                    }
+                    open.fetch_sub(c1 - c0, std::memory_order_relaxed);
+                    Tile t = t0;
+                    t.col0 = c0;
+                    t.col1 = c1;
                     down_tile(c[t.part], t);
                     ran = true;
                 }
