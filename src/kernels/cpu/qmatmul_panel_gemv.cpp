@@ -267,11 +267,17 @@ void panels_q4k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x,
 // Q6_K matrices are region-major and an octet's six vectors lie in load order, so the level loads
 // are one ascending stream; still the hardware prefetchers do not keep up with it (unlike Q4_K's):
 // panel_gemv_bench Q6_K 256 1024 2048 ran 23.5-25 GB/s on one thread, 46-49 on two, without
-// software prefetch. PREFETCHT0 of each octet's lines kQ6Ahead bytes (two super-blocks, across
-// panel ends: the next panel's levels follow) ahead: 40-42 / 77-82 GB/s (3840: 40 / 75, 4608 to
-// 9216 alike). Prefetching the scales too: no better. One panel at a time: two at once (sharing the
-// broadcasts) ran 0.83-0.87x one.
-inline constexpr int kQ6Ahead = 2 * kQ6kSbLevelBytes;
+// software prefetch. PREFETCHT0 of each octet's lines kQ6Ahead bytes ahead (across panel ends: the
+// next panel's levels follow). Session 27, one panel at a time, two super-blocks (6 KiB) ahead:
+// 40-42 / 77-82 GB/s (3840: 40 / 75, 4608 to 9216 alike; the scales prefetched too: no better);
+// two adjacent panels at once (sharing the broadcasts) ran 0.83-0.87x one, and in session 29 two
+// panels from the two halves of the call's rows (as Q4_K) 3-6 % slower per decode token, both with
+// the prefetch 6 KiB ahead. Session 33, on a VM phase where one panel at a time streamed at ~65 %
+// of the read loop (23-24 GB/s of 36 on one thread): the two halves at once with the prefetch
+// 2 KiB ahead of each stream ran 28-33 GB/s, and OLMoE Q4_K_M decode tokens 6.1 % faster on two
+// threads, 6.5 % on one (3 or 4 KiB ahead: alike; docs/PERFORMANCE.md). So the engine runs Q6_K in
+// halves too (panel_gemv_avx512).
+inline constexpr int kQ6Ahead = 2048;
 constexpr int kTop[4][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}}, kTo45[2] = {4, 5};
 constexpr long long kQ6Top[4] = {gf_matrix(2, kTop[0], kTo45), gf_matrix(2, kTop[1], kTo45), gf_matrix(2, kTop[2], kTo45),
                                  gf_matrix(2, kTop[3], kTo45)};
@@ -477,30 +483,33 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     using NP4 = std::integral_constant<int, 4>;
     using NP2 = std::integral_constant<int, 2>;
     const int64_t pbi = static_cast<int64_t>(pb);
-    // Q8_0: four panels at a time while four whole ones are left, then two (Q5_K, Q6_K: one, the
-    // loop below: from DRAM one panel at a time streamed faster, see panels_q5k, _q6k; Q4_K: two,
-    // from the two halves of the call's rows, below)
+    // Q8_0: four panels at a time while four whole ones are left, then two (Q5_K: one, the loop
+    // below: from DRAM one panel at a time streamed faster, see panels_q5k; Q4_K, Q6_K: two, from
+    // the two halves of the call's rows, below)
     if (w.type == DType::Q8_0) {
         multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q80<4>(p, pbi, nb, x, acc); }, NP4{});
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q80<2>(p, pbi, nb, x, acc); }, NP2{});
     }
-    // Q4_K: the call's whole panels in two halves, panel i of the first half beside panel i of the
-    // second (two level streams, each prefetched ahead; the template's chain per panel, so the same
-    // bits). OLMoE Q4_K_M decode tokens 2-6.5 % faster on two threads and 5.5 % on one, equal when
-    // the VM's bandwidth is starved; four quarters gained less, Q6_K halves were 3-6 % slower
-    // (docs/PERFORMANCE.md session 29). The odd panel and a partial last one run below.
-    if (w.type == DType::Q4_K) {
+    // Q4_K, Q6_K: the call's whole panels in two halves, panel i of the first half beside panel i
+    // of the second (two level streams, each prefetched ahead; the template's chain per panel, so
+    // the same bits). OLMoE Q4_K_M decode tokens: Q4_K 2-6.5 % faster on two threads and 5.5 % on
+    // one, equal when the VM's bandwidth is starved; four quarters gained less (session 29); Q6_K
+    // 6.1 % / 6.5 % faster with its prefetch 2 KiB ahead (session 33, see kQ6Ahead). The odd panel
+    // and a partial last one run below.
+    auto halves = [&](auto&& two_panels) {
         const int64_t half = (n1 - n) / 32 * 16;  // rows per half, whole panels
         for (int64_t i = 0; i < half; i += 16) {
             const PanelParts pp[2] = {panel_parts(w.type, w.K, w.panels, n_panels, (n + i) / 16),
                                       panel_parts(w.type, w.K, w.panels, n_panels, (n + half + i) / 16)};
             __m512 acc[2];
-            panels_q4k<2>(pp, nsb, x, acc);
+            two_panels(pp, acc);
             _mm512_storeu_ps(y + (n + i - n0), acc[0]);
             _mm512_storeu_ps(y + (n + half + i - n0), acc[1]);
         }
         n += 2 * half;
-    }
+    };
+    if (w.type == DType::Q4_K) halves([&](const PanelParts(&pp)[2], __m512(&acc)[2]) { panels_q4k<2>(pp, nsb, x, acc); });
+    if (w.type == DType::Q6_K) halves([&](const PanelParts(&pp)[2], __m512(&acc)[2]) { panels_q6k<2>(pp, nsb, x, acc); });
     for (; n < n1; n += 16) {
         const int nc = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
         const uint8_t* P = w.panels + (n / 16) * pb;
