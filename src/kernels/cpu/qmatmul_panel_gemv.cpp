@@ -335,7 +335,7 @@ void panels_q6k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x,
     }
 }
 
-// Q8_0: NP panels at once. Per block (32 values) and panel the 8 stored quad vectors (u8 q + 128)
+// Q8_0: NP panels at once (pb bytes apart). Per block (32 values) and panel the 8 stored quad vectors (u8 q + 128)
 // go straight into one vpdpbusd chain against the broadcast activation quads, seeded with
 // 128 x nsum (= -128 x the block's activation sum), so I = sum q x exactly; then
 // acc = fma(float(I), d * dx, acc) per block in K order: gemv16_q80's chain, the same bits.
@@ -483,10 +483,21 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     using NP4 = std::integral_constant<int, 4>;
     using NP2 = std::integral_constant<int, 2>;
     const int64_t pbi = static_cast<int64_t>(pb);
-    // Q8_0: four panels at a time while four whole ones are left, then two (Q5_K: one, the loop
-    // below: from DRAM one panel at a time streamed faster, see panels_q5k; Q4_K, Q6_K: two, from
-    // the two halves of the call's rows, below)
+    // Q8_0: two panels at a time, panel i of the call's first half of rows beside panel i of its
+    // second (the stride between the two passed to panels_q80), then the rest four, two, one at a
+    // time. OLMoE Q8_0 decode tokens, token by token against four adjacent panels at a time:
+    // -7 % on two threads, -12 % on one; panel i of each quarter (four streams): about half the
+    // gain (session 33, docs/PERFORMANCE.md). (Q5_K: one, the loop below: from DRAM one panel at a
+    // time streamed faster, see panels_q5k; Q4_K, Q6_K: two, from the two halves, below.)
     if (w.type == DType::Q8_0) {
+        const int64_t half = (n1 - n) / 32 * 16;  // rows per half, whole panels
+        for (int64_t i = 0; i < half; i += 16) {
+            __m512 acc[2];
+            panels_q80<2>(w.panels + ((n + i) / 16) * pb, (half / 16) * pbi, nb, x, acc);
+            _mm512_storeu_ps(y + (n + i - n0), acc[0]);
+            _mm512_storeu_ps(y + (n + half + i - n0), acc[1]);
+        }
+        n += 2 * half;
         multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q80<4>(p, pbi, nb, x, acc); }, NP4{});
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q80<2>(p, pbi, nb, x, acc); }, NP2{});
     }
