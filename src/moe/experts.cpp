@@ -367,9 +367,10 @@ void down_tile(const FfnCtx& c, const Tile& t) {
 // Both phases in one pool region (decode-sized groups). One tile counter hands out every gate/up
 // tile (of every part) before any down tile. The thread that finishes the last gate/up tile of
 // expert e prepares e's int8 h rows and publishes ready[e]. Down work is then claimed per expert
-// (claimed[e], in columns; the layer's last columns in guided chunks, below), from the lowest expert
-// whose h rows are ready: a thread waits (spinning) only while no unclaimed down column is ready, i.e. for gate/up tiles already handed out to threads that never
-// wait, so this cannot deadlock. This saves one pool barrier per MoE layer and lets a thread that
+// (claimed[e], in columns; the layer's last columns in guided chunks, below), from the lowest
+// expert whose h rows are ready: a thread waits (spinning) only while no unclaimed down column is
+// ready, i.e. for gate/up tiles already handed out to threads that never wait, so this cannot
+// deadlock. This saves one pool barrier per MoE layer and lets a thread that
 // finishes its gate/up share early start on down rows instead of idling at the barrier (decode
 // gives each phase only ~4 tiles per thread, so the barrier's tail was a large part of the phase);
 // claiming a ready expert instead of the next in order keeps a thread busy while the other (slowed
@@ -428,7 +429,7 @@ void run_fused(ThreadPool& pool, const GroupedFfn::Part* parts, int n_parts, con
                 for (int e = lo; e < E && !ran; ++e) {
                     std::atomic_ref<int64_t> cl(claimed[e]);
                     int64_t c0 = cl.load(std::memory_order_relaxed);
-                    if (g2.prefix[e + 1] == g2.prefix[e] || c0 >= cols[e]) {
+                    if (c0 >= cols[e]) {  // also experts with no rows (cols 0)
                         if (e == lo) ++lo;  // every expert before e is fully claimed too
                         continue;
                     }

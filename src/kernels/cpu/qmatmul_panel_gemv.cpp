@@ -483,6 +483,19 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     using NP4 = std::integral_constant<int, 4>;
     using NP2 = std::integral_constant<int, 2>;
     const int64_t pbi = static_cast<int64_t>(pb);
+    // The call's whole panels in two halves: two_panels(p0, p1, acc) runs panel p0 of the first
+    // half beside panel p1 of the second (two streams); the odd panel and a partial last one are
+    // left to the code after it.
+    auto halves = [&](auto&& two_panels) {
+        const int64_t half = (n1 - n) / 32 * 16;  // rows per half, whole panels
+        for (int64_t i = 0; i < half; i += 16) {
+            __m512 acc[2];
+            two_panels((n + i) / 16, (n + half + i) / 16, acc);
+            _mm512_storeu_ps(y + (n + i - n0), acc[0]);
+            _mm512_storeu_ps(y + (n + half + i - n0), acc[1]);
+        }
+        n += 2 * half;
+    };
     // Q8_0: two panels at a time, panel i of the call's first half of rows beside panel i of its
     // second (the stride between the two passed to panels_q80), then the rest four, two, one at a
     // time. OLMoE Q8_0 decode tokens, token by token against four adjacent panels at a time:
@@ -490,14 +503,7 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     // gain (session 33, docs/PERFORMANCE.md). (Q5_K: one, the loop below: from DRAM one panel at a
     // time streamed faster, see panels_q5k; Q4_K, Q6_K: two, from the two halves, below.)
     if (w.type == DType::Q8_0) {
-        const int64_t half = (n1 - n) / 32 * 16;  // rows per half, whole panels
-        for (int64_t i = 0; i < half; i += 16) {
-            __m512 acc[2];
-            panels_q80<2>(w.panels + ((n + i) / 16) * pb, (half / 16) * pbi, nb, x, acc);
-            _mm512_storeu_ps(y + (n + i - n0), acc[0]);
-            _mm512_storeu_ps(y + (n + half + i - n0), acc[1]);
-        }
-        n += 2 * half;
+        halves([&](int64_t p0, int64_t p1, __m512(&acc)[2]) { panels_q80<2>(w.panels + p0 * pbi, (p1 - p0) * pbi, nb, x, acc); });
         multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q80<4>(p, pbi, nb, x, acc); }, NP4{});
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q80<2>(p, pbi, nb, x, acc); }, NP2{});
     }
@@ -507,20 +513,16 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     // one, equal when the VM's bandwidth is starved; four quarters gained less (session 29); Q6_K
     // 6.1 % / 6.5 % faster with its prefetch 2 KiB ahead (session 33, see kQ6Ahead). The odd panel
     // and a partial last one run below.
-    auto halves = [&](auto&& two_panels) {
-        const int64_t half = (n1 - n) / 32 * 16;  // rows per half, whole panels
-        for (int64_t i = 0; i < half; i += 16) {
-            const PanelParts pp[2] = {panel_parts(w.type, w.K, w.panels, n_panels, (n + i) / 16),
-                                      panel_parts(w.type, w.K, w.panels, n_panels, (n + half + i) / 16)};
-            __m512 acc[2];
-            two_panels(pp, acc);
-            _mm512_storeu_ps(y + (n + i - n0), acc[0]);
-            _mm512_storeu_ps(y + (n + half + i - n0), acc[1]);
-        }
-        n += 2 * half;
-    };
-    if (w.type == DType::Q4_K) halves([&](const PanelParts(&pp)[2], __m512(&acc)[2]) { panels_q4k<2>(pp, nsb, x, acc); });
-    if (w.type == DType::Q6_K) halves([&](const PanelParts(&pp)[2], __m512(&acc)[2]) { panels_q6k<2>(pp, nsb, x, acc); });
+    if (w.type == DType::Q4_K)
+        halves([&](int64_t p0, int64_t p1, __m512(&acc)[2]) {
+            const PanelParts pp[2] = {panel_parts(w.type, w.K, w.panels, n_panels, p0), panel_parts(w.type, w.K, w.panels, n_panels, p1)};
+            panels_q4k<2>(pp, nsb, x, acc);
+        });
+    if (w.type == DType::Q6_K)
+        halves([&](int64_t p0, int64_t p1, __m512(&acc)[2]) {
+            const PanelParts pp[2] = {panel_parts(w.type, w.K, w.panels, n_panels, p0), panel_parts(w.type, w.K, w.panels, n_panels, p1)};
+            panels_q6k<2>(pp, nsb, x, acc);
+        });
     for (; n < n1; n += 16) {
         const int nc = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
         const uint8_t* P = w.panels + (n / 16) * pb;
