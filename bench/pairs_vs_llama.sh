@@ -8,7 +8,8 @@
 # env: MOE (build/moe), LLAMA_BENCH (/work/peers/llama.cpp/build/bin/llama-bench), THREADS (2),
 #      P (512; 0 = skip prefill), N (128; 0 = skip decode), REPS (2), MOE_EXTRA (extra moe bench flags)
 # Output: one line per pair and test (moe t/s and, for tg, moe bench's "of BW ceiling", llama.cpp
-# t/s, ratio, bandwidth sample), then per test the median, min and max ratio over the pairs.
+# t/s, ratio, bandwidth sample over a buffer the file's size), then per test the median, min and
+# max ratio over the pairs.
 set -euo pipefail
 MODEL=${1:?usage: bench/pairs_vs_llama.sh MODEL.gguf [PAIRS]}
 PAIRS=${2:-3}
@@ -24,6 +25,10 @@ REPS=${REPS:-2}
 TESTS=()
 [ "$P" -gt 0 ] && TESTS+=("pp$P")
 [ "$N" -gt 0 ] && TESTS+=("tg$N")
+# The bandwidth sample reads a buffer the model file's size (at least 256 MiB), as moe bench's own
+# samples do: on this project's VMs a smaller buffer reads much faster (cmd_bench.cpp footprint_mib).
+BW_MIB=$(( $(stat -c %s "$MODEL") >> 20 ))
+[ "$BW_MIB" -ge 256 ] || BW_MIB=256
 RATIOS=$(mktemp)
 trap 'rm -f "$RATIOS"' EXIT
 
@@ -35,7 +40,7 @@ echo "# $(basename "$MODEL"), $THREADS threads, -p $P -n $N -r $REPS, $PAIRS pai
 for i in $(seq 1 "$PAIRS"); do
   m=$("$MOE" bench -m "$MODEL" -p "$P" -n "$N" -t "$THREADS" -r "$REPS" ${MOE_EXTRA:-} 2>&1)
   l=$("$LLAMA_BENCH" -m "$MODEL" -p "$P" -n "$N" -t "$THREADS" -r "$REPS" 2>&1)
-  bw=$("$MOE" bench --membw -t "$THREADS" 2>&1 | grep -o '[0-9.]* GB/s' | head -1)
+  bw=$("$MOE" bench --membw -t "$THREADS" --membw-mib "$BW_MIB" 2>&1 | grep -o '[0-9.]* GB/s' | head -1)
   for t in "${TESTS[@]}"; do
     a=$(cell "$m" "$t" 8); b=$(cell "$l" "$t" 8)
     if [ -z "$a" ] || [ -z "$b" ]; then

@@ -8,7 +8,7 @@
 // [N=1024] [K=2048] [alternations=3]   (K a multiple of the type's panel_k_step: 256; Q8_0, Q4_0, Q5_0, MXFP4: 32, e.g. 2880)
 // One thread: thread CPU time of a pass over all matrices, best of 5 (each timing 8 passes).
 // Two threads: each thread the same pass over its row half of every matrix, started together; the
-// pass time is the wall time until the slower thread ends, best of 5. GB/s are bytes of the ORIGINAL weights per second (the
+// pass time is the wall time until the slower thread ends, best of 5 (and the mean of the 5). GB/s are bytes of the ORIGINAL weights per second (the
 // Q3_K panel reads 3.6 % more, the Q2_K, Q6_K, Q8_0, Q4_0, Q5_0 and MXFP4 panels as much, the Q4_K panel 2.8 %, Q5_K 2.3 % more); GFLOP/s =
 // 2 N K per matrix and pass. Also times the scalar repack (one thread). Both the blocks and the
 // panels are on 2 MiB pages (huge_alloc, as the engine's file mapping and panels; MOE_HUGEPAGES=0: 4 KiB).
@@ -119,13 +119,18 @@ long l3_bytes() {
 
 constexpr int kPasses = 8, kBest = 5;
 
-// Best per-pass seconds of fn(r0, r1) over kBest timings, on `threads` threads splitting the rows.
+// Per-pass seconds of fn(r0, r1) over kBest timings, on `threads` threads splitting the rows: the
+// best and the mean (on this project's VMs the best read ~10 % faster than the mean: a model's
+// decode, which runs each matrix once per token, sees the mean; session 34).
 // One thread: its CPU time. Two: both start the timed passes together (a barrier after the warm
 // pass) and the time is the wall time until the slower one ends, so neither streams alone while
 // the other is still starting or already done (that tail read as extra bandwidth: each thread's
 // own CPU time, unsynchronised, was this bench's two-thread number before session 20).
-double time_it(const Setup& s, int threads, const std::function<void(int64_t, int64_t)>& fn) {
-    double best = 1e30;
+struct PassTime {
+    double best = 1e30, mean = 0;
+};
+PassTime time_it(const Setup& s, int threads, const std::function<void(int64_t, int64_t)>& fn) {
+    PassTime pt;
     for (int t = 0; t < kBest; ++t) {
         std::vector<double> sec(threads);
         std::barrier sync(threads);
@@ -146,9 +151,11 @@ double time_it(const Setup& s, int threads, const std::function<void(int64_t, in
             for (int th = 0; th < threads; ++th) ts.emplace_back(work, th);
             for (auto& th : ts) th.join();
         }
-        best = std::min(best, *std::max_element(sec.begin(), sec.end()));
+        const double slowest = *std::max_element(sec.begin(), sec.end());
+        pt.best = std::min(pt.best, slowest);
+        pt.mean += slowest / kBest;
     }
-    return best;
+    return pt;
 }
 
 }  // namespace
@@ -234,10 +241,13 @@ int main(int argc, char** argv) {
     const double gb = static_cast<double>(s.w.size()) / 1e9, gf = 2.0 * static_cast<double>(s.N) * static_cast<double>(s.K) * s.nmat / 1e9;
     for (int alt = 0; alt < alts; ++alt) {
         for (int threads : {1, 2}) {
-            const double te = time_it(s, threads, [&](int64_t r0, int64_t r1) { pass_engine(s, k, r0, r1); });
-            const double tp = time_it(s, threads, [&](int64_t r0, int64_t r1) { pass_panel(s, r0, r1); });
-            std::printf("alt %d, %d thread%s: engine %.2f GB/s %.1f GFLOP/s (%.3f ms/pass), panel %.2f GB/s %.1f GFLOP/s (%.3f ms/pass), panel / engine %.3fx\n",
-                        alt, threads, threads > 1 ? "s" : " ", gb / te, gf / te, 1e3 * te, gb / tp, gf / tp, 1e3 * tp, te / tp);
+            const PassTime pe = time_it(s, threads, [&](int64_t r0, int64_t r1) { pass_engine(s, k, r0, r1); });
+            const PassTime pp = time_it(s, threads, [&](int64_t r0, int64_t r1) { pass_panel(s, r0, r1); });
+            const double te = pe.best, tp = pp.best;
+            std::printf("alt %d, %d thread%s: engine %.2f GB/s %.1f GFLOP/s (%.3f ms/pass), panel %.2f GB/s %.1f GFLOP/s (%.3f ms/pass), "
+                        "panel / engine %.3fx; mean of the %d timings: engine %.2f, panel %.2f GB/s\n",
+                        alt, threads, threads > 1 ? "s" : " ", gb / te, gf / te, 1e3 * te, gb / tp, gf / tp, 1e3 * tp, te / tp, kBest,
+                        gb / pe.mean, gb / pp.mean);
         }
     }
     return 0;

@@ -278,6 +278,12 @@ TEST(InferCli, BenchPrintsRows) {
     EXPECT_NE(r.out.find("peak RSS"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find(" %"), std::string::npos) << r.out;  // tg row: fraction of the ceiling
     EXPECT_EQ(1, count_lines_with(r.out, "tg8: read bandwidth before and after each repetition")) << r.out;
+    EXPECT_EQ(2, count_lines_with(r.out, "64 MiB buffer)")) << r.out;  // --membw-mib: the first sample and the tg row's
+
+    // By default the samples read a buffer the model file's size (footprint_mib), at least 256 MiB.
+    const Result d = run_moe("bench -m " + path + " -p 0 -n 2 -r 1 -t 1");
+    ASSERT_EQ(0, d.code) << d.err;
+    EXPECT_EQ(2, count_lines_with(d.out, "256 MiB buffer)")) << d.out;
 
     // Without --bw the tg row's fraction comes from the samples around its repetitions: recomputed
     // here from the printed per-rep t/s, samples and active bytes.
@@ -296,6 +302,7 @@ TEST(InferCli, BenchPrintsRows) {
         }
         return v;
     };
+    EXPECT_NE(s.out.find("\"membw_buffer_mib\": 16, \"bracket_buffer_mib\": 16,"), std::string::npos) << s.out;
     const std::vector<double> tps = numbers("tps_reps"), around = numbers("membw_around_gbs");
     ASSERT_EQ(3u, tps.size()) << s.out;
     ASSERT_EQ(4u, around.size()) << s.out;

@@ -28,11 +28,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/huge_pages.h"
+#include "core/mem_limit.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
 #include "format/gguf.h"
@@ -70,9 +72,11 @@ void bench_usage(std::FILE* out) {
                  "                to 4) runs one session per type side by side: pp repetitions and tg tokens\n"
                  "                alternate between them, one row per type (\"... kv T\"); not with --mem / --ep\n"
                  "  --swa-full    sliding-window layers keep every position (default: a ring)\n"
-                 "  --bw GBS      read bandwidth for the ceiling (default: measured, 1 GiB, best of 5)\n"
+                 "  --bw GBS      read bandwidth for the ceiling (default: measured, best of 5, and around each\n"
+                 "                tg repetition, best of 3)\n"
                  "  --membw       only measure the read bandwidth with -t threads and print GB/s\n"
-                 "  --membw-mib M buffer size for the bandwidth measurement (default 1024)\n"
+                 "  --membw-mib M buffer size for the bandwidth measurement (default: 1024 for --membw; with a\n"
+                 "                model, the model file's size within [256, half the free memory] MiB)\n"
                  "%s", kCacheUsage);
     std::fputs(kEpUsage, out);
 }
@@ -255,6 +259,28 @@ double touch_weights(const model::Model& m) {
     return t.seconds();
 }
 
+// The buffer of a model run's bandwidth samples: as large as the model's file (its weights, which
+// decode cycles through: every expert is routed sooner or later), at least 256 MiB, and at most
+// half of what the process may still use. On this project's 2-vCPU VMs the read loop's speed
+// depends on its buffer's size, not only on the cache: 2 threads read 91-98 GB/s over 256 MiB,
+// 71-73 over 1 GiB and 64-69 over 4 GiB, one thread 43 against 35 (docs/PERFORMANCE.md, session
+// 34; likely the host's page walks: the guest's 2 MiB pages do not say how the host maps them),
+// and the panel GEMV loses as much (Q4_K, 2 threads: 58-74 GB/s over 0.3 GB of matrices, 49-50
+// over 3.6 GB). A 256 MiB sample put the ceiling of a 4 GB model ~30 % above what any read of
+// its weights reaches. `resident` = bytes this process holds already (the model, once loaded).
+int64_t footprint_mib(const std::string& model, double resident) {
+    std::error_code ec;
+    const auto file = std::filesystem::file_size(model, ec);
+    int64_t mib = ec ? 1024 : static_cast<int64_t>(file >> 20);
+    try {
+        const double left = static_cast<double>(process_memory_limit().bytes) - resident;
+        mib = std::min(mib, static_cast<int64_t>(std::max(0.0, left) / 2 / 1048576.0));
+    } catch (const Error&) {
+        mib = std::min<int64_t>(mib, 1024);  // no limit readable: the old default
+    }
+    return std::max<int64_t>(mib, 256);
+}
+
 double peak_rss_bytes() {
     rusage u{};
     getrusage(RUSAGE_SELF, &u);
@@ -298,7 +324,7 @@ int cmd_bench(int argc, char** argv) {
     const char* cmd = "bench";
     EpArgs epa;
     std::string model, out_fmt = "md";
-    int64_t n_prompt = 512, n_gen = 128, depth = 0, reps = 5, membw_mib = 1024;
+    int64_t n_prompt = 512, n_gen = 128, depth = 0, reps = 5, membw_mib = 0;  // 0: 1024 for --membw, footprint_mib for a model
     bool membw_only = false;
     double bw_given = 0;
     std::vector<DType> kv_types = {DType::F32};  // --kv-type A,B: one session each, side by side
@@ -356,6 +382,7 @@ int cmd_bench(int argc, char** argv) {
     const int req_threads =
         mo.n_threads > 0 ? mo.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     if (membw_only) {
+        if (membw_mib == 0) membw_mib = 1024;
         const double bw = measure_read_bw(req_threads, membw_mib, static_cast<int>(std::max<int64_t>(reps, 3)));
         if (out_fmt == "json")
             std::printf("{\"membw_gbs\": %.2f, \"threads\": %d, \"buffer_mib\": %lld}\n", bw, req_threads,
@@ -372,6 +399,8 @@ int cmd_bench(int argc, char** argv) {
         return 2;
     }
     // Bandwidth first (child process), before the model's pages compete for the caches.
+    const bool membw_default = membw_mib == 0;
+    if (membw_default) membw_mib = footprint_mib(model, 0);
     const double bw = bw_given > 0 ? bw_given : measure_read_bw_child(req_threads, membw_mib, 5);
 
     mo.n_ctx = std::max<int64_t>(depth + n_prompt + n_gen, 16);
@@ -430,6 +459,7 @@ int cmd_bench(int argc, char** argv) {
     // each), not the one taken before the load: rep r against the mean of the samples around it.
     // body(rep, secs) runs one repetition on every session and adds each one's seconds to secs[k];
     // one row per session (test name + " kv T" when there are several), the first row's index back.
+    int64_t bracket_mib_used = 0;  // the tg rows' bandwidth samples' buffer (0: none taken)
     auto run_test = [&](const std::string& test, int64_t n, bool bracket_bw, auto&& body) {
         std::vector<double> secs(n_sess, 0.0);
         body(0, secs);  // warm-up
@@ -438,7 +468,9 @@ int cmd_bench(int argc, char** argv) {
         std::vector<std::vector<double>> tps(n_sess);
         std::vector<double> bw_around;
         bracket_bw = bracket_bw && !(bw_given > 0) && !ep;
-        const int64_t bracket_mib = std::min<int64_t>(membw_mib, 256);
+        // the model's footprint (footprint_mib), less what the loaded model holds; or --membw-mib
+        const int64_t bracket_mib = membw_default ? footprint_mib(model, peak_rss_bytes()) : membw_mib;
+        bracket_mib_used = bracket_mib;
         if (bracket_bw) bw_around.push_back(measure_read_bw_child(threads, bracket_mib, 3));
         for (int64_t r = 0; r < reps; ++r) {
             std::fill(secs.begin(), secs.end(), 0.0);
@@ -513,8 +545,8 @@ int cmd_bench(int argc, char** argv) {
                     model.c_str(), file, static_cast<unsigned long long>(m->n_params()));
         std::printf("  \"backend\": \"%s\", \"threads\": %d, \"build\": \"moe-engine %s (%s)\",\n", backend.c_str(), threads,
                     MOE_VERSION, MOE_BUILD_FLAGS);
-        std::printf("  \"membw_gbs\": %.2f, \"active_bytes_per_token\": %.0f, \"ceiling_tps\": %.2f,\n", bw, active,
-                    ceiling_tps);
+        std::printf("  \"membw_gbs\": %.2f, \"membw_buffer_mib\": %lld, \"bracket_buffer_mib\": %lld, \"active_bytes_per_token\": %.0f, \"ceiling_tps\": %.2f,\n",
+                    bw, static_cast<long long>(bw_given > 0 ? 0 : membw_mib), static_cast<long long>(bracket_mib_used), active, ceiling_tps);
         // (kv_bytes / kv_type: the first session's; each test row has its own)
         std::printf("  \"peak_rss_bytes\": %.0f, \"kv_bytes\": %.0f, \"kv_type\": \"%s\", \"depth\": %lld, \"load_s\": %.4f, \"first_touch_s\": %.4f,\n", rss,
                     kv_bytes, dtype_name(kv_type), static_cast<long long>(depth), load_s, touch_s);
@@ -575,15 +607,15 @@ int cmd_bench(int argc, char** argv) {
                     m->memory_budget().budget / 1048576.0, m->memory_budget().resident / 1048576.0,
                     m->memory_budget().kv / 1048576.0, m->memory_budget().scratch / 1048576.0,
                     m->memory_budget().slots, m->memory_budget().total_experts);
-    std::printf("\nread bandwidth %.2f GB/s (%s, %d threads); active weights %.3f GB/token -> ceiling %.2f t/s\n", bw,
+    std::printf("\nread bandwidth %.2f GB/s (%s, %d threads, %lld MiB buffer); active weights %.3f GB/token -> ceiling %.2f t/s\n", bw,
                 bw_given > 0 ? "given" : huge_pages_wanted() ? "measured on 2 MiB pages" : "measured on 4 KiB pages", threads,
-                active / 1e9, ceiling_tps);
+                static_cast<long long>(bw_given > 0 ? 0 : membw_mib), active / 1e9, ceiling_tps);
     for (const Row& r : rows)
         if (!r.bw_around.empty()) {
             const auto [lo, hi] = std::minmax_element(r.bw_around.begin(), r.bw_around.end());
-            std::printf("%s: read bandwidth before and after each repetition %.2f-%.2f GB/s; its \"of BW ceiling\" is "
-                        "the mean over the repetitions of t/s x active bytes / the mean of the two samples around it\n",
-                        r.test.c_str(), *lo, *hi);
+            std::printf("%s: read bandwidth before and after each repetition %.2f-%.2f GB/s (%lld MiB buffer); its \"of BW "
+                        "ceiling\" is the mean over the repetitions of t/s x active bytes / the mean of the two samples around it\n",
+                        r.test.c_str(), *lo, *hi, static_cast<long long>(bracket_mib_used));
         }
     for (size_t k = 0; k < n_sess; ++k)
         std::printf("KV cache %s: %s for %lld positions (%.0f bytes per token)\n", dtype_name(kv_types[k]),
