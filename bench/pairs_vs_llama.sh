@@ -25,10 +25,6 @@ REPS=${REPS:-2}
 TESTS=()
 [ "$P" -gt 0 ] && TESTS+=("pp$P")
 [ "$N" -gt 0 ] && TESTS+=("tg$N")
-# The bandwidth sample reads a buffer the model file's size (at least 256 MiB), as moe bench's own
-# samples do: on this project's VMs a smaller buffer reads much faster (cmd_bench.cpp footprint_mib).
-BW_MIB=$(( $(stat -c %s "$MODEL") >> 20 ))
-[ "$BW_MIB" -ge 256 ] || BW_MIB=256
 RATIOS=$(mktemp)
 trap 'rm -f "$RATIOS"' EXIT
 
@@ -40,7 +36,9 @@ echo "# $(basename "$MODEL"), $THREADS threads, -p $P -n $N -r $REPS, $PAIRS pai
 for i in $(seq 1 "$PAIRS"); do
   m=$("$MOE" bench -m "$MODEL" -p "$P" -n "$N" -t "$THREADS" -r "$REPS" ${MOE_EXTRA:-} 2>&1)
   l=$("$LLAMA_BENCH" -m "$MODEL" -p "$P" -n "$N" -t "$THREADS" -r "$REPS" 2>&1)
-  bw=$("$MOE" bench --membw -t "$THREADS" --membw-mib "$BW_MIB" 2>&1 | grep -o '[0-9.]* GB/s' | head -1)
+  # with -m: a buffer the model file's size, as moe bench's own samples (cmd_bench.cpp footprint_mib);
+  # on this project's VMs a smaller buffer reads much faster
+  bw=$("$MOE" bench --membw -m "$MODEL" -t "$THREADS" 2>&1 | grep -o '[0-9.]* GB/s' | head -1)
   for t in "${TESTS[@]}"; do
     a=$(cell "$m" "$t" 8); b=$(cell "$l" "$t" 8)
     if [ -z "$a" ] || [ -z "$b" ]; then

@@ -320,6 +320,7 @@ TEST(InferCli, BenchPrintsRows) {
     for (const char* key : {"\"tests\"", "\"pp16\"", "\"tg4\"", "\"ceiling_frac\"", "\"membw_gbs\": 10.00", "\"peak_rss_bytes\""})
         EXPECT_NE(j.out.find(key), std::string::npos) << key << "\n" << j.out;
     EXPECT_EQ(std::string::npos, j.out.find("membw_around_gbs")) << j.out;  // --bw: no samples
+    EXPECT_NE(j.out.find("\"bracket_buffer_mib\": 0,"), std::string::npos) << j.out;  // ... of no size
 
     // --kv-type with a list: one session per type side by side, one row per type and test, each
     // row with its type and KV bytes (q8_0: 34 bytes per 32 values, about half of f16's 64)
@@ -347,6 +348,12 @@ TEST(InferCli, BenchPrintsRows) {
     const Result bw = run_moe("bench --membw --membw-mib 16 -t 1 -r 1");
     ASSERT_EQ(0, bw.code) << bw.err;
     EXPECT_NE(bw.out.find("read bandwidth: "), std::string::npos) << bw.out;
+    EXPECT_NE(bw.out.find("16 MiB buffer"), std::string::npos) << bw.out;
+    // With -m, the buffer a run of that model samples (here the 256 MiB floor).
+    const Result bwm = run_moe("bench --membw -m " + path + " -t 1 -r 1");
+    ASSERT_EQ(0, bwm.code) << bwm.err;
+    EXPECT_NE(bwm.out.find("256 MiB buffer"), std::string::npos) << bwm.out;
+    expect_error(run_moe("bench --membw -m " + path + ".absent -t 1"), {"no such file", "--membw-mib"});
     expect_error(run_moe("bench -m " + path + " -o xml"), {"-o 'xml'"});
 }
 

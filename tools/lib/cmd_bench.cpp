@@ -57,7 +57,7 @@ void bench_usage(std::FILE* out) {
     std::fprintf(out,
                  "usage: moe bench -m MODEL [-p N] [-n N] [-d N] [-t THREADS] [-r REPS] [--batch N] [-o md|json]\n"
                  "                 [--kv-type f32|f16|q8_0[,...]] [--swa-full] [--bw GBS]\n"
-                 "       moe bench --membw [-t THREADS] [--membw-mib MIB] [-r REPS]\n"
+                 "       moe bench --membw [-m MODEL] [-t THREADS] [--membw-mib MIB] [-r REPS]\n"
                  "  Prints llama-bench-style rows: pp N (prompt tokens/s) and tg N (generated tokens/s),\n"
                  "  mean ± sd over REPS runs after one warm-up, the stage split, the fraction of the\n"
                  "  read-bandwidth ceiling reached in tg, peak RSS and load time.\n"
@@ -75,8 +75,8 @@ void bench_usage(std::FILE* out) {
                  "  --bw GBS      read bandwidth for the ceiling (default: measured, best of 5, and around each\n"
                  "                tg repetition, best of 3)\n"
                  "  --membw       only measure the read bandwidth with -t threads and print GB/s\n"
-                 "  --membw-mib M buffer size for the bandwidth measurement (default: 1024 for --membw; with a\n"
-                 "                model, the model file's size within [256, half the free memory] MiB)\n"
+                 "  --membw-mib M buffer size for the bandwidth measurement (default: with -m, the model file's\n"
+                 "                size within [256, half the free memory] MiB; 1024 for --membw without -m)\n"
                  "%s", kCacheUsage);
     std::fputs(kEpUsage, out);
 }
@@ -324,7 +324,7 @@ int cmd_bench(int argc, char** argv) {
     const char* cmd = "bench";
     EpArgs epa;
     std::string model, out_fmt = "md";
-    int64_t n_prompt = 512, n_gen = 128, depth = 0, reps = 5, membw_mib = 0;  // 0: 1024 for --membw, footprint_mib for a model
+    int64_t n_prompt = 512, n_gen = 128, depth = 0, reps = 5, membw_mib = 0;  // 0: footprint_mib with -m, else 1024 (--membw)
     bool membw_only = false;
     double bw_given = 0;
     std::vector<DType> kv_types = {DType::F32};  // --kv-type A,B: one session each, side by side
@@ -382,7 +382,11 @@ int cmd_bench(int argc, char** argv) {
     const int req_threads =
         mo.n_threads > 0 ? mo.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     if (membw_only) {
-        if (membw_mib == 0) membw_mib = 1024;
+        // with -m, the buffer a run of that model samples (footprint_mib), so that scripts comparing
+        // against another engine sample what `moe bench -m` would
+        if (!model.empty() && !std::filesystem::is_regular_file(model))
+            throw_error("bench", "--membw -m ", model, ": no such file (give the model whose size the buffer takes, or --membw-mib)");
+        if (membw_mib == 0) membw_mib = model.empty() ? 1024 : footprint_mib(model, 0);
         const double bw = measure_read_bw(req_threads, membw_mib, static_cast<int>(std::max<int64_t>(reps, 3)));
         if (out_fmt == "json")
             std::printf("{\"membw_gbs\": %.2f, \"threads\": %d, \"buffer_mib\": %lld}\n", bw, req_threads,
@@ -455,8 +459,8 @@ int cmd_bench(int argc, char** argv) {
             se.eval(0, random_tokens(depth, V, 7777), logits.data(), false);
     };
     // This VM's read bandwidth drifts 2x within minutes, so a tg row's ceiling uses samples taken
-    // around its own repetitions (child processes, 256 MiB or --membw-mib if less, best of 3: ~0.1 s
-    // each), not the one taken before the load: rep r against the mean of the samples around it.
+    // around its own repetitions (child processes over footprint_mib or --membw-mib, best of 3: ~0.1 s
+    // per 256 MiB), not the one taken before the load: rep r against the mean of the samples around it.
     // body(rep, secs) runs one repetition on every session and adds each one's seconds to secs[k];
     // one row per session (test name + " kv T" when there are several), the first row's index back.
     int64_t bracket_mib_used = 0;  // the tg rows' bandwidth samples' buffer (0: none taken)
@@ -470,7 +474,7 @@ int cmd_bench(int argc, char** argv) {
         bracket_bw = bracket_bw && !(bw_given > 0) && !ep;
         // the model's footprint (footprint_mib), less what the loaded model holds; or --membw-mib
         const int64_t bracket_mib = membw_default ? footprint_mib(model, peak_rss_bytes()) : membw_mib;
-        bracket_mib_used = bracket_mib;
+        if (bracket_bw) bracket_mib_used = bracket_mib;
         if (bracket_bw) bw_around.push_back(measure_read_bw_child(threads, bracket_mib, 3));
         for (int64_t r = 0; r < reps; ++r) {
             std::fill(secs.begin(), secs.end(), 0.0);
