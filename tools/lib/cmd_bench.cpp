@@ -473,9 +473,11 @@ int cmd_bench(int argc, char** argv) {
         std::vector<double> bw_around;
         bracket_bw = bracket_bw && !(bw_given > 0) && !ep;
         // the model's footprint (footprint_mib), less what the loaded model holds; or --membw-mib
-        const int64_t bracket_mib = membw_default ? footprint_mib(model, peak_rss_bytes()) : membw_mib;
-        if (bracket_bw) bracket_mib_used = bracket_mib;
-        if (bracket_bw) bw_around.push_back(measure_read_bw_child(threads, bracket_mib, 3));
+        const int64_t bracket_mib = !bracket_bw ? 0 : membw_default ? footprint_mib(model, peak_rss_bytes()) : membw_mib;
+        if (bracket_bw) {
+            bracket_mib_used = bracket_mib;
+            bw_around.push_back(measure_read_bw_child(threads, bracket_mib, 3));
+        }
         for (int64_t r = 0; r < reps; ++r) {
             std::fill(secs.begin(), secs.end(), 0.0);
             body(r + 1, secs);
