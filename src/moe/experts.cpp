@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <thread>
 
@@ -268,9 +269,14 @@ size_t GroupedFfn::scratch_bytes(int n_experts, int n_threads) {
     return counters_bytes(n_experts) + static_cast<size_t>(n_threads) * (sizeof(float) * kRowTile * kMaxColTile + 64);
 }
 
-size_t GroupedFfn::act_scratch_bytes(int64_t max_rows, int64_t max_len) {
-    // + kFuseRows rows: the fused schedule keeps the int8 h rows behind the xp rows (both live).
-    return static_cast<size_t>(max_rows + kFuseRows) * ref::act_q8_row_bytes(max_len);
+size_t GroupedFfn::act_scratch_bytes(int64_t max_rows, int64_t max_len, int64_t max_tokens) {
+    // + kFuseRows rows: the fused schedule keeps the int8 h rows behind the xp rows (both live);
+    // + max_tokens rows: the token rows of a Part with row_token, behind both.
+    return static_cast<size_t>(max_rows + kFuseRows + max_tokens) * ref::act_q8_row_bytes(max_len);
+}
+
+bool GroupedFfn::int8_inputs(const ExpertFfn& f) {
+    return f.gate.kernel->act_q8 && f.up.kernel->act_q8 == f.gate.kernel->act_q8 && f.gate.kernel->isa == f.up.kernel->isa;
 }
 
 namespace {
@@ -285,6 +291,20 @@ void prepare_rows(ThreadPool& pool, kernels::Isa isa, ref::ActQuant kind, const 
                                    stride);
     };
     if (n < 16 || pool.size() == 1) rows(0, n, 0);
+    else pool.parallel_for(n, (n + 2 * pool.size() - 1) / (2 * pool.size()), rows);
+}
+
+// The int8 rows [r0, r1) of a part with token rows: row p is token row_token[p]'s int8 row
+// (tok, stride bytes apart) -> out (row r0's), as prepare_rows over the gathered float rows gives.
+void gather_int8_rows(ThreadPool& pool, const int32_t* row_token, int64_t r0, int64_t r1, const char* tok, char* out,
+                      size_t stride) {
+    const int64_t n = r1 - r0;
+    if (n <= 0) return;
+    auto rows = [&](int64_t a, int64_t b, int) {
+        for (int64_t i = a; i < b; ++i)
+            std::memcpy(out + static_cast<size_t>(i) * stride, tok + static_cast<size_t>(row_token[r0 + i]) * stride, stride);
+    };
+    if (n < 64 || pool.size() == 1) rows(0, n, 0);
     else pool.parallel_for(n, (n + 2 * pool.size() - 1) / (2 * pool.size()), rows);
 }
 
@@ -308,7 +328,7 @@ struct FfnCtx {
 // their prepared int8 rows xq (stride bytes apart) when given, against columns [col0, col1).
 kernels::MatmulArgs tile_args(const Tile& t, const float* x, int64_t K, const char* xq, size_t stride) {
     kernels::MatmulArgs a;
-    a.x = x + t.row0 * K;
+    a.x = x ? x + t.row0 * K : nullptr;  // null: a part whose int8 rows come from its token rows
     a.ldx = K;
     a.m = t.rows;
     a.K = K;
@@ -497,8 +517,7 @@ void GroupedFfn::run(ThreadPool& pool, const Part* parts, int n_parts, void* scr
         c[q] = FfnCtx{&fq, parts[q].offsets, parts[q].xp, parts[q].h, parts[q].out, ubuf_all, ubuf_stride,
                       nullptr, nullptr, false, false, ref::act_q8_row_bytes(fq.n_embd), ref::act_q8_row_bytes(fq.n_ff),
                       glu_spec(fq)};
-        c[q].q1 = act && fq.gate.kernel->act_q8 && fq.up.kernel->act_q8 == fq.gate.kernel->act_q8 &&
-                  fq.gate.kernel->isa == fq.up.kernel->isa;
+        c[q].q1 = act && int8_inputs(fq);
         c[q].q2 = act && fq.down.kernel->act_q8;
         c[q].act = act ? act + at1 : nullptr;
         at1 += static_cast<size_t>(parts[q].rows()) * c[q].s1;
@@ -508,10 +527,20 @@ void GroupedFfn::run(ThreadPool& pool, const Part* parts, int n_parts, void* scr
         c[q].act2 = act ? act + at2 : nullptr;
         at2 += static_cast<size_t>(parts[q].rows()) * c[q].s2;
     }
-    for (int q = 0; q < n_parts; ++q)
-        if (c[q].q1)
-            prepare_rows(pool, c[q].f->gate.kernel->isa, c[q].f->gate.kernel->act_q8, c[q].xp, c[q].f->n_embd,
-                         c[q].offsets[0], c[q].offsets[parts[q].n_experts], c[q].f->n_embd, c[q].act, c[q].s1);
+    size_t at_tok = std::max(at1, at2);  // token rows (parts with row_token) behind the xp and h rows
+    for (int q = 0; q < n_parts; ++q) {
+        const Part& pq = parts[q];
+        const int64_t r0 = c[q].offsets[0], r1 = c[q].offsets[pq.n_experts], D = c[q].f->n_embd;
+        if (c[q].q1 && pq.row_token) {
+            char* tok = act + at_tok;
+            at_tok += static_cast<size_t>(pq.n_tokens) * c[q].s1;
+            prepare_rows(pool, c[q].f->gate.kernel->isa, c[q].f->gate.kernel->act_q8, pq.x, D, 0, pq.n_tokens, D, tok, c[q].s1);
+            gather_int8_rows(pool, pq.row_token, r0, r1, tok, c[q].act, c[q].s1);
+        } else {
+            if (!c[q].xp) throw_error("moe", "grouped FFN part ", q, " has no xp rows and its gate / up kernels do not take int8 rows");
+            if (c[q].q1) prepare_rows(pool, c[q].f->gate.kernel->isa, c[q].f->gate.kernel->act_q8, c[q].xp, D, r0, r1, D, c[q].act, c[q].s1);
+        }
+    }
     if (fused) {
         run_fused(pool, parts, n_parts, c, prefix);
         return;

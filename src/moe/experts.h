@@ -113,8 +113,13 @@ public:
     static size_t scratch_bytes(int n_experts, int n_threads);
 
     // Bytes of prepared int8 activations (ActQ8 rows) for up to max_rows rows of up to max_len
-    // values, plus kFuseRows rows for the fused schedule's h rows.
-    static size_t act_scratch_bytes(int64_t max_rows, int64_t max_len);
+    // values, plus kFuseRows rows for the fused schedule's h rows, plus max_tokens rows for the
+    // token rows of a Part with row_token (each token quantized once, below).
+    static size_t act_scratch_bytes(int64_t max_rows, int64_t max_len, int64_t max_tokens = 0);
+    // Whether f's gate and up kernels take prepared int8 rows (one activation quantization and
+    // ISA for both): then a run with act_scratch quantizes each xp row once and the gate / up
+    // tiles read only those int8 rows.
+    static bool int8_inputs(const ExpertFfn& f);
 
     // offsets[E + 1]: rows [offsets[e], offsets[e+1]) of xp belong to expert e.
     // xp [n_rows, D] in, h [n_rows, F] scratch, out [n_rows, D] out.
@@ -127,6 +132,11 @@ public:
 
     // One FFN of a multi-part run: f's n_experts experts over rows [offsets[0], offsets[n_experts])
     // of xp [.., D] -> out [.., D], h [.., F] scratch (the arguments of the run above).
+    // row_token (optional, with x [n_tokens, D]): xp row p is row row_token[p] of x (p from
+    // offsets[0]). With act_scratch and int8_inputs(*f) each of the n_tokens rows is quantized once
+    // and its int8 row copied to every expert row that takes it (prefill: top-k times fewer
+    // quantizations; the same bytes as quantizing xp, so the same output), and xp is not read (it
+    // may be null: the caller need not gather the float rows). Otherwise xp must hold the rows.
     struct Part {
         const ExpertFfn* f;
         int n_experts;
@@ -134,6 +144,9 @@ public:
         const float* xp;
         float* h;
         float* out;
+        const float* x = nullptr;
+        const int32_t* row_token = nullptr;
+        int64_t n_tokens = 0;
         int64_t rows() const { return offsets[n_experts] - offsets[0]; }
     };
     static constexpr int kMaxParts = 2;

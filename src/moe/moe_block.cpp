@@ -37,7 +37,7 @@ MoeBlock::Buffers MoeBlock::carve(const MoeSpec& s, int64_t T, int n_threads, co
     // The shared expert runs as one more expert (and T more rows) of the routed experts' run.
     b.ffn_scratch = alloc(GroupedFfn::scratch_bytes(s.n_expert + (sh ? 1 : 0), n_threads));
     b.act_scratch = alloc(GroupedFfn::act_scratch_bytes(static_cast<int64_t>(t * (std::max<size_t>(k, 1) + (sh ? 1 : 0))),
-                                                        static_cast<int64_t>(std::max({D, F, Fs}))));
+                                                        static_cast<int64_t>(std::max({D, F, Fs})), static_cast<int64_t>(t)));
     b.hs = sh ? static_cast<float*>(alloc(t * Fs * 4)) : nullptr;
     b.ys = sh ? static_cast<float*>(alloc(t * D * 4)) : nullptr;
     b.sgate = sh ? static_cast<float*>(alloc(t * 4)) : nullptr;
@@ -332,7 +332,17 @@ void MoeBlock::forward(ThreadPool& pool, const float* x, int64_t T, float* y, co
     plan_.row_slot = b.row_slot;
     plan_.slot_row = b.slot_row;
     build_dispatch(routing_, plan_);
-    gather_rows(pool, plan_, x, D, b.xp);
+    // Experts whose gate / up kernels take int8 rows: each token's row is quantized once and its
+    // int8 row copied to the rows of its experts (GroupedFfn::Part::row_token), so the float rows
+    // are not gathered (pp512 of OLMoE Q4_K_M quantized 8 rows per token before; the same bytes).
+    const bool tok_rows = !store_ && b.act_scratch && GroupedFfn::int8_inputs(ffn_);
+    if (!tok_rows) gather_rows(pool, plan_, x, D, b.xp);
+    GroupedFfn::Part routed{&ffn_, static_cast<int>(E), plan_.offsets, tok_rows ? nullptr : b.xp, b.h, b.yp};
+    if (tok_rows) {
+        routed.x = x;
+        routed.row_token = plan_.row_token;
+        routed.n_tokens = T;
+    }
     if (times) lap(times->dispatch);
 
     // ---- routed experts, then the shared experts (all tokens, one "expert" group over x itself).
@@ -343,13 +353,12 @@ void MoeBlock::forward(ThreadPool& pool, const float* x, int64_t T, float* y, co
     const bool sh = spec_.n_shared > 0;
     if (sh && !store_ && GroupedFfn::auto_fuses(pool, plan_.offsets[E] + T)) {
         shared_gate(x, T, b);
-        const GroupedFfn::Part parts[2] = {{&ffn_, static_cast<int>(E), plan_.offsets, b.xp, b.h, b.yp},
-                                           {&shared_ffn_, 1, b.shared_offsets, x, b.hs, b.ys}};
+        const GroupedFfn::Part parts[2] = {routed, {&shared_ffn_, 1, b.shared_offsets, x, b.hs, b.ys}};
         GroupedFfn::run(pool, parts, 2, b.ffn_scratch, b.act_scratch);
         if (times) lap(times->experts);
     } else {
         if (store_) run_from_store(pool, x, T, b);
-        else GroupedFfn::run(pool, ffn_, static_cast<int>(E), plan_.offsets, b.xp, b.h, b.yp, b.ffn_scratch, b.act_scratch);
+        else GroupedFfn::run(pool, &routed, 1, b.ffn_scratch, b.act_scratch);
         if (times) lap(times->experts);
         if (sh) {
             shared_experts(pool, x, T, b);

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
+#include <string>
 #include <vector>
 
 #include "core/rng.h"
@@ -252,6 +254,105 @@ TEST_P(GroupedFfnSchedule, TwoPartsEqualEachPartAlone) {
                 GroupedFfn::run(pool, shared.f, 1, soff, xs.data(), hs.data(), ys1.data(), scratch.data(), act.data(), s);
                 ASSERT_EQ(0, std::memcmp(y.data(), y1.data(), sizeof(float) * static_cast<size_t>(rows * kD)));
                 ASSERT_EQ(0, std::memcmp(ys.data(), ys1.data(), sizeof(float) * ys.size()));
+            }
+        }
+    }
+}
+
+// Token rows (GroupedFfn::Part::row_token, as MoeBlock passes them): each token's int8 row made
+// once and copied to its experts' rows must give bitwise what the gathered float rows give, for
+// decode- and prefill-sized batches, every schedule and pool size, a run starting at a nonzero row
+// (experts 2..) and the two-part run beside a shared expert; kernels without int8 rows (F32 gate /
+// up) read xp, and without xp such a part is one clear error.
+TEST_P(GroupedFfnSchedule, TokenRowsEqualGatheredRows) {
+    const Types ty = GetParam();
+    const kernels::CpuKernels kern = kernels::CpuKernels::from_env();
+    for (uint64_t seed = 1; seed <= 4; ++seed) {
+        SCOPED_TRACE(seed);
+        Rng rng(0x70c0 + seed);
+        const Experts ex(ty, kern, rng), shared(ty, kern, rng);
+        const bool tall = seed >= 3;  // prefill-sized: row tiles of kRowTile, two-phase
+        const int k = tall ? 3 : 2;
+        const int64_t T = tall ? GroupedFfn::kRowTile + 9 : 1 + static_cast<int64_t>(rng.below(4));
+        std::vector<float> x(static_cast<size_t>(T * kD));
+        for (float& v : x) v = rng.normal();
+        // Each token routes to k distinct experts; rows grouped by expert, tokens in order within
+        // each (build_dispatch's layout).
+        std::vector<std::vector<int32_t>> by_e(kE);
+        for (int64_t t = 0; t < T; ++t) {
+            int picked[kE] = {0};
+            for (int s = 0; s < k;) {
+                const int e = static_cast<int>(rng.below(kE));
+                if (picked[e]++) continue;
+                by_e[static_cast<size_t>(e)].push_back(static_cast<int32_t>(t));
+                ++s;
+            }
+        }
+        int64_t offsets[kE + 1] = {0};
+        std::vector<int32_t> row_token;
+        for (int e = 0; e < kE; ++e) {
+            for (int32_t t : by_e[static_cast<size_t>(e)]) row_token.push_back(t);
+            offsets[e + 1] = static_cast<int64_t>(row_token.size());
+        }
+        const int64_t rows = offsets[kE];
+        std::vector<float> xp(static_cast<size_t>(rows * kD));
+        for (int64_t p = 0; p < rows; ++p)
+            std::memcpy(xp.data() + p * kD, x.data() + static_cast<int64_t>(row_token[static_cast<size_t>(p)]) * kD, sizeof(float) * kD);
+        const int64_t soff[2] = {0, T};
+        const bool int8 = GroupedFfn::int8_inputs(ex.f);
+        EXPECT_EQ(int8, ty.gate_up != DType::F32);
+        for (int threads : {1, 2, 3}) {
+            SCOPED_TRACE(threads);
+            ThreadPool pool(threads);
+            std::vector<char> scratch(GroupedFfn::scratch_bytes(kE + 1, threads) + 64);
+            std::vector<char> act(GroupedFfn::act_scratch_bytes(rows + T, std::max(kD, kF), T));
+            std::vector<float> h(static_cast<size_t>((rows + 1) * kF)), hs(static_cast<size_t>(T * kF));
+            for (GroupedFfn::Schedule s : {GroupedFfn::Schedule::TwoPhase, GroupedFfn::Schedule::Fused, GroupedFfn::Schedule::Auto}) {
+                if (tall && s == GroupedFfn::Schedule::Fused) continue;
+                SCOPED_TRACE(static_cast<int>(s));
+                for (int e0 : {0, 2}) {
+                    SCOPED_TRACE(e0);
+                    ExpertFfn fs = ex.f;  // experts [e0, kE)
+                    fs.gate.data += static_cast<size_t>(e0) * ex.f.gate.expert_stride;
+                    fs.up.data += static_cast<size_t>(e0) * ex.f.up.expert_stride;
+                    fs.down.data += static_cast<size_t>(e0) * ex.f.down.expert_stride;
+                    std::vector<float> want(static_cast<size_t>(rows * kD), std::nanf("")), got = want;
+                    GroupedFfn::run(pool, fs, kE - e0, offsets + e0, xp.data(), h.data(), want.data(), scratch.data(), act.data(), s);
+                    GroupedFfn::Part part{&fs, kE - e0, offsets + e0, int8 ? nullptr : xp.data(), h.data(), got.data()};
+                    part.x = x.data();
+                    part.row_token = row_token.data();
+                    part.n_tokens = T;
+                    GroupedFfn::run(pool, &part, 1, scratch.data(), act.data(), s);
+                    const size_t b = static_cast<size_t>(offsets[e0] * kD);
+                    ASSERT_EQ(0, std::memcmp(want.data() + b, got.data() + b, sizeof(float) * (want.size() - b)));
+                }
+                // Beside a shared expert over x (the decode layer's two-part run).
+                std::vector<float> want(static_cast<size_t>(rows * kD), std::nanf("")), got = want;
+                std::vector<float> ys_want(static_cast<size_t>(T * kD), std::nanf("")), ys_got = ys_want;
+                const GroupedFfn::Part gathered[2] = {{&ex.f, kE, offsets, xp.data(), h.data(), want.data()},
+                                                      {&shared.f, 1, soff, x.data(), hs.data(), ys_want.data()}};
+                GroupedFfn::run(pool, gathered, 2, scratch.data(), act.data(), s);
+                GroupedFfn::Part tok[2] = {{&ex.f, kE, offsets, int8 ? nullptr : xp.data(), h.data(), got.data()},
+                                           {&shared.f, 1, soff, x.data(), hs.data(), ys_got.data()}};
+                tok[0].x = x.data();
+                tok[0].row_token = row_token.data();
+                tok[0].n_tokens = T;
+                GroupedFfn::run(pool, tok, 2, scratch.data(), act.data(), s);
+                ASSERT_EQ(0, std::memcmp(want.data(), got.data(), sizeof(float) * want.size()));
+                ASSERT_EQ(0, std::memcmp(ys_want.data(), ys_got.data(), sizeof(float) * ys_want.size()));
+            }
+            if (!int8) {  // no int8 rows and no xp: the caller's error, named
+                std::vector<float> out(static_cast<size_t>(rows * kD));
+                GroupedFfn::Part part{&ex.f, kE, offsets, nullptr, h.data(), out.data()};
+                part.x = x.data();
+                part.row_token = row_token.data();
+                part.n_tokens = T;
+                try {
+                    GroupedFfn::run(pool, &part, 1, scratch.data(), act.data());
+                    ADD_FAILURE() << "no error";
+                } catch (const std::exception& e) {
+                    EXPECT_NE(std::string(e.what()).find("no xp rows"), std::string::npos) << e.what();
+                }
             }
         }
     }
