@@ -280,32 +280,33 @@ bool GroupedFfn::int8_inputs(const ExpertFfn& f) {
 }
 
 namespace {
+// rows(a, b, tid) over [0, n): on the calling thread below min_pool rows (a pool dispatch costs
+// more), else about two chunks per thread.
+template <class F>
+void for_rows(ThreadPool& pool, int64_t n, int64_t min_pool, F&& rows) {
+    if (n <= 0) return;
+    if (n < min_pool || pool.size() == 1) rows(int64_t{0}, n, 0);
+    else pool.parallel_for(n, (n + 2 * pool.size() - 1) / (2 * pool.size()), rows);
+}
+
 // ActQ8 rows [r0, r1) of x (ld floats apart) into out (row r0's, stride bytes apart); across the
 // pool when there are enough rows to pay for a dispatch.
 void prepare_rows(ThreadPool& pool, kernels::Isa isa, ref::ActQuant kind, const float* x, int64_t ld, int64_t r0, int64_t r1, int64_t K,
                   char* out, size_t stride) {
-    const int64_t n = r1 - r0;
-    if (n <= 0) return;
-    auto rows = [&](int64_t a, int64_t b, int) {
+    for_rows(pool, r1 - r0, 16, [&](int64_t a, int64_t b, int) {
         kernels::quantize_act_rows(isa, kind, x + (r0 + a) * ld, ld, b - a, K, out + static_cast<size_t>(a) * stride,
                                    stride);
-    };
-    if (n < 16 || pool.size() == 1) rows(0, n, 0);
-    else pool.parallel_for(n, (n + 2 * pool.size() - 1) / (2 * pool.size()), rows);
+    });
 }
 
 // The int8 rows [r0, r1) of a part with token rows: row p is token row_token[p]'s int8 row
 // (tok, stride bytes apart) -> out (row r0's), as prepare_rows over the gathered float rows gives.
 void gather_int8_rows(ThreadPool& pool, const int32_t* row_token, int64_t r0, int64_t r1, const char* tok, char* out,
                       size_t stride) {
-    const int64_t n = r1 - r0;
-    if (n <= 0) return;
-    auto rows = [&](int64_t a, int64_t b, int) {
+    for_rows(pool, r1 - r0, 64, [&](int64_t a, int64_t b, int) {
         for (int64_t i = a; i < b; ++i)
             std::memcpy(out + static_cast<size_t>(i) * stride, tok + static_cast<size_t>(row_token[r0 + i]) * stride, stride);
-    };
-    if (n < 64 || pool.size() == 1) rows(0, n, 0);
-    else pool.parallel_for(n, (n + 2 * pool.size() - 1) / (2 * pool.size()), rows);
+    });
 }
 
 // Everything one tile of either phase needs (one part of a GroupedFfn run).
@@ -537,7 +538,7 @@ void GroupedFfn::run(ThreadPool& pool, const Part* parts, int n_parts, void* scr
             prepare_rows(pool, c[q].f->gate.kernel->isa, c[q].f->gate.kernel->act_q8, pq.x, D, 0, pq.n_tokens, D, tok, c[q].s1);
             gather_int8_rows(pool, pq.row_token, r0, r1, tok, c[q].act, c[q].s1);
         } else {
-            if (!c[q].xp) throw_error("moe", "grouped FFN part ", q, " has no xp rows and its gate / up kernels do not take int8 rows");
+            if (!c[q].xp) throw_error("moe", "grouped FFN part ", q, " has no xp rows and no int8 rows to read instead (its gate / up kernels read f32 rows, or no act scratch was given)");
             if (c[q].q1) prepare_rows(pool, c[q].f->gate.kernel->isa, c[q].f->gate.kernel->act_q8, c[q].xp, D, r0, r1, D, c[q].act, c[q].s1);
         }
     }
