@@ -19,7 +19,7 @@
 namespace moe {
 
 namespace {
-constexpr int64_t kMaxColTile = 64;
+constexpr int64_t kMaxColTile = 512;
 // Fewest output columns of a guided down chunk at the end of a fused layer (run_fused; never more
 // than the column tile): 64 rows of OLMoE's 2048 x 1024 Q4_K down matrix are 37 KB of panels, about
 // a microsecond of streaming.
@@ -37,8 +37,12 @@ struct TileGrid {
 };
 
 // Column tile: as wide as the per-thread up buffer allows for the tallest tile (kRowTile x
-// kMaxColTile floats: 64 columns at 64 rows, up to 4096 at one row) while leaving >= 4 tiles per
-// thread, so small batches still spread over every core; never narrower than 16 columns. Decode
+// kMaxColTile floats: 512 columns at 128 rows, up to 65536 at one row) while leaving >= 4 tiles per
+// thread, so small batches still spread over every core; never narrower than 16 columns. Prefill
+// tiles of 512 columns instead of 64 (256 KiB of up buffer per thread instead of 32): the panel
+// GEMM requests each next panel pair while the current one computes, but a call's first pair
+// comes cold, and a 64-column call has two pairs (OLMoE pp512 0.94x the time with the spread
+// prefetch, pp64 / pp128 0.87x; docs/PERFORMANCE.md session 38). Decode
 // (one row per expert) thus gets long contiguous column ranges: each tile streams its weight rows
 // in order and the kernels' prefetch runs ahead within the tile instead of stopping every 64 rows
 // (OLMoE Q4_K_M decode, moe bench tg64: 17.4 t/s with 64-column tiles, 18.9-20.5 with these).

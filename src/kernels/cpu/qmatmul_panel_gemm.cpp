@@ -320,18 +320,15 @@ namespace {
 // (panel_gemm_bench Q4_K 1 1024 2048 64: 0.49 against 0.37 ms per pass).
 // (The K-quants only: Q8_0's pp512 ran 0.97x out of line.)
 template <class D, int NP>
-[[gnu::noinline]] void rows_all_out(const MatmulArgs& a, const unsigned char* act, size_t act_stride, int64_t n, const int* nc, const Panel* p) {
-    rows_all<D, NP>(a, act, act_stride, n, nc, p);
+[[gnu::noinline]] void rows_all_out(const MatmulArgs& a, const unsigned char* act, size_t act_stride, int64_t n, const int* nc, const Panel* p,
+                                    const NextPanels& next) {
+    rows_all<D, NP>(a, act, act_stride, n, nc, p, next);
 }
 template <class D, int NP>
-[[gnu::always_inline]] inline void rows_all_pair(const MatmulArgs& a, const unsigned char* act, size_t act_stride, int64_t n, const int* nc, const Panel* p) {
-    if constexpr (sbint_of<D>()) rows_all_out<D, NP>(a, act, act_stride, n, nc, p);
-    else rows_all<D, NP>(a, act, act_stride, n, nc, p);
-}
-
-void prefetch_t2(const uint8_t* p, size_t bytes) {
-    const char* c = reinterpret_cast<const char*>(p);
-    for (size_t o = 0; o < bytes; o += 64) asm volatile("prefetcht2 %0" : : "m"(c[o]));
+[[gnu::always_inline]] inline void rows_all_pair(const MatmulArgs& a, const unsigned char* act, size_t act_stride, int64_t n, const int* nc, const Panel* p,
+                                                 const NextPanels& next) {
+    if constexpr (sbint_of<D>()) rows_all_out<D, NP>(a, act, act_stride, n, nc, p, next);
+    else rows_all<D, NP>(a, act, act_stride, n, nc, p, next);
 }
 
 template <class D>
@@ -357,28 +354,25 @@ void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const Pan
             for (int j = 0; j < 2; ++j)
                 p[j].q = in_place ? reinterpret_cast<__m512i*>(const_cast<uint8_t*>(w.panels + static_cast<size_t>(n / 16 + j) * pb_bytes)) : qbuf[j];
         fill(pp[0], nsb, p[0]);
-        {
-            // the next pair's panels requested now, to arrive while this pair computes (region-major:
-            // their levels, scales and d, each contiguous)
-            const int64_t nn = std::min<int64_t>(a.n1, n + 64) - (n + 32);
-            if (nn > 0) {
-                const int64_t k = (nn + 15) / 16;  // panels
-                const PanelParts nx = panel_parts(w.type, w.K, w.panels, n_panels, n / 16 + 2);
-                if (nx.sc) {
-                    const PanelRegionBytes rb = panel_region_bytes(w.type, w.K);
-                    prefetch_t2(nx.lev, static_cast<size_t>(k) * rb.lev);
-                    prefetch_t2(nx.sc, static_cast<size_t>(k) * rb.sc);
-                    prefetch_t2(nx.d, static_cast<size_t>(k) * rb.d);
-                } else {
-                    prefetch_t2(nx.lev, static_cast<size_t>(k) * pb_bytes);
-                }
+        // the next pair's panels, requested by rows_all while this pair computes (region-major:
+        // their levels, scales and d, each contiguous)
+        NextPanels next;
+        const int64_t nn = std::min<int64_t>(a.n1, n + 64) - (n + 32);
+        if (nn > 0) {
+            const size_t k = static_cast<size_t>((nn + 15) / 16);  // panels
+            const PanelParts nx = panel_parts(w.type, w.K, w.panels, n_panels, n / 16 + 2);
+            if (nx.sc) {
+                const PanelRegionBytes rb = panel_region_bytes(w.type, w.K);
+                next = NextPanels{{nx.lev, nx.sc, nx.d}, {k * rb.lev, k * rb.sc, k * rb.d}};
+            } else {
+                next = NextPanels{{nx.lev, nullptr, nullptr}, {k * pb_bytes, 0, 0}};
             }
         }
         if (nc[1] > 0) {
             fill(pp[1], nsb, p[1]);
-            rows_all_pair<D, 2>(a, act, act_stride, n, nc, p);
+            rows_all_pair<D, 2>(a, act, act_stride, n, nc, p, next);
         } else {
-            rows_all_pair<D, 1>(a, act, act_stride, n, nc, p);
+            rows_all_pair<D, 1>(a, act, act_stride, n, nc, p, next);
         }
     }
 }
