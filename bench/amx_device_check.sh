@@ -61,7 +61,7 @@ run() {
 
   step "panel GEMM kernels, one thread, m = 64: VNNI against AMX"
   for t in Q4_K Q5_K Q6_K Q4_0; do  # the types panel_gemm_bench takes (Q8_0: in the model below)
-    for isa in avx512 amx; do try 60 "$B/panel_gemm_bench" "$t" 16 1024 2048 64 2 "$isa" | grep -v '^alt 0'; done
+    for isa in avx512 amx amx-nopf; do try 60 "$B/panel_gemm_bench" "$t" 16 1024 2048 64 2 "$isa" | grep -v '^alt 0'; done
   done
 
   step "models: OLMoE-1B-7B Q8_0 (moe gen), then Q4_K_M and Q5_K_M (llama-quantize)"

@@ -1,7 +1,7 @@
 // Kernel benchmark of the prefill panel GEMM (kernels/cpu/qmatmul_panel_gemm.cpp, panel_gemm_avx512)
 // over repacked Q4_K / Q5_K / Q6_K / Q4_0 matrices: m activation rows (one expert call's tokens)
 // against each of `matrices` N x K matrices, one thread.
-// Usage: panel_gemm_bench [Q4_K|Q5_K|Q6_K|Q4_0] [matrices=16] [N=1024] [K=2048] [m=64] [alternations=3] [avx512|amx]
+// Usage: panel_gemm_bench [Q4_K|Q5_K|Q6_K|Q4_0] [matrices=16] [N=1024] [K=2048] [m=64] [alternations=3] [avx512|amx|amx-nopf]
 // Thread CPU time of a pass over all matrices, best of 5 (each timing 4 passes). GMAC/s = m N K per
 // matrix and pass; % of peak against one zmm vpdpbusd (64 MACs) per cycle at the clock
 // /proc/cpuinfo reports (MOE_BENCH_GHZ overrides it; a VM may report the base clock, not the boost)
@@ -10,6 +10,7 @@
 // two builds can be compared.
 // Path amx: the AMX-INT8 panel GEMM (qmatmul_panel_amx.h) on real tiles, against a measured loop of
 // independent TDPBUSD (16 x 16 x 64 MACs each) on four accumulator tiles; an error where AMX is not usable.
+// Path amx-nopf: the same without the next-panel prefetch (AmxGemmOptions::prefetch_next).
 #include <immintrin.h>
 #include <time.h>
 
@@ -77,7 +78,11 @@ double clock_ghz() {
     const __m512i s = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3)),
                                        _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(c4, c5), _mm512_add_epi32(c6, c7)),
                                                         _mm512_add_epi32(_mm512_add_epi32(c8, c9), _mm512_add_epi32(c10, c11))));
-    const int32_t sink = _mm512_reduce_add_epi32(s);
+    // Lanes summed through memory: GCC 12's _mm512_reduce_add_epi32 trips -Wmaybe-uninitialized.
+    alignas(64) int32_t lanes[16];
+    _mm512_store_si512(lanes, s);
+    int32_t sink = 0;
+    for (int32_t v : lanes) sink += v;
     asm volatile("" : : "r"(sink));
     return 64.0 * 12 * kIters / best;
 }
@@ -146,11 +151,13 @@ int main(int argc, char** argv) {
                   m = argc > 5 ? std::atoll(argv[5]) : 64;
     const int alts = argc > 6 ? std::atoi(argv[6]) : 3;
     const std::string path = argc > 7 ? argv[7] : "avx512";
-    if (path != "avx512" && path != "amx") {
-        std::fprintf(stderr, "panel_gemm_bench: path %s: avx512 or amx\n", path.c_str());
+    if (path != "avx512" && path != "amx" && path != "amx-nopf") {
+        std::fprintf(stderr, "panel_gemm_bench: path %s: avx512, amx or amx-nopf\n", path.c_str());
         return 2;
     }
-    const bool use_amx = path == "amx";
+    const bool use_amx = path != "avx512";
+    panel::AmxGemmOptions amx_opts;
+    amx_opts.prefetch_next = path == "amx";
     if (use_amx && !kernels::amx_usable()) {
         std::fprintf(stderr, "panel_gemm_bench: AMX is not usable here: %s\n", kernels::amx_absent_reason());
         return 2;
@@ -198,7 +205,7 @@ int main(int argc, char** argv) {
         for (int i = 0; i < nmat; ++i) {
             const panel::PanelMatrix pm{type, P + i * pmat_bytes, N, K};
             if (use_amx)
-                panel::panel_gemm_amx(pm, args(i, y.data()));
+                panel::panel_gemm_amx(pm, args(i, y.data()), amx_opts);
             else
                 panel::panel_gemm_avx512(pm, args(i, y.data()));
         }

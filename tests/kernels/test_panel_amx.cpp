@@ -6,6 +6,7 @@
 //    path, on random panels and activations, for m = 1, 15, 16, 17, 40 (token groups of 16 and
 //    zero-padded tails), column ranges with tails (nc < 16) starting at later panels, K 256 and 2048
 //    (Q8_0 and Q4_0 also 96 and 2880: K % 256 != 0), all seven AMX types;
+//  - the same with the next-panel prefetch off (AmxGemmOptions; fewer shapes);
 //  - the same on real AMX tiles where this CPU and kernel allow them, else a printed "absent" line;
 //    (Q4_K, Q5_K and Q6_K run the kernels with the scales folded into the tiles,
 //    qmatmul_panel_amx_folded.cpp);
@@ -187,6 +188,9 @@ TEST(PanelAmx, EmulatedEqualsVnniAndScalarBitForBit) {
         GTEST_SKIP();
     }
     expect_bit_exact(panel::panel_gemm_amx_emulated, "AMX kernel on the tile emulator", true);
+    // The next-panel prefetch (AmxGemmOptions) requests addresses only: off, the same bits.
+    expect_bit_exact([](const panel::PanelMatrix& w, const kernels::MatmulArgs& a) { panel::panel_gemm_amx_emulated(w, a, {false}); },
+                     "AMX kernel on the tile emulator, no next-panel prefetch", false);
 }
 
 TEST(PanelAmx, RealTilesEqualVnniAndScalarBitForBit) {
@@ -198,6 +202,8 @@ TEST(PanelAmx, RealTilesEqualVnniAndScalarBitForBit) {
     ASSERT_TRUE(simd_here()) << "a CPU with AMX has AVX-512 VNNI";
     std::cout << "real AMX tiles present: testing panel_gemm_amx" << std::endl;
     expect_bit_exact(panel::panel_gemm_amx, "AMX kernel on real tiles", true);
+    expect_bit_exact([](const panel::PanelMatrix& w, const kernels::MatmulArgs& a) { panel::panel_gemm_amx(w, a, {false}); },
+                     "AMX kernel on real tiles, no next-panel prefetch", false);
 }
 
 TEST(PanelAmx, BadCallsAreOneClearError) {

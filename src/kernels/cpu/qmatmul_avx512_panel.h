@@ -3,6 +3,8 @@
 // interleaved panel, its per-call repack from the blocks, and rows_block over it. Part of
 // qmatmul_avx512.h (read its header comment): include that header, not this one.
 
+#include "kernels/cpu/panel_prefetch.h"  // NextPanels, SlicedPrefetch
+
 namespace moe::kernels::avx512 {
 
 // ---------------------------------------------------------------- engine
@@ -285,35 +287,21 @@ void rows_block(const MatmulArgs& a, const unsigned char* act, size_t act_stride
     }
 }
 
-// The stored bytes of the panels the caller computes next (up to three ranges: a region-major
-// pair's levels, scales and d), which rows_all requests a slice at a time, one slice before each
-// row block, so that they arrive from DRAM while this pair computes. Spread out, not one burst
-// (576 requests for a Q4_K pair at K = 2048) ahead of the pair: panel_gemm_bench Q4_K, 128 matrices
-// of 1024 x 2048 (beyond L3), the two forms alternating pass by pass, 30-40 rounds: m = 32 1.10x,
-// m = 64 1.06-1.09x, m = 128 1.02x, m = 16 1.02x; Q6_K 1.04x, Q5_K 1.03x (docs/PERFORMANCE.md).
-struct NextPanels {
-    const uint8_t* at[3] = {};
-    size_t bytes[3] = {};
-};
-
+// rows_all requests the next panels (NextPanels, panel_prefetch.h) one slice before each row block,
+// so that they arrive from DRAM while this pair computes. Spread out, not one burst ahead of the
+// pair: panel_gemm_bench Q4_K, 128 matrices of 1024 x 2048 (beyond L3), the two forms alternating
+// pass by pass, 30-40 rounds: m = 32 1.10x, m = 64 1.06-1.09x, m = 128 1.02x, m = 16 1.02x; Q6_K
+// 1.04x, Q5_K 1.03x (docs/PERFORMANCE.md).
 template <class D, int NP>
 void rows_all(const MatmulArgs& a, const unsigned char* act, size_t act_stride, int64_t n, const int* nc,
-              const Panel* p, const NextPanels& next = {}) {
-    // PREFETCHT0 of ceil(bytes / blocks) per range and row block (whole lines)
-    const int64_t blocks = (a.m + 3) / 4;
-    size_t done[3] = {}, slice[3];
-    for (int q = 0; q < 3; ++q) slice[q] = (next.bytes[q] + 64 * static_cast<size_t>(blocks) - 1) / (64 * static_cast<size_t>(blocks)) * 64;
-    const auto request_slice = [&] {
-        for (int q = 0; q < 3; ++q)
-            for (const size_t end = std::min(next.bytes[q], done[q] + slice[q]); done[q] < end; done[q] += 64)
-                _mm_prefetch(reinterpret_cast<const char*>(next.at[q] + done[q]), _MM_HINT_T0);
-    };
+              const Panel* p, const panel::NextPanels& next = {}) {
+    panel::SlicedPrefetch pf(next, (a.m + 3) / 4);  // one slice per row block
     int64_t r = 0;
     for (; r + 4 <= a.m; r += 4) {
-        request_slice();
+        pf.step();
         rows_block<D, 4, NP>(a, act, act_stride, r, n, nc, p);
     }
-    request_slice();
+    pf.step();
     switch (a.m - r) {
         case 3: rows_block<D, 3, NP>(a, act, act_stride, r, n, nc, p); break;
         case 2: rows_block<D, 2, NP>(a, act, act_stride, r, n, nc, p); break;

@@ -315,7 +315,7 @@ void gemm_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, void (*fill
 }
 
 template <class Tiles>
-void panel_gemm_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
+void panel_gemm_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o) {
     check_range(w, a.n0, a.n1);
     if (!panel_amx_supported(w.type))
         throw_error("kernels", "AMX panel GEMM: weight type ", dtype_name(w.type), " has none (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K)");
@@ -324,9 +324,9 @@ void panel_gemm_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
     switch (w.type) {
         case DType::Q8_0: gemm_tiles<AmxQ80>(t, w, a, fill_q80); break;
         case DType::Q4_0: gemm_tiles<AmxQ40>(t, w, a, fill_q40); break;
-        case DType::Q4_K: panel_gemm_q4k_tiles(t, w, a); break;  // scales folded (qmatmul_panel_amx_folded.cpp)
-        case DType::Q5_K: panel_gemm_q5k_tiles(t, w, a); break;
-        case DType::Q6_K: panel_gemm_q6k_tiles(t, w, a); break;
+        case DType::Q4_K: panel_gemm_q4k_tiles(t, w, a, o); break;  // scales folded (qmatmul_panel_amx_folded.cpp)
+        case DType::Q5_K: panel_gemm_q5k_tiles(t, w, a, o); break;
+        case DType::Q6_K: panel_gemm_q6k_tiles(t, w, a, o); break;
         case DType::Q3_K: gemm_tiles<AmxQ3K>(t, w, a, fill_k23<true>); break;
         default: gemm_tiles<AmxQ2K>(t, w, a, fill_k23<false>); break;
     }
@@ -334,14 +334,20 @@ void panel_gemm_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
 
 }  // namespace
 
-void panel_gemm_amx(const PanelMatrix& w, const MatmulArgs& a) {
+void panel_gemm_amx(const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o) {
     amx::AmxTiles t;
-    panel_gemm_tiles(t, w, a);
+    panel_gemm_tiles(t, w, a, o);
+}
+void panel_gemm_amx(const PanelMatrix& w, const MatmulArgs& a) {
+    panel_gemm_amx(w, a, AmxGemmOptions{});
 }
 
-void panel_gemm_amx_emulated(const PanelMatrix& w, const MatmulArgs& a) {
+void panel_gemm_amx_emulated(const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o) {
     amx::EmuTiles t;
-    panel_gemm_tiles(t, w, a);
+    panel_gemm_tiles(t, w, a, o);
+}
+void panel_gemm_amx_emulated(const PanelMatrix& w, const MatmulArgs& a) {
+    panel_gemm_amx_emulated(w, a, AmxGemmOptions{});
 }
 
 }  // namespace moe::kernels::panel

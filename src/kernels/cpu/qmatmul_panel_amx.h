@@ -15,12 +15,23 @@ bool panel_amx_supported(DType t);
 // docs/PERFORMANCE.md); the others run on tiles only with MOE_FORCE_ISA=amx (Q4_0 and Q5_K not
 // measured on real tiles yet).
 bool panel_amx_default(DType t);
+// How the AMX GEMM runs; the defaults are the engine's. None of it changes the output bits.
+struct AmxGemmOptions {
+    // The kernels with folded scales (Q4_K, Q5_K, Q6_K) request the next panel's bytes a slice per
+    // row block and super-block while the current panel computes (panel_prefetch.h), as the VNNI
+    // panel GEMM does with the next pair (1.02-1.10x there). Not yet timed on real tiles:
+    // panel_gemm_bench's path amx-nopf runs without it, for that comparison.
+    bool prefetch_next = true;
+};
+
 // As panel_gemm_avx512, on AMX tiles: call only where amx_usable() (isa.h) and panel_gemv_usable().
 // Throws moe::Error ([kernels]) on a type without an AMX kernel, a K that is not the panels' or a
 // column range check_range refuses.
 void panel_gemm_amx(const PanelMatrix& w, const MatmulArgs& a);
+void panel_gemm_amx(const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o);
 // The same kernel on the scalar tile emulator (amx_tiles.h EmuTiles), for tests: needs only
 // panel_gemv_usable() (AVX-512 VNNI, for the f32 chain and the activation quantizer).
 void panel_gemm_amx_emulated(const PanelMatrix& w, const MatmulArgs& a);
+void panel_gemm_amx_emulated(const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o);
 
 }  // namespace moe::kernels::panel

@@ -41,6 +41,7 @@
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/isa_target.h"
+#include "kernels/cpu/panel_prefetch.h"
 #include "kernels/cpu/qmatmul.h"
 #include "kernels/cpu/qmatmul_panel_amx_folded.h"
 #include "kernels/ref/quantize_act.h"
@@ -164,7 +165,7 @@ amx::TileConfig full_tiles() {
 
 // Q4_K / Q5_K (T): S = 2^kDigit x.Bh + x.Bl and the mins' term per super-block (the header comment).
 template <DType T, class Tiles>
-void gemm_k45_folded(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
+void gemm_k45_folded(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o) {
     size_t act_stride = 0;
     const unsigned char* act = qmm_activations(a, Isa::Avx512, act_quant(w.type), &act_stride);
     const int64_t K = w.K, nsb = K / 256, Kp = ref::act_q8_padded(K), n_panels = (w.N + 15) / 16;
@@ -199,6 +200,8 @@ void gemm_k45_folded(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
         const int nc = static_cast<int>(a.n1 - n >= 16 ? 16 : a.n1 - n);
         const PanelParts pp = panel_parts(w.type, K, w.panels, n_panels, n / 16);
         fill_k45_folded<T>(pp, nsb, bh, bl, wd);
+        // the next panel, a slice per row block and super-block while this one computes
+        SlicedPrefetch pf(o.prefetch_next && n + 16 < a.n1 ? next_panels(w, n / 16 + 1, 1) : NextPanels{}, (a.m + 31) / 32 * nsb);
         for (int64_t r0 = 0; r0 < a.m; r0 += 32) {
             const int nt = static_cast<int>(a.m - r0 >= 32 ? 32 : a.m - r0), nh = nt > 16 ? 2 : 1;
             const TileRows A[2] = {tile_rows(act, act_stride, pad, Kp, a.m, r0), tile_rows(act, act_stride, pad, Kp, a.m, r0 + 16)};
@@ -207,6 +210,7 @@ void gemm_k45_folded(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
                 _mm512_store_ps(acc[i], _mm512_setzero_ps());
             }
             for (int64_t sb = 0; sb < nsb; ++sb) {
+                pf.step();
                 t.template zero<0>();
                 t.template zero<1>();
                 if (nh == 2) {
@@ -258,17 +262,17 @@ void gemm_k45_folded(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
 }  // namespace
 
 template <class Tiles>
-void panel_gemm_q4k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
-    gemm_k45_folded<DType::Q4_K>(t, w, a);
+void panel_gemm_q4k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o) {
+    gemm_k45_folded<DType::Q4_K>(t, w, a, o);
 }
 
 template <class Tiles>
-void panel_gemm_q5k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
-    gemm_k45_folded<DType::Q5_K>(t, w, a);
+void panel_gemm_q5k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o) {
+    gemm_k45_folded<DType::Q5_K>(t, w, a, o);
 }
 
 template <class Tiles>
-void panel_gemm_q6k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
+void panel_gemm_q6k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o) {
     size_t act_stride = 0;
     const unsigned char* act = qmm_activations(a, Isa::Avx512, act_quant(w.type), &act_stride);
     const int64_t K = w.K, nsb = K / 256, Kp = ref::act_q8_padded(K), n_panels = (w.N + 15) / 16;
@@ -288,6 +292,7 @@ void panel_gemm_q6k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
     for (int64_t n = a.n0; n < a.n1; n += 16) {
         const int nc = static_cast<int>(a.n1 - n >= 16 ? 16 : a.n1 - n);
         fill_q6k_folded(panel_parts(w.type, K, w.panels, n_panels, n / 16), nsb, b, wd);
+        SlicedPrefetch pf(o.prefetch_next && n + 16 < a.n1 ? next_panels(w, n / 16 + 1, 1) : NextPanels{}, (a.m + 15) / 16 * nsb);
         for (int64_t r0 = 0; r0 < a.m; r0 += 16) {
             const int nt = static_cast<int>(a.m - r0 >= 16 ? 16 : a.m - r0);
             const TileRows A = tile_rows(act, act_stride, pad, Kp, a.m, r0);
@@ -296,6 +301,7 @@ void panel_gemm_q6k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
                 _mm512_store_ps(acc[i], _mm512_setzero_ps());
             }
             for (int64_t sb = 0; sb < nsb; ++sb) {
+                pf.step();
                 t.template zero<0>();
                 t.template zero<1>();
                 t.template zero<2>();
@@ -329,13 +335,13 @@ void panel_gemm_q6k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a) {
 }
 
 #if defined(__x86_64__)
-template void panel_gemm_q4k_tiles<amx::AmxTiles>(amx::AmxTiles&, const PanelMatrix&, const MatmulArgs&);
-template void panel_gemm_q5k_tiles<amx::AmxTiles>(amx::AmxTiles&, const PanelMatrix&, const MatmulArgs&);
-template void panel_gemm_q6k_tiles<amx::AmxTiles>(amx::AmxTiles&, const PanelMatrix&, const MatmulArgs&);
+template void panel_gemm_q4k_tiles<amx::AmxTiles>(amx::AmxTiles&, const PanelMatrix&, const MatmulArgs&, const AmxGemmOptions&);
+template void panel_gemm_q5k_tiles<amx::AmxTiles>(amx::AmxTiles&, const PanelMatrix&, const MatmulArgs&, const AmxGemmOptions&);
+template void panel_gemm_q6k_tiles<amx::AmxTiles>(amx::AmxTiles&, const PanelMatrix&, const MatmulArgs&, const AmxGemmOptions&);
 #endif
-template void panel_gemm_q4k_tiles<amx::EmuTiles>(amx::EmuTiles&, const PanelMatrix&, const MatmulArgs&);
-template void panel_gemm_q5k_tiles<amx::EmuTiles>(amx::EmuTiles&, const PanelMatrix&, const MatmulArgs&);
-template void panel_gemm_q6k_tiles<amx::EmuTiles>(amx::EmuTiles&, const PanelMatrix&, const MatmulArgs&);
+template void panel_gemm_q4k_tiles<amx::EmuTiles>(amx::EmuTiles&, const PanelMatrix&, const MatmulArgs&, const AmxGemmOptions&);
+template void panel_gemm_q5k_tiles<amx::EmuTiles>(amx::EmuTiles&, const PanelMatrix&, const MatmulArgs&, const AmxGemmOptions&);
+template void panel_gemm_q6k_tiles<amx::EmuTiles>(amx::EmuTiles&, const PanelMatrix&, const MatmulArgs&, const AmxGemmOptions&);
 
 }  // namespace moe::kernels::panel
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/qmatmul_panel_amx.h"
 #include "kernels/cpu/qmatmul_panel_layout.h"
 #include "kernels/ref/matmul_ref.h"
 
@@ -35,12 +36,12 @@ inline TileRows tile_rows(const unsigned char* act, size_t act_stride, const uin
 // y = x . w^T over a Q4_K panel matrix, bit for bit panel_gemm_avx512's; Tiles: amx::AmxTiles (call
 // only where amx_usable()) or amx::EmuTiles (amx_tiles.h). The caller has checked the call.
 template <class Tiles>
-void panel_gemm_q4k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a);
+void panel_gemm_q4k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o);
 // The same over a Q5_K panel matrix.
 template <class Tiles>
-void panel_gemm_q5k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a);
+void panel_gemm_q5k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o);
 // The same over a Q6_K panel matrix.
 template <class Tiles>
-void panel_gemm_q6k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a);
+void panel_gemm_q6k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o);
 
 }  // namespace moe::kernels::panel

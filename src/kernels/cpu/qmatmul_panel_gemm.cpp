@@ -354,20 +354,8 @@ void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const Pan
             for (int j = 0; j < 2; ++j)
                 p[j].q = in_place ? reinterpret_cast<__m512i*>(const_cast<uint8_t*>(w.panels + static_cast<size_t>(n / 16 + j) * pb_bytes)) : qbuf[j];
         fill(pp[0], nsb, p[0]);
-        // the next pair's panels, requested by rows_all while this pair computes (region-major:
-        // their levels, scales and d, each contiguous)
-        NextPanels next;
-        const int64_t nn = std::min<int64_t>(a.n1, n + 64) - (n + 32);
-        if (nn > 0) {
-            const size_t k = static_cast<size_t>((nn + 15) / 16);  // panels
-            const PanelParts nx = panel_parts(w.type, w.K, w.panels, n_panels, n / 16 + 2);
-            if (nx.sc) {
-                const PanelRegionBytes rb = panel_region_bytes(w.type, w.K);
-                next = NextPanels{{nx.lev, nx.sc, nx.d}, {k * rb.lev, k * rb.sc, k * rb.d}};
-            } else {
-                next = NextPanels{{nx.lev, nullptr, nullptr}, {k * pb_bytes, 0, 0}};
-            }
-        }
+        // the next pair's panels, requested by rows_all while this pair computes
+        const NextPanels next = next_panels(w, n / 16 + 2, (std::min<int64_t>(a.n1, n + 64) - (n + 32) + 15) / 16);
         if (nc[1] > 0) {
             fill(pp[1], nsb, p[1]);
             rows_all_pair<D, 2>(a, act, act_stride, n, nc, p, next);
