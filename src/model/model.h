@@ -75,7 +75,7 @@ struct ModelOptions {
     int n_threads = 0;        // largest thread pool forward() will be given; <= 0: hardware threads
     int64_t max_batch = 512;  // most rows in one forward call
     int64_t n_ctx = 0;        // positions per sequence (RoPE cache); 0: min(n_ctx_train, 4096)
-    ExpertCacheOptions cache; // off by default
+    ExpertCacheOptions cache = {};  // off by default; "= {}": GCC 12 warns on designated initializers that omit it
 };
 
 class Model {

@@ -99,8 +99,9 @@ TEST(ThreadPool, GuidedForCoversRangeInShrinkingAlignedChunks) {
                         EXPECT_LE(e - b, max_c);
                         EXPECT_EQ((e - b) % align, 0);
                     }
-                    if (threads > 1 && prev >= 0 && e < seg_end && b > 0)
+                    if (threads > 1 && prev >= 0 && e < seg_end && b > 0) {
                         EXPECT_LE(e - b, std::max(prev, min_c)) << "chunks grow";
+                    }
                     prev = e == seg_end ? -1 : e - b;
                 }
                 if (rep == 0) first_run = chunks;

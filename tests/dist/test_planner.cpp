@@ -420,7 +420,7 @@ TEST(Planner, PlacementParseRefusesOutOfRangeNumbers) {
     const Placement p = Placement::parse(good, "p.json");
     EXPECT_EQ(p.layers[0][1].size(), 2u);
     EXPECT_EQ(Placement::parse(p.to_json(), "rt").to_json(), p.to_json());
-    for (const std::string bad :
+    for (const std::string& bad :
          {head + R"("n_ranks":2,"n_layers":1,"n_experts":2,"layers":[[[[4294967296,1.0]],[[1,1]]]]})",
           head + R"("n_ranks":1e300,"n_layers":1,"n_experts":2,"layers":[[[[0,1.0]],[[1,1]]]]})",
           head + R"("n_ranks":2,"n_layers":18446744073709551615,"n_experts":2,"layers":[]})",

@@ -329,7 +329,9 @@ TEST(GgufFile, ReleasePagesDropsResidencyKeepsBytes) {
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     EXPECT_GE(released, bytes - 2 * page);  // all but the two partial pages at the ends
     EXPECT_EQ(released % page, 0u);
-    if (before >= 0) EXPECT_LE(after, before - static_cast<int64_t>(released) + (1 << 20)) << "RssFile " << before << " -> " << after;
+    if (before >= 0) {
+        EXPECT_LE(after, before - static_cast<int64_t>(released) + (1 << 20)) << "RssFile " << before << " -> " << after;
+    }
     EXPECT_EQ(0, std::memcmp(t.data, data.data(), bytes));  // the same bytes, read back from the file
     // outside the mapping, empty, or a File over memory: nothing released
     EXPECT_EQ(f.release_pages(data.data(), bytes), 0u);
@@ -359,7 +361,9 @@ TEST(GgufFile, MappingIsAdvisedHugeUnlessTurnedOff) {
         const moe::HugeCoverage c = moe::huge_coverage(f.mapping(), f.file_size());
         ASSERT_TRUE(c.known);
         EXPECT_LE(c.huge, c.rss);
-        if (moe::thp_mode() != "unknown") EXPECT_EQ(c.advised, !off) << (off ? "MOE_HUGEPAGES=0" : "default");
+        if (moe::thp_mode() != "unknown") {
+            EXPECT_EQ(c.advised, !off) << (off ? "MOE_HUGEPAGES=0" : "default");
+        }
     }
     if (old) setenv("MOE_HUGEPAGES", saved.c_str(), 1);
     else unsetenv("MOE_HUGEPAGES");
