@@ -14,6 +14,10 @@
 
 #include "moe/expert_cache.h"
 
+// The replacements below are malloc/free based; GCC 12 inlines them into new/delete pairs and then
+// flags the free() inside as mismatched (a false positive for a replaced operator delete).
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
 namespace {
 thread_local bool t_counting = false;
 thread_local long t_allocs = 0;

@@ -197,7 +197,9 @@ TEST_F(ServeHttp, EndpointsAndShapes) {
             last = json::parse(ev.substr(6));
             EXPECT_EQ(last["object"], "chat.completion.chunk");
             const json& d = last["choices"][0]["delta"];
-            if (first) EXPECT_EQ(d["role"], "assistant");
+            if (first) {
+                EXPECT_EQ(d["role"], "assistant");
+            }
             first = false;
             if (d.contains("content")) text += d["content"].get<std::string>();
         }
@@ -220,7 +222,9 @@ TEST_F(ServeHttp, EndpointsAndShapes) {
         double psum = 0, prev = 0;
         for (size_t k = 0; k < 3; ++k) {
             const double v = t["top_logprobs"][k]["logprob"].get<double>();
-            if (k) EXPECT_LE(v, prev);
+            if (k) {
+                EXPECT_LE(v, prev);
+            }
             prev = v;
             psum += std::exp(v);
         }
