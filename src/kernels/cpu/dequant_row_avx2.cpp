@@ -23,10 +23,7 @@ MOE_DQ_AVX2 inline __m256 f16x1(const uint8_t* p) {  // one f16 at p, broadcast
     return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h)));
 }
 
-// 8 bytes at p, zero- or sign-extended, as floats
-MOE_DQ_AVX2 inline __m256 u8x8(const uint8_t* p) {
-    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-}
+// 8 bytes at p, sign-extended, as floats
 MOE_DQ_AVX2 inline __m256 i8x8(const uint8_t* p) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }

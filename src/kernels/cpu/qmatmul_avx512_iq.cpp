@@ -80,7 +80,7 @@ inline __m512i grid8(const uint64_t* G, __m512i idx) {
 // IQ2_XXS (66 bytes: d, 8 x (u32 grid bytes, u32 signs/scale)): unit u = groups of 32 ib = 2u, 2u+1,
 // 8 grid entries of 8 magnitudes (grid8).
 struct DIQ2_XXS {
-    static constexpr int kShift = 7, kUnits = 4, kSbElems = 256, kG = 32, kSbBytes = 66;
+    static constexpr int kShift = 7, kUnits = 4, kSbElems = 256, kG = 32;
     static constexpr bool kMin = false, kVecScales = true;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
@@ -118,7 +118,7 @@ inline uint64_t signs_explicit(const uint8_t* s) {
 
 // IQ2_XS (74 bytes: d, qs[32] u16 = 9-bit index | 7 sign bits << 9, scales[8]): per-16 scales.
 struct DIQ2_XS {
-    static constexpr int kShift = 7, kUnits = 4, kSbElems = 256, kG = 16, kSbBytes = 74;
+    static constexpr int kShift = 7, kUnits = 4, kSbElems = 256, kG = 16;
     static constexpr bool kMin = false, kVecScales = true;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
@@ -137,7 +137,7 @@ struct DIQ2_XS {
 
 // IQ2_S (82 bytes: d, qs[32], signs[32], qh[8], scales[8]): 10-bit index, explicit signs, per-16 scales.
 struct DIQ2_S {
-    static constexpr int kShift = 7, kUnits = 4, kSbElems = 256, kG = 16, kSbBytes = 82;
+    static constexpr int kShift = 7, kUnits = 4, kSbElems = 256, kG = 16;
     static constexpr bool kMin = false, kVecScales = true;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
@@ -158,7 +158,7 @@ struct DIQ2_S {
 
 // IQ3_XXS (98 bytes: d, qs[64] grid bytes, 8 x u32 signs/scale): 16 entries of 4 per unit.
 struct DIQ3_XXS {
-    static constexpr int kShift = 7, kUnits = 4, kSbElems = 256, kG = 32, kSbBytes = 98;
+    static constexpr int kShift = 7, kUnits = 4, kSbElems = 256, kG = 32;
     static constexpr bool kMin = false, kVecScales = true;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
@@ -184,7 +184,7 @@ struct DIQ3_XXS {
 
 // IQ3_S (110 bytes: d, qs[64], qh[8], signs[32], scales[4]): 9-bit indices, explicit signs.
 struct DIQ3_S {
-    static constexpr int kShift = 7, kUnits = 4, kSbElems = 256, kG = 32, kSbBytes = 110;
+    static constexpr int kShift = 7, kUnits = 4, kSbElems = 256, kG = 32;
     static constexpr bool kMin = false, kVecScales = true;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
@@ -223,7 +223,7 @@ inline uint64_t group_mask(unsigned bits8) {  // bit g set -> byte g all ones
 
 // IQ1_S (50 bytes: d, qs[32], qh[8] u16): 11-bit indices, per-32 scale dl / 8 (qmatmul_decode_more.h).
 struct DIQ1_S {
-    static constexpr int kShift = 7, kUnits = 4, kSbElems = 256, kG = 32, kSbBytes = 50;
+    static constexpr int kShift = 7, kUnits = 4, kSbElems = 256, kG = 32;
     static constexpr bool kMin = false, kVecScales = true;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
@@ -248,7 +248,7 @@ struct DIQ1_S {
 
 // IQ1_M (56 bytes: qs[32], qh[16], scales[8]): 11-bit indices, per-8 delta signs, per-16 scales.
 struct DIQ1_M {
-    static constexpr int kShift = 7, kUnits = 4, kSbElems = 256, kG = 16, kSbBytes = 56;
+    static constexpr int kShift = 7, kUnits = 4, kSbElems = 256, kG = 16;
     static constexpr bool kMin = false, kVecScales = true;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}

@@ -385,12 +385,6 @@ void iq2xxs_sb(const uint8_t* const* w, __m512i rows, const ref::ActQ8Row& x, in
         }
     }
 }
-MOE_TARGET_POP
-MOE_TARGET_PUSH("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2,bmi2")
-
-
-MOE_TARGET_POP  // regions do not nest under clang: the outer set is closed, then widened
-MOE_TARGET_PUSH("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2,bmi2,avx512vbmi,avx512bitalg,gfni")
 __attribute__((noinline)) void gemv16_iq2xxs_vbmi(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, int nc) {
     gemv16_k256<iq2xxs_sb>(a, x, r, n, nc);
 }

@@ -49,7 +49,7 @@ struct DLegacy {
     static constexpr int kQs = T == DType::Q4_1 ? 4 : T == DType::Q5_0 ? 6 : 8;
     static constexpr int kQh = T == DType::Q5_0 ? 2 : 4;
     static constexpr bool kFive = T != DType::Q4_1;
-    static constexpr int kShift = T == DType::Q5_0 ? 4 : -1, kUnits = 1, kSbElems = 64, kG = 32, kSbBytes = 2 * kBytes;
+    static constexpr int kShift = T == DType::Q5_0 ? 4 : -1, kUnits = 1, kSbElems = 64, kG = 32;
     static constexpr bool kMin = T != DType::Q5_0, kVecScales = false;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
@@ -86,7 +86,7 @@ inline __m512i iq4_table() {
 }
 
 struct DIQ4_NL {
-    static constexpr int kShift = 7, kUnits = 1, kSbElems = 64, kG = 32, kSbBytes = 36, kBlockBytes = 18, kQsOff = 2;
+    static constexpr int kShift = 7, kUnits = 1, kSbElems = 64, kG = 32, kBlockBytes = 18, kQsOff = 2;
     static constexpr bool kMin = false, kVecScales = false;
     struct State {};
     static __m512i table() { return iq4_table(); }
@@ -106,7 +106,7 @@ struct DIQ4_NL {
 
 // IQ4_XS (136-byte super-blocks: d, scales_h, scales_l[4], qs[128]); unit u = groups 2u, 2u+1.
 struct DIQ4_XS {
-    static constexpr int kShift = 7, kUnits = 4, kSbElems = 256, kG = 32, kSbBytes = 136;
+    static constexpr int kShift = 7, kUnits = 4, kSbElems = 256, kG = 32;
     static constexpr bool kMin = false, kVecScales = true;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
@@ -128,8 +128,8 @@ struct DIQ4_XS {
 // Q3_K (110 bytes: hmask[32], qs[64], scales[12], d): unit u = half u / 2, shifts s0 = 2 (u % 2) and
 // s0 + 1: the 32 values of shift s are bits 2s.. of qs[32 half + j] and hmask bit 4 half + s of byte j.
 struct DQ3_K {
-    static constexpr int kShift = 2, kUnits = 4, kSbElems = 256, kG = 16, kSbBytes = 110;
-    static constexpr bool kMin = false, kVecScales = true, kSbInt = true;
+    static constexpr int kShift = 2, kUnits = 4, kSbElems = 256, kG = 16;
+    [[maybe_unused]] static constexpr bool kMin = false, kVecScales = true, kSbInt = true;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
     static __m512i levels(const State&, const uint8_t* row, int64_t sb, int u, int64_t) {
@@ -168,8 +168,8 @@ struct DQ3_K {
 // scales[j] (integers: the super-block chain, kSbInt), d / dmin per super-block; the min is per 16
 // values (kMin16).
 struct DQ2_K {
-    static constexpr int kShift = -1, kUnits = 4, kSbElems = 256, kG = 16, kSbBytes = 84;
-    static constexpr bool kMin = false, kMin16 = true, kVecScales = true, kSbInt = true;
+    static constexpr int kShift = -1, kUnits = 4, kSbElems = 256, kG = 16;
+    [[maybe_unused]] static constexpr bool kMin = false, kMin16 = true, kVecScales = true, kSbInt = true;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
     static __m512i levels(const State&, const uint8_t* row, int64_t sb, int u, int64_t) {
@@ -194,7 +194,7 @@ struct DQ2_K {
 // The level table is spelled out (kMxfp4Values + 16; the kernel tests against the reference decoder
 // catch any difference) so that it is a constant, not rebuilt per row.
 struct DMXFP4 {
-    static constexpr int kShift = 4, kUnits = 1, kSbElems = 64, kG = 32, kSbBytes = 34, kBlockBytes = 17, kQsOff = 1;
+    static constexpr int kShift = 4, kUnits = 1, kSbElems = 64, kG = 32, kBlockBytes = 17, kQsOff = 1;
     static constexpr bool kMin = false, kVecScales = false;
     struct State {};
     static __m512i table() { return _mm512_broadcast_i32x4(_mm_setr_epi8(16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4)); }
@@ -285,7 +285,7 @@ struct FastNibbleBlocks {
 // TQ2_0 (66 bytes: qs[64], d): unit u = bytes 32 (u / 2).., shifts 2 l for l = 2 (u % 2), +1; level
 // t in {0, 1, 2} with offset 1 (shift 0).
 struct DTQ2_0 {
-    static constexpr int kShift = 0, kUnits = 4, kSbElems = 256, kG = 32, kSbBytes = 66;
+    static constexpr int kShift = 0, kUnits = 4, kSbElems = 256, kG = 32;
     static constexpr bool kMin = false, kVecScales = true;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}

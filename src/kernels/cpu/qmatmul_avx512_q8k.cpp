@@ -37,7 +37,7 @@ using namespace avx512;
 // scale_vec() (K-quants): the granule scales in lanes 0.. and, for Q4_K/Q5_K, dmin*m of each
 // 32-value group in lanes 8..15, as one zmm (transposed to [granule][row] by pack_scales).
 struct DQ8_0 {
-    static constexpr int kShift = 7, kUnits = 1, kSbElems = 64, kG = 32, kSbBytes = 68, kBlockBytes = 34;
+    static constexpr int kShift = 7, kUnits = 1, kSbElems = 64, kG = 32, kBlockBytes = 34;
     static constexpr bool kMin = false, kVecScales = false;
     static __m512 gather_scale(__m512i offs, const uint8_t* p) {  // f16 d: the low half of the dword at p
         return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(offs, p, 1)));
@@ -59,7 +59,7 @@ struct DQ8_0 {
 };
 
 struct DQ4_0 {
-    static constexpr int kShift = 3, kUnits = 1, kSbElems = 64, kG = 32, kSbBytes = 36, kBlockBytes = 18;
+    static constexpr int kShift = 3, kUnits = 1, kSbElems = 64, kG = 32, kBlockBytes = 18;
     static constexpr bool kMin = false, kVecScales = false;
     static __m512 gather_scale(__m512i offs, const uint8_t* p) { return DQ8_0::gather_scale(offs, p); }
     struct State {};
@@ -121,7 +121,7 @@ inline void k45_scales16(const uint8_t* const* w, int64_t off, SbIntScales& s) {
 
 template <bool Five>
 struct DQ45_K {
-    static constexpr int kShift = -1, kUnits = 4, kSbElems = 256, kG = 32, kSbBytes = Five ? 176 : 144;
+    static constexpr int kShift = -1, kUnits = 4, kSbElems = 256, kG = 32;
     static constexpr bool kMin = true, kVecScales = true, kSbInt = true;  // scales: scales16
     static constexpr int kBytes = Five ? 176 : 144;
     static constexpr int kQs = Five ? 48 : 16;  // offset of qs in the block
@@ -157,8 +157,8 @@ struct DQ45_K {
 };
 
 struct DQ6_K {
-    static constexpr int kShift = 5, kUnits = 4, kSbElems = 256, kG = 16, kSbBytes = 210;
-    static constexpr bool kMin = false, kVecScales = true, kSbInt = true;
+    static constexpr int kShift = 5, kUnits = 4, kSbElems = 256, kG = 16;
+    [[maybe_unused]] static constexpr bool kMin = false, kVecScales = true, kSbInt = true;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
     static __m512i levels(const State&, const uint8_t* row, int64_t sb, int c, int64_t) {
@@ -302,7 +302,7 @@ void gemv16(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, i
 // row and granule_sums reduces 16 rows to the 4 granules of the step. 128-bit lanes after the
 // shuffles: [g 4s, g 4s+2, g 4s+1 (x16), g 4s+3 (x16)] (g = granule within the super-block).
 struct G4_K1 {
-    static constexpr int kSbElems = 256, kSteps = 2, kBytes = 144, kQs = 16;
+    [[maybe_unused]] static constexpr int kSbElems = 256, kSteps = 2, kBytes = 144, kQs = 16;
     static void act(const int8_t* xq, int64_t sb, int s, __m512i& xA, __m512i& xB) {
         // granules 4s..4s+3 at x + 32 (g - 4s): xA = first 16 values of g 4s, 4s+2, 4s+1, 4s+3; xB = second 16
         const int8_t* x = xq + 256 * sb + 128 * s;
