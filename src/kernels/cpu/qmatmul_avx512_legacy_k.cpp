@@ -129,7 +129,7 @@ struct DIQ4_XS {
 // s0 + 1: the 32 values of shift s are bits 2s.. of qs[32 half + j] and hmask bit 4 half + s of byte j.
 struct DQ3_K {
     static constexpr int kShift = 2, kUnits = 4, kSbElems = 256, kG = 16;
-    [[maybe_unused]] static constexpr bool kMin = false, kVecScales = true, kSbInt = true;
+    static constexpr bool kMin = false, kSbInt = true;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
     static __m512i levels(const State&, const uint8_t* row, int64_t sb, int u, int64_t) {
@@ -169,7 +169,7 @@ struct DQ3_K {
 // values (kMin16).
 struct DQ2_K {
     static constexpr int kShift = -1, kUnits = 4, kSbElems = 256, kG = 16;
-    [[maybe_unused]] static constexpr bool kMin = false, kMin16 = true, kVecScales = true, kSbInt = true;
+    static constexpr bool kMin = false, kMin16 = true, kSbInt = true;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
     static __m512i levels(const State&, const uint8_t* row, int64_t sb, int u, int64_t) {

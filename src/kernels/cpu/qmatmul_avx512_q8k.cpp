@@ -158,7 +158,7 @@ struct DQ45_K {
 
 struct DQ6_K {
     static constexpr int kShift = 5, kUnits = 4, kSbElems = 256, kG = 16;
-    [[maybe_unused]] static constexpr bool kMin = false, kVecScales = true, kSbInt = true;
+    static constexpr bool kMin = false, kSbInt = true;
     struct State {};
     static void begin(State&, const uint8_t*, int64_t, int64_t) {}
     static __m512i levels(const State&, const uint8_t* row, int64_t sb, int c, int64_t) {
@@ -302,7 +302,7 @@ void gemv16(const MatmulArgs& a, const ref::ActQ8Row& x, int64_t r, int64_t n, i
 // row and granule_sums reduces 16 rows to the 4 granules of the step. 128-bit lanes after the
 // shuffles: [g 4s, g 4s+2, g 4s+1 (x16), g 4s+3 (x16)] (g = granule within the super-block).
 struct G4_K1 {
-    [[maybe_unused]] static constexpr int kSbElems = 256, kSteps = 2, kBytes = 144, kQs = 16;
+    static constexpr int kSteps = 2, kBytes = 144, kQs = 16;
     static void act(const int8_t* xq, int64_t sb, int s, __m512i& xA, __m512i& xB) {
         // granules 4s..4s+3 at x + 32 (g - 4s): xA = first 16 values of g 4s, 4s+2, 4s+1, 4s+3; xB = second 16
         const int8_t* x = xq + 256 * sb + 128 * s;

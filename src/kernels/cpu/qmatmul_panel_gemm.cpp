@@ -77,7 +77,7 @@ struct PanelQ3K {
 };
 struct PanelQ2K {
     static constexpr int kShift = -1, kSbElems = 256, kG = 16;
-    [[maybe_unused]] static constexpr bool kMin = false, kMin16 = true, kSbInt = true;
+    static constexpr bool kMin16 = true, kSbInt = true;
 };
 
 // The level bytes of quad qi (of 8) of one octet's vectors V[0..2], as kQ3kPanelBits / the Q2_K
@@ -190,7 +190,7 @@ void fill_q6k(const PanelParts& pp, int64_t nsb, const Panel& p) {
 // an even number of blocks nb) rows_block reads them in place (kQuadsInPlace, gemm_over), else
 // fill_q80 copies them.
 struct PanelQ80 {
-    [[maybe_unused]] static constexpr int kShift = 7, kSbElems = 64, kG = 32;
+    static constexpr int kShift = 7, kG = 32;
     static constexpr bool kMin = false, kQuadsInPlace = true;
 };
 
@@ -209,7 +209,7 @@ void fill_q80(const PanelParts& pp, int64_t nb, const Panel& p) {
 // (kShift 3), the per-granule f32 chain. Its level region is Q4_K's nibble layout ([K/32][4][64]),
 // so rows_block reads it in place (kNibbles) and fill_q40 gives only ws, f32 d [block][column].
 struct PanelQ40 {
-    [[maybe_unused]] static constexpr int kShift = 3, kSbElems = 64, kG = 32;
+    static constexpr int kShift = 3, kG = 32;
     static constexpr bool kMin = false, kNibbles = true;
 };
 void fill_q40(const PanelParts& pp, int64_t nb, const Panel& p) {
@@ -263,7 +263,7 @@ void fill_q5k(const PanelParts& pp, int64_t nsb, const Panel& p) {
 // does per granule (quad 2 v of block b = (vector v & 7) | side bits 2 v, 2 v + 1 at bits 3-4, quad
 // 2 v + 1 = v >> 3) and ws, f32 d [block][column]; nb = K / 32 blocks (its K step).
 struct PanelQ50 {
-    [[maybe_unused]] static constexpr int kShift = 4, kSbElems = 64, kG = 32;
+    static constexpr int kShift = 4, kG = 32;
     static constexpr bool kMin = false;
 };
 void fill_q50(const PanelParts& pp, int64_t nb, const Panel& p) {
@@ -290,7 +290,7 @@ void fill_q50(const PanelParts& pp, int64_t nb, const Panel& p) {
 // rows_block reads it in place (kNibbles) and maps each masked nibble vector to the levels by one
 // vpshufb with nibble_table() (DMXFP4's); fill_mxfp4 gives ws, f32 2^(e - 128) [block][column].
 struct PanelMXFP4 {
-    [[maybe_unused]] static constexpr int kShift = 4, kSbElems = 32, kG = 32;
+    static constexpr int kShift = 4, kG = 32;
     static constexpr bool kMin = false, kNibbles = true;
     static __m512i nibble_table() { return _mm512_broadcast_i32x4(_mm_setr_epi8(16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4)); }
 };
