@@ -44,11 +44,12 @@ test-asan: deps
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS)
 
-# The multi-threaded tests under ThreadSanitizer (portable build; docs/SECURITY.md).
+# The multi-threaded tests under ThreadSanitizer (portable build; docs/SECURITY.md). MOE_TEST_SEEDS=2:
+# test_grouped_ffn_schedule runs 2 of its random seeds per case here (all of them in the other runs).
 test-tsan: deps
 	@cmake -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOE_TSAN=ON -DMOE_NATIVE=OFF > $(TSAN_DIR).configure.log 2>&1 || (cat $(TSAN_DIR).configure.log; exit 1)
 	@cmake --build $(TSAN_DIR) -j $(JOBS) --target $(TSAN_TESTS)
-	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	@MOE_TEST_SEEDS=2 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 		ctest --test-dir $(TSAN_DIR) --output-on-failure -j $(JOBS) -R '\.($(subst $(space),|,$(TSAN_TESTS)))$$'
 
 # libFuzzer executables (clang, ASan + UBSan): build-fuzz/fuzz_<target>; fuzz/README.md.
@@ -56,7 +57,7 @@ fuzz-build: deps
 	@cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DMOE_NATIVE=OFF -DMOE_FUZZ=ON -DMOE_BUILD_TESTS=OFF > $(FUZZ_DIR).configure.log 2>&1 || (cat $(FUZZ_DIR).configure.log; exit 1)
 	@cmake --build $(FUZZ_DIR) -j $(JOBS) --target $(FUZZ_TARGETS)
 
-# Every target for FUZZ_SECONDS each (default 30 min), one after another.
+# Every target for FUZZ_SECONDS each (default 30 min), one per core at a time (FUZZ_JOBS).
 fuzz: fuzz-build
 	@bash scripts/fuzz.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -83,12 +84,21 @@ struct Experts {
     Experts& operator=(const Experts&) = delete;
 };
 
+// Random seeds of a case: n, or at most MOE_TEST_SEEDS. `make test-tsan` sets 2: under ThreadSanitizer
+// (~40x slower) what is checked is the pool's interleavings, which every seed drives alike; the
+// Release and ASan runs take every seed.
+uint64_t seeds(uint64_t n) {
+    const char* e = std::getenv("MOE_TEST_SEEDS");
+    const long cap = e ? std::strtol(e, nullptr, 10) : 0;
+    return cap > 0 ? std::min(n, static_cast<uint64_t>(cap)) : n;
+}
+
 class GroupedFfnSchedule : public testing::TestWithParam<Types> {};
 
 TEST_P(GroupedFfnSchedule, FusedEqualsTwoPhaseAndReference) {
     const Types ty = GetParam();
     const kernels::CpuKernels kern = kernels::CpuKernels::from_env();
-    for (uint64_t seed = 1; seed <= 6; ++seed) {
+    for (uint64_t seed = 1; seed <= seeds(6); ++seed) {
         SCOPED_TRACE(seed);
         Rng rng(0x5eed00 + seed);
         const Experts ex(ty, kern, rng);
@@ -220,7 +230,7 @@ TEST_P(GroupedFfnSchedule, TwoPartsEqualEachPartAlone) {
     const Types ty = GetParam();
     const kernels::CpuKernels kern = kernels::CpuKernels::from_env();
     constexpr int64_t kFs = 768;  // the shared expert's F (DeepSeek: 2 x the routed F)
-    for (uint64_t seed = 1; seed <= 5; ++seed) {
+    for (uint64_t seed = 1; seed <= seeds(5); ++seed) {
         SCOPED_TRACE(seed);
         Rng rng(0x5a4ed0 + seed);
         const Experts routed(ty, kern, rng), shared(ty, kern, rng, kFs);
@@ -267,7 +277,7 @@ TEST_P(GroupedFfnSchedule, TwoPartsEqualEachPartAlone) {
 TEST_P(GroupedFfnSchedule, TokenRowsEqualGatheredRows) {
     const Types ty = GetParam();
     const kernels::CpuKernels kern = kernels::CpuKernels::from_env();
-    for (uint64_t seed = 1; seed <= 4; ++seed) {
+    for (uint64_t seed = 1; seed <= seeds(4); ++seed) {
         SCOPED_TRACE(seed);
         Rng rng(0x70c0 + seed);
         const Experts ex(ty, kern, rng), shared(ty, kern, rng);
