@@ -271,9 +271,10 @@ TEST(PanelAmx, ForceIsaAmx) {
     // the default puts only the panel_amx_default types on tiles; MOE_FORCE_ISA=amx every AMX type
     for (DType t : kTypes) EXPECT_EQ(d.matmul(t, "w").amx, d.amx() && kernels::panel::panel_amx_default(t)) << dtype_name(t);
     EXPECT_TRUE(kernels::panel::panel_amx_default(DType::Q4_K));
+    EXPECT_TRUE(kernels::panel::panel_amx_default(DType::Q5_K));
     EXPECT_TRUE(kernels::panel::panel_amx_default(DType::Q6_K));
-    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_K, DType::Q3_K, DType::Q2_K})
-        EXPECT_FALSE(kernels::panel::panel_amx_default(t)) << dtype_name(t);  // not measured faster (Q4_0, Q5_K: not measured)
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q3_K, DType::Q2_K})
+        EXPECT_FALSE(kernels::panel::panel_amx_default(t)) << dtype_name(t);  // not measured faster
     if (kernels::amx_usable()) {
         setenv("MOE_FORCE_ISA", "amx", 1);
         const kernels::CpuKernels f = kernels::CpuKernels::from_env();

@@ -58,7 +58,7 @@ unsigned char* amx_scratch(size_t bytes) {
     return reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
 }
 
-bool panel_amx_default(DType t) { return t == DType::Q4_K || t == DType::Q6_K; }
+bool panel_amx_default(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
 
 bool panel_amx_supported(DType t) {
     return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::Q3_K ||

@@ -24,8 +24,8 @@
 // Q5_K (Q4_K's scales, mins, scale and d regions and chain; levels q < 32, read as the VNNI
 // fill_q5k reads them): the same with base-8 digits, sc_g = 8 h_g + l_g (h_g, l_g < 8), so that
 //   S = 8 x (x . Bh) + x . Bl,   q_k h_g(k), q_k l_g(k) <= 31 x 7 = 217   (uint8)
-// (16 h + l would give q l up to 465). Same tiles, same mins' term, same chain. Not measured on
-// real tiles, so not a panel_amx_default type: on tiles only with MOE_FORCE_ISA=amx.
+// (16 h + l would give q l up to 465). Same tiles, same mins' term, same chain. On a Xeon with AMX
+// 1.5x the VNNI panel GEMM, as Q4_K (docs/PERFORMANCE.md), so a panel_amx_default type.
 //
 // Q6_K (value d sc_g (q - 32), q < 64, sc_g int8 per 16 values): S = sum_g sc_g sum_k x_k (q_k - 32).
 // With sc_g = 64 s2 + 8 s1 + s0, every digit in -3 .. 4 (a complete residue set mod 8, so each int8
