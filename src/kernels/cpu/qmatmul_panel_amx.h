@@ -12,16 +12,17 @@ namespace moe::kernels::panel {
 bool panel_amx_supported(DType t);
 // True for the types whose AMX GEMM is the default where AMX is usable: those measured faster than
 // the VNNI panel GEMM on a Xeon with AMX (Q4_K, Q5_K and Q6_K, their scales folded into the tiles;
-// docs/PERFORMANCE.md); the others run on tiles only with MOE_FORCE_ISA=amx (Q4_0 and Q8_0 measured
-// slower, Q3_K and Q2_K expected slower).
+// docs/PERFORMANCE.md); the others run on tiles only with MOE_FORCE_ISA=amx (Q4_0 measured no
+// faster, Q8_0 slower, Q3_K and Q2_K expected slower).
 bool panel_amx_default(DType t);
 // How the AMX GEMM runs; the defaults are the engine's. None of it changes the output bits.
 struct AmxGemmOptions {
     // The kernels with folded scales (Q4_K, Q5_K, Q6_K) request the next panel's bytes a slice per
     // row block and super-block while the current panel computes (panel_prefetch.h), as the VNNI
-    // panel GEMM does with the next pair. On a Xeon with AMX (docs/PERFORMANCE.md, session 42) it
-    // gave 1.04-1.08x while the tiles ran at their full rate and no gain or a loss while they were
-    // throttled; kept, pending a steadier machine (panel_gemm_bench's path amx-nopf runs without it).
+    // panel GEMM does with the next pair. On a Xeon with AMX (docs/PERFORMANCE.md, session 42) the
+    // kernels gave 1.03-1.09x while the tiles ran at their full rate and no gain or a loss while they
+    // were throttled, pp512 a median 1.00x; kept, pending a steadier machine (panel_gemm_bench's path
+    // amx-nopf runs without it).
     bool prefetch_next = true;
 };
 
