@@ -17,7 +17,9 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/qmatmul.h"
+#include "kernels/cpu/qmatmul_panel_amx.h"
 #include "kernels/cpu/qmatmul_panel_gemm.h"
 #include "kernels/cpu/qmatmul_panel_layout.h"
 #include "kernels/panel_case_util.h"
@@ -93,6 +95,44 @@ TEST(PanelGemm, EqualsTheBlockKernelsBitForBit) {
                         }
                     }
                 }
+}
+
+// panel_matmul, the engine's entry: a call of more than 256 rows runs as equal parts of ~128 rows
+// (multiples of 32), and on an AMX machine a call with fewer rows than the type's
+// panel_amx_min_rows takes the VNNI GEMM. Neither may change a bit: against the scalar path over the
+// whole call, with and without prepared rows, on VNNI and (where the CPU has them) on tiles.
+TEST(PanelGemm, PanelMatmulPartsAndSmallCallsKeepTheBits) {
+    for (int64_t m : {1, 31, 256})
+        EXPECT_EQ(panel::panel_gemm_row_chunk(m), m);
+    for (int64_t m : {257, 300, 512, 1000, 4096}) {
+        const int64_t c = panel::panel_gemm_row_chunk(m), parts = (m + c - 1) / c;
+        EXPECT_EQ(c % 32, 0) << m;
+        EXPECT_GE(c, 96) << m;
+        EXPECT_LE(c, 128) << m;
+        EXPECT_LE(parts, (m + 95) / 96) << m;  // parts of at least 96 rows but the last
+    }
+    if (!simd_here()) GTEST_SKIP() << "no AVX-512 VNNI + GFNI here: panel_matmul is never called";
+    if (!kernels::amx_usable()) std::printf("[ absent ] AMX not usable here (%s): only the VNNI path is checked\n", kernels::amx_absent_reason());
+    Rng rng(0x9e33a3);
+    const kernels::CpuKernels scalar(Isa::Scalar);
+    for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::Q8_0})
+        for (int64_t m : {int64_t{5}, panel::panel_amx_min_rows(t) - 1, int64_t{300}}) {
+            if (m < 3) continue;
+            SCOPED_TRACE(std::string(dtype_name(t)) + " m=" + std::to_string(m));
+            const int64_t N = 48, K = 256;
+            const PanelCase c = make_case(rng, t, N, K, m, 0);
+            const panel::PanelMatrix pm{t, c.P.data(), N, K};
+            std::vector<float> ys, yv, yu, ya;
+            scalar.matmul(t, "w")(args(c, ys, 16, N, true));
+            ASSERT_TRUE(panel::panel_matmul(pm, args(c, yv, 16, N, true), true, false));
+            ASSERT_TRUE(panel::panel_matmul(pm, args(c, yu, 16, N, false), true, false));  // quantizes each part's x itself
+            ASSERT_EQ(0, std::memcmp(ys.data(), yv.data(), ys.size() * sizeof(float))) << "VNNI, prepared rows";
+            ASSERT_EQ(0, std::memcmp(ys.data(), yu.data(), ys.size() * sizeof(float))) << "VNNI, unprepared rows";
+            if (kernels::amx_usable()) {
+                ASSERT_TRUE(panel::panel_matmul(pm, args(c, ya, 16, N, true), true, true));
+                ASSERT_EQ(0, std::memcmp(ys.data(), ya.data(), ys.size() * sizeof(float))) << "AMX";
+            }
+        }
 }
 
 TEST(PanelGemm, BadCallsAreOneClearError) {

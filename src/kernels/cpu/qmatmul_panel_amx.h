@@ -15,6 +15,14 @@ bool panel_amx_supported(DType t);
 // docs/PERFORMANCE.md); the others run on tiles only with MOE_FORCE_ISA=amx (Q4_0 measured no
 // faster, Q8_0 slower, Q3_K and Q2_K expected slower).
 bool panel_amx_default(DType t);
+// Fewest activation rows a call needs for panel_matmul to run it on tiles; smaller calls (an
+// expert that few tokens chose) take the VNNI panel GEMM, with the same bits. A tile product covers
+// 16 rows (Q4_K / Q5_K: the kernel's blocks are 32), so a few rows pay for the whole tile work and the
+// per-panel operand fill. Measured crossovers (panel_gemm_bench, one thread, AMX / VNNI): Q4_K 0.91x at
+// m = 16, 1.34x at 20; Q5_K 1.0x at 12, 1.2x at 16; Q6_K 0.94x at 40, 1.31x at 48. In OLMoE Q4_K_M's
+// pp512 the calls of fewer than 48 rows then ran 1.09x faster (GMAC per thread-second; docs/PERFORMANCE.md,
+// session 43).
+int64_t panel_amx_min_rows(DType t);
 // How the AMX GEMM runs; the defaults are the engine's. None of it changes the output bits.
 struct AmxGemmOptions {
     // The kernels with folded scales (Q4_K, Q5_K, Q6_K) request the next panel's bytes a slice per

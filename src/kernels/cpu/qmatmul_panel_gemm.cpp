@@ -402,9 +402,25 @@ bool panel_matmul(const PanelMatrix& w, const MatmulArgs& a, bool gemm, bool amx
         return true;
     }
     if (!gemm) return false;
-    if (amx && panel_amx_supported(w.type)) panel_gemm_amx(w, a);
-    else panel_gemm_avx512(w, a);
+    const bool tiles = amx && panel_amx_supported(w.type) && a.m >= panel_amx_min_rows(w.type);
+    const int64_t chunk = panel_gemm_row_chunk(a.m);
+    for (int64_t r0 = 0; r0 < a.m; r0 += chunk) {
+        MatmulArgs c = a;
+        c.m = std::min<int64_t>(chunk, a.m - r0);
+        c.x = a.x ? a.x + r0 * a.ldx : nullptr;
+        c.y = a.y + r0 * a.ldy;
+        if (a.xq) c.xq = static_cast<const unsigned char*>(a.xq) + static_cast<size_t>(r0) * a.xq_stride;
+        if (tiles) panel_gemm_amx(w, c);
+        else panel_gemm_avx512(w, c);
+    }
     return true;
+}
+
+int64_t panel_gemm_row_chunk(int64_t m) {
+    constexpr int64_t kMaxRows = 256, kTarget = 128;
+    if (m <= kMaxRows) return m;
+    const int64_t parts = (m + kTarget - 1) / kTarget;
+    return ((m + parts - 1) / parts + 31) / 32 * 32;
 }
 
 }  // namespace moe::kernels::panel

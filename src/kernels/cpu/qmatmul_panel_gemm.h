@@ -20,10 +20,19 @@ void panel_gemm_avx512(const PanelMatrix& w, const MatmulArgs& a);
 // the dense projections (model/forward.cpp): decode-sized calls (a.m <= 2) with prepared
 // activation rows (a.xq in the type's act_quant format: Q8_K, Q8_0's per 32) take the panel GEMV
 // row by row; the others the panel GEMM if `gemm` (the caller's panels serve every call: the type
-// has a panel GEMM): on AMX tiles if `amx` (MatmulKernel::amx) and the type has an AMX kernel
-// (qmatmul_panel_amx.h), else AVX-512 VNNI; the same bits. Returns false, having computed nothing,
+// has a panel GEMM): on AMX tiles if `amx` (MatmulKernel::amx), the type has an AMX kernel
+// (qmatmul_panel_amx.h) and the call at least panel_amx_min_rows rows, else AVX-512 VNNI, in parts
+// of panel_gemm_row_chunk rows; the same bits. Returns false, having computed nothing,
 // where neither applies: the caller runs the block kernel. Call only where panel_gemv_usable();
 // a.n0 must be a multiple of 16.
 bool panel_matmul(const PanelMatrix& w, const MatmulArgs& a, bool gemm, bool amx);
+// Rows per GEMM call in panel_matmul: both GEMMs read all the call's activation rows once per
+// 16-column panel, so a call of m > 256 rows (a dense projection over a long prompt) is cut into
+// equal parts of about 128 rows (multiples of 32, the AMX kernels' row block) whose int8 rows stay
+// in L2 while the weights stream through; the weights' panels are filled once per part instead of
+// once. One thread, Q4_K, N = K = 2048 (panel_gemm_bench): m = 512 in one call 173 (AMX) and
+// 117-128 (VNNI) GMAC/s, m = 128 276 and 171. In OLMoE Q4_K_M's pp512 (AMX) the dense projections'
+// calls ran 1.08x faster (GMAC per thread-second; docs/PERFORMANCE.md, session 43).
+int64_t panel_gemm_row_chunk(int64_t m);
 
 }  // namespace moe::kernels::panel
