@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every fuzz target of fuzz/targets.def for SECONDS each (libFuzzer, one process per target,
-# niced; FUZZ_JOBS of them at a time, default one per core), from its seed corpus + dictionary. Used by `make fuzz` (FUZZ_SECONDS) and by
-# `make fuzz-ci` (the short pass of `make test`).
+# niced; FUZZ_JOBS of them at a time, default one per core), from its seed corpus + dictionary.
+# Used by `make fuzz` (FUZZ_SECONDS) and by `make fuzz-ci` (the short pass of `make test`).
 #   scripts/fuzz.sh BUILD_DIR SECONDS [TARGET...]
 # New inputs go to BUILD_DIR/fuzz-work/<target>/ (the seed corpus in the repository is only read),
 # crashes to BUILD_DIR/fuzz-artifacts/<target>/. A crash fails the run: fix it, then add the input
@@ -14,7 +14,8 @@ shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    mapfile -t targets < <(sed -n 's/^MOE_FUZZ_TARGET(\([a-z0-9_]*\)).*/\1/p' "$root/fuzz/targets.def")
+    mapfile -t targets < <(sed -n 's/^MOE_FUZZ_TARGET(\([a-z0-9_]*\)).*/\1/p' \
+        "$root/fuzz/targets.def")
 fi
 # One target: run it, then print its summary (and on failure what to do) in one write, so the
 # lines of targets running side by side do not interleave. Exit status: the fuzzer's (0 = clean).
@@ -28,10 +29,11 @@ run_one() {
     local log="$dir/fuzz-$t.log"
     # -rss_limit_mb: the ASan build's resident memory (the stated bound is checked precisely by
     # tests/fuzz/test_resource_bounds in the plain build); -timeout: seconds for one input.
-    ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         nice "$bin" "$work" "$root/fuzz/corpus/$t" "${dict[@]}" -max_total_time="$secs" \
-        -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 -print_final_stats=1 -artifact_prefix="$art/" \
-        > "$log" 2>&1
+        -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 -print_final_stats=1 \
+        -artifact_prefix="$art/" > "$log" 2>&1
     local rc=$?
     local last runs msg
     last=$(grep -E '^#[0-9]+' "$log" | tail -1)
@@ -39,7 +41,8 @@ run_one() {
     msg="fuzz $t: ${secs}s, rc=$rc, runs=${runs:-?} | ${last:-no stats}"
     if [ $rc -ne 0 ]; then
         msg+=$'\n'$(grep -E 'ERROR|SUMMARY|internal error|Test unit written' "$log" | head -8)
-        msg+=$'\n'"  full log: $log; reproduce: $bin $art/<file>; then add it to fuzz/regressions/$t/"
+        msg+=$'\n'"  full log: $log; reproduce: $bin $art/<file>;"
+        msg+=" then add it to fuzz/regressions/$t/"
     fi
     printf '%s\n' "$msg"
     return $rc
