@@ -511,8 +511,9 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     // of the second (two level streams, each prefetched ahead; the template's chain per panel, so
     // the same bits). OLMoE Q4_K_M decode tokens: Q4_K 2-6.5 % faster on two threads and 5.5 % on
     // one, equal when the VM's bandwidth is starved; four quarters gained less (session 29); Q6_K
-    // 6.1 % / 6.5 % faster with its prefetch 2 KiB ahead (session 33, see kQ6Ahead). The odd panel
-    // and a partial last one run below.
+    // 6.1 % / 6.5 % faster with its prefetch 2 KiB ahead (session 33, see kQ6Ahead). On a Xeon
+    // (Emerald Rapids, two threads) one panel at a time for both types was 1.8-4.7 % slower per
+    // token (session 43). The odd panel and a partial last one run below.
     if (w.type == DType::Q4_K)
         halves([&](int64_t p0, int64_t p1, __m512(&acc)[2]) {
             const PanelParts pp[2] = {panel_parts(w.type, w.K, w.panels, n_panels, p0), panel_parts(w.type, w.K, w.panels, n_panels, p1)};
