@@ -97,7 +97,7 @@ TEST(PanelGemm, EqualsTheBlockKernelsBitForBit) {
                 }
 }
 
-// panel_matmul, the engine's entry: a call of more than 256 rows runs as equal parts of ~128 rows
+// panel_matmul, the engine's entry: a call of more than 256 rows runs as parts of ~128 rows
 // (multiples of 32), and on an AMX machine a call with fewer rows than the type's
 // panel_amx_min_rows takes the VNNI GEMM. Neither may change a bit: against the scalar path over the
 // whole call, with and without prepared rows, on VNNI and (where the CPU has them) on tiles.

@@ -402,16 +402,17 @@ bool panel_matmul(const PanelMatrix& w, const MatmulArgs& a, bool gemm, bool amx
         return true;
     }
     if (!gemm) return false;
-    const bool tiles = amx && panel_amx_supported(w.type) && a.m >= panel_amx_min_rows(w.type);
     const int64_t chunk = panel_gemm_row_chunk(a.m);
-    for (int64_t r0 = 0; r0 < a.m; r0 += chunk) {
+    for (int64_t r0 = 0; r0 < a.m;) {
         MatmulArgs c = a;
-        c.m = std::min<int64_t>(chunk, a.m - r0);
+        // the last part takes a remainder of fewer than 32 rows rather than running it alone
+        c.m = a.m - r0 < chunk + 32 ? a.m - r0 : chunk;
         c.x = a.x ? a.x + r0 * a.ldx : nullptr;
         c.y = a.y + r0 * a.ldy;
         if (a.xq) c.xq = static_cast<const unsigned char*>(a.xq) + static_cast<size_t>(r0) * a.xq_stride;
-        if (tiles) panel_gemm_amx(w, c);
+        if (amx && panel_amx_supported(w.type) && c.m >= panel_amx_min_rows(w.type)) panel_gemm_amx(w, c);
         else panel_gemm_avx512(w, c);
+        r0 += c.m;
     }
     return true;
 }

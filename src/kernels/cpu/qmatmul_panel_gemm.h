@@ -28,7 +28,8 @@ void panel_gemm_avx512(const PanelMatrix& w, const MatmulArgs& a);
 bool panel_matmul(const PanelMatrix& w, const MatmulArgs& a, bool gemm, bool amx);
 // Rows per GEMM call in panel_matmul: both GEMMs read all the call's activation rows once per
 // 16-column panel, so a call of m > 256 rows (a dense projection over a long prompt) is cut into
-// equal parts of about 128 rows (multiples of 32, the AMX kernels' row block) whose int8 rows stay
+// parts of about 128 rows (multiples of 32, the AMX kernels' row block; the last part also takes a
+// remainder of fewer than 32 rows, and each part picks tiles or VNNI by its own rows) whose int8 rows stay
 // in L2 while the weights stream through; the weights' panels are filled once per part instead of
 // once. One thread, Q4_K, N = K = 2048 (panel_gemm_bench): m = 512 in one call 173 (AMX) and
 // 117-128 (VNNI) GMAC/s, m = 128 276 and 171. In OLMoE Q4_K_M's pp512 (AMX) the dense projections'
