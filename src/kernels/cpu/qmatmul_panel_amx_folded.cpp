@@ -9,8 +9,8 @@
 // integer dot product, sc_g the 6-bit scale) is exact in int32 either way, and with sc_g = 16 h_g + l_g
 // (l_g < 16, h_g < 4):
 //   S = 16 x (x . Bh) + x . Bl,   Bh[k] = q_k h_g(k),  Bl[k] = q_k l_g(k)   (q_k < 16: <= 45, <= 225)
-// so both operands are uint8 levels for TDPBSUD (activations signed), made per call and panel from
-// the stored nibbles (fill_k45_folded; K x 16 bytes each). The mins' term M = sum_g m_g nsum_g is
+// so both operands are uint8 levels for TDPBSUD (activations signed), made per call, panel and
+// super-block from the stored nibbles (fill_k45_granule; 4 KB each). The mins' term M = sum_g m_g nsum_g is
 // taken by vpdpwssd from the layout's word pairs, as the VNNI kernel does. Then, per super-block, the
 // same f32 chain as panel_gemm_avx512 (acc = fma(float(S), d dx, acc); acc = fma(float(M), dmin dx,
 // acc)), so the output bits are the VNNI path's (tests/kernels/test_panel_amx.cpp checks them on
@@ -18,8 +18,14 @@
 //
 // Tiles: C0 = A0 . Bh, C1 = A0 . Bl, C2 = A1 . Bh, C3 = A1 . Bl (A0 / A1: tokens r0 .. r0 + 15 /
 // r0 + 16 .. r0 + 31 as 16 x 64 bytes, tile 4 / 5; Bh / Bl: 16 quad rows x 64 bytes, tiles 6 / 7),
-// 4 TDPBSUD of 64 values per super-block step, 4 steps per super-block, one store of each C per
+// 4 TDPBSUD of 64 values per tile step, 4 steps per super-block, one store of each C per
 // super-block (against per granule: 8x fewer stores and scalings).
+//
+// On a Xeon with AMX (docs/PERFORMANCE.md, session 44) AVX-512 work run as one block between tile
+// steps leaves the tiles idle, spread between the tile products it partly overlaps them, and B tiles
+// load faster from L1 than from L2. So the loops are software-pipelined: each super-block's
+// operands sit in one of two small buffers, and the next super-block's are made, and the previous
+// step's f32 chain runs, a few rows at a time between this step's tile products (gemm_k45_folded).
 //
 // Q5_K (Q4_K's scales, mins, scale and d regions and chain; levels q < 32, read as the VNNI
 // fill_q5k reads them): the same with base-8 digits, sc_g = 8 h_g + l_g (h_g, l_g < 8), so that
@@ -35,6 +41,7 @@
 // acc = fma(float(S), d dx, acc) per super-block, the VNNI kernel's chain.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -69,90 +76,77 @@ inline __m512i mul_u8(__m512i q, __m512i s_even, __m512i s_odd_hi) {
     return _mm512_or_si512(lo, _mm512_mullo_epi16(_mm512_srli_epi16(q, 8), s_odd_hi));
 }
 
-// Q4_K / Q5_K panel pp of nsb super-blocks -> Bh, Bl: quad row r = 64 sb + 8 g + 2 v (+ 1) of
-// granule g, the levels of values 32 g + 8 v .. + 3 (+ 4 .. + 7) times the scale's high (low) digit
-// h_g (l_g) of each column (bytes 4 c .. 4 c + 3 = column c; sc_g = 2^kDigit h_g + l_g: Q4_K 16,
-// Q5_K 8); wd [nsb][2][16] f32 d, dmin. Levels: Q4_K the low (high) nibbles of stored vector v; Q5_K
-// (vector v & 7) | side bits 2 v, 2 v + 1 at bits 3-4 (v >> 3), as the VNNI fill_q5k.
+// Q4_K / Q5_K super-block sb of panel pp, granule g -> Bh, Bl (the super-block's operands, 64 quad
+// rows x 64 bytes each): quad row r = 8 g + 2 v (+ 1), the levels of values 32 g + 8 v .. + 3
+// (+ 4 .. + 7) times the scale's high (low) digit h_g (l_g) of each column (bytes 4 c .. 4 c + 3 =
+// column c; sc_g = 2^kDigit h_g + l_g: Q4_K 16, Q5_K 8). Levels: Q4_K the low (high) nibbles of stored
+// vector v; Q5_K (vector v & 7) | side bits 2 v, 2 v + 1 at bits 3-4 (v >> 3), as the VNNI fill_q5k.
 template <DType T>
-void fill_k45_folded(const PanelParts& pp, int64_t nsb, uint8_t* bh, uint8_t* bl, float* wd) {
+inline void fill_k45_granule(const PanelParts& pp, int64_t sb, int g, uint8_t* bh, uint8_t* bl) {
     constexpr bool kQ5 = T == DType::Q5_K;
     constexpr int kLev = kQ5 ? kQ5kSbLevelBytes : kQ4kSbLevelBytes;
+    static_assert(kQ5kSbScaleBytes == kQ4kSbScaleBytes && kQ5kSbDBytes == kQ4kSbDBytes, "Q5_K's scale and d regions are Q4_K's");
     const __m512i nib = _mm512_set1_epi8(0x0F), dig = _mm512_set1_epi8(static_cast<char>((1 << k45_digit<T>()) - 1)),
                   rep = _mm512_set1_epi32(0x01010101), even = _mm512_set1_epi16(0x00FF), odd = _mm512_set1_epi16(static_cast<short>(0xFF00)),
                   m7 = _mm512_set1_epi8(7), m18 = _mm512_set1_epi8(0x18), m1f = _mm512_set1_epi8(0x1F);
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-        static_assert(kQ5kSbScaleBytes == kQ4kSbScaleBytes && kQ5kSbDBytes == kQ4kSbDBytes, "Q5_K's scale and d regions are Q4_K's");
-        const uint8_t* S = pp.sc + sb * kQ4kSbScaleBytes;
-        const uint8_t* L = pp.lev + sb * kLev;
-        for (int g = 0; g < 8; ++g) {
-            // sc_g of the 16 columns, each in the 4 bytes of its column
-            const __m512i sc = _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(S + 16 * g))), rep);
-            const __m512i l = _mm512_and_si512(sc, dig), h = _mm512_and_si512(_mm512_srli_epi32(sc, k45_digit<T>()), dig);
-            const __m512i le = _mm512_and_si512(l, even), lo = _mm512_and_si512(l, odd), he = _mm512_and_si512(h, even),
-                          ho = _mm512_and_si512(h, odd);
-            [[maybe_unused]] __m512i side[4];
-            if constexpr (kQ5) {
-                const __m512i H = _mm512_loadu_si512(L + q5k_side_at(g));  // bits 2 v, 2 v + 1 -> bits 3-4
-                side[0] = _mm512_slli_epi16(H, 3), side[1] = _mm512_slli_epi16(H, 1), side[2] = _mm512_srli_epi16(H, 1),
-                side[3] = _mm512_srli_epi16(H, 3);
-            }
-            for (int v = 0; v < 4; ++v) {
-                __m512i q0, q1;
-                if constexpr (kQ5) {
-                    const __m512i V = _mm512_loadu_si512(L + q5k_lev_at(g, v));
-                    q0 = _mm512_ternarylogic_epi32(_mm512_and_si512(V, m7), side[v], m18, 0xF8);
-                    q1 = _mm512_and_si512(_mm512_srli_epi16(V, 3), m1f);
-                } else {
-                    const __m512i V = _mm512_loadu_si512(L + 256 * g + 64 * v);
-                    q0 = _mm512_and_si512(V, nib);
-                    q1 = _mm512_and_si512(_mm512_srli_epi16(V, 4), nib);
-                }
-                const size_t r = static_cast<size_t>(sb * 64 + 8 * g + 2 * v) * 64;
-                _mm512_store_si512(bh + r, mul_u8(q0, he, ho));
-                _mm512_store_si512(bh + r + 64, mul_u8(q1, he, ho));
-                _mm512_store_si512(bl + r, mul_u8(q0, le, lo));
-                _mm512_store_si512(bl + r + 64, mul_u8(q1, le, lo));
-            }
+    const uint8_t* S = pp.sc + sb * kQ4kSbScaleBytes;
+    const uint8_t* L = pp.lev + sb * kLev;
+    // sc_g of the 16 columns, each in the 4 bytes of its column
+    const __m512i sc = _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(S + 16 * g))), rep);
+    const __m512i l = _mm512_and_si512(sc, dig), h = _mm512_and_si512(_mm512_srli_epi32(sc, k45_digit<T>()), dig);
+    const __m512i le = _mm512_and_si512(l, even), lo = _mm512_and_si512(l, odd), he = _mm512_and_si512(h, even), ho = _mm512_and_si512(h, odd);
+    [[maybe_unused]] __m512i side[4];
+    if constexpr (kQ5) {
+        const __m512i H = _mm512_loadu_si512(L + q5k_side_at(g));  // bits 2 v, 2 v + 1 -> bits 3-4
+        side[0] = _mm512_slli_epi16(H, 3), side[1] = _mm512_slli_epi16(H, 1), side[2] = _mm512_srli_epi16(H, 1),
+        side[3] = _mm512_srli_epi16(H, 3);
+    }
+    for (int v = 0; v < 4; ++v) {
+        __m512i q0, q1;
+        if constexpr (kQ5) {
+            const __m512i V = _mm512_loadu_si512(L + q5k_lev_at(g, v));
+            q0 = _mm512_ternarylogic_epi32(_mm512_and_si512(V, m7), side[v], m18, 0xF8);
+            q1 = _mm512_and_si512(_mm512_srli_epi16(V, 3), m1f);
+        } else {
+            const __m512i V = _mm512_loadu_si512(L + 256 * g + 64 * v);
+            q0 = _mm512_and_si512(V, nib);
+            q1 = _mm512_and_si512(_mm512_srli_epi16(V, 4), nib);
         }
-        const uint8_t* D = pp.d + sb * kQ4kSbDBytes;
-        _mm512_store_ps(wd + sb * 32, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D))));
-        _mm512_store_ps(wd + sb * 32 + 16, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D + 32))));
+        const size_t r = static_cast<size_t>(8 * g + 2 * v) * 64;
+        _mm512_store_si512(bh + r, mul_u8(q0, he, ho));
+        _mm512_store_si512(bh + r + 64, mul_u8(q1, he, ho));
+        _mm512_store_si512(bl + r, mul_u8(q0, le, lo));
+        _mm512_store_si512(bl + r + 64, mul_u8(q1, le, lo));
     }
 }
 
-// Q6_K panel pp -> B0, B1, B2: quad row r = 64 sb + 8 o + qi (values 32 o + 4 qi .. + 3 of the
-// super-block, granule 2 o + qi / 4) = (level - 32) times digit i of the granule's scale per column;
-// wd [nsb][16] f32 d.
-void fill_q6k_folded(const PanelParts& pp, int64_t nsb, uint8_t* const b[3], float* wd) {
+// Q6_K super-block sb of panel pp, quad rows 8 o .. 8 o + 7 -> B0, B1, B2 (the super-block's
+// operands, 64 quad rows x 64 bytes each): quad row 8 o + qi (values 32 o + 4 qi .. + 3 of the
+// super-block, granule 2 o + qi / 4) = (level - 32) times digit i of the granule's scale per column.
+inline void fill_q6k_rows(const PanelParts& pp, int64_t sb, int o, uint8_t* const b[3]) {
     const __m512i nib = _mm512_set1_epi8(0x0F), three = _mm512_set1_epi8(3), off = _mm512_set1_epi8(32),
                   rep = _mm512_set1_epi32(0x01010101), byte = _mm512_set1_epi32(0xFF), even = _mm512_set1_epi16(0x00FF),
                   odd = _mm512_set1_epi16(static_cast<short>(0xFF00)), d3 = _mm512_set1_epi32(3), d7 = _mm512_set1_epi32(7);
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-        const uint8_t* L = pp.lev + sb * kQ6kSbLevelBytes;
-        for (int o = 0; o < 8; ++o) {
-            __m512i se[2][3], so[2][3];  // per granule 2 o + j, digit i: the even / odd-high operands of mul_u8
-            for (int j = 0; j < 2; ++j) {
-                __m512i r = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pp.sc + sb * kQ6kSbScaleBytes + 16 * (2 * o + j))));
-                for (int i = 0; i < 3; ++i) {
-                    const __m512i dg = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(r, d3), d7), d3);  // in -3 .. 4
-                    r = _mm512_srai_epi32(_mm512_sub_epi32(r, dg), 3);                                    // exact
-                    const __m512i bytes = _mm512_mullo_epi32(_mm512_and_si512(dg, byte), rep);
-                    se[j][i] = _mm512_and_si512(bytes, even);
-                    so[j][i] = _mm512_and_si512(bytes, odd);
-                }
-            }
-            for (int qi = 0; qi < 8; ++qi) {
-                const __m512i V = _mm512_loadu_si512(L + q6k_nib_at(o, qi / 2)), H = _mm512_loadu_si512(L + q6k_top_at(o, qi / 4));
-                const __m512i lo = _mm512_and_si512(qi % 2 ? _mm512_srli_epi16(V, 4) : V, nib);
-                const __m512i hi = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H, 2 * (qi % 4)), three), 4);
-                const __m512i q = _mm512_sub_epi8(_mm512_or_si512(lo, hi), off);
-                const size_t row = static_cast<size_t>(sb * 64 + 8 * o + qi) * 64;
-                const int j = qi / 4;
-                for (int i = 0; i < 3; ++i) _mm512_store_si512(b[i] + row, mul_u8(q, se[j][i], so[j][i]));
-            }
+    const uint8_t* L = pp.lev + sb * kQ6kSbLevelBytes;
+    __m512i se[2][3], so[2][3];  // per granule 2 o + j, digit i: the even / odd-high operands of mul_u8
+    for (int j = 0; j < 2; ++j) {
+        __m512i r = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pp.sc + sb * kQ6kSbScaleBytes + 16 * (2 * o + j))));
+        for (int i = 0; i < 3; ++i) {
+            const __m512i dg = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(r, d3), d7), d3);  // in -3 .. 4
+            r = _mm512_srai_epi32(_mm512_sub_epi32(r, dg), 3);                                    // exact
+            const __m512i bytes = _mm512_mullo_epi32(_mm512_and_si512(dg, byte), rep);
+            se[j][i] = _mm512_and_si512(bytes, even);
+            so[j][i] = _mm512_and_si512(bytes, odd);
         }
-        _mm512_store_ps(wd + sb * 16, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pp.d + sb * kQ6kSbDBytes))));
+    }
+    for (int qi = 0; qi < 8; ++qi) {
+        const __m512i V = _mm512_loadu_si512(L + q6k_nib_at(o, qi / 2)), H = _mm512_loadu_si512(L + q6k_top_at(o, qi / 4));
+        const __m512i lo = _mm512_and_si512(qi % 2 ? _mm512_srli_epi16(V, 4) : V, nib);
+        const __m512i hi = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H, 2 * (qi % 4)), three), 4);
+        const __m512i q = _mm512_sub_epi8(_mm512_or_si512(lo, hi), off);
+        const size_t row = static_cast<size_t>(8 * o + qi) * 64;
+        const int j = qi / 4;
+        for (int i = 0; i < 3; ++i) _mm512_store_si512(b[i] + row, mul_u8(q, se[j][i], so[j][i]));
     }
 }
 
@@ -163,54 +157,113 @@ amx::TileConfig full_tiles() {
     return cfg;
 }
 
+// One (super-block, row block) step's int32 sums waiting in cbuf for their f32 chain, and what scales
+// them (the panel's d, dmin and mins of that super-block, in registers: the operand buffers they
+// came from are refilled meanwhile).
+struct K45Pending {
+    const int32_t (*cb)[16][16] = nullptr;  // [4][16][16]: C0 .. C3
+    int64_t r0 = 0, sb = 0;
+    int nt = 0;
+    __m512 d, dmin;
+    __m512i mp[4];
+};
+
+// Rows i0 .. i1 - 1 (of p.nt) of a pending step: S = 2^kDigit C_h + C_l and the mins' term M, then
+// acc = fma(float(S), d dx, acc); acc = fma(float(M), dmin dx, acc), the VNNI kernel's chain.
+template <DType T>
+inline void k45_chain_rows(const K45Pending& p, int i0, int i1, const int32_t* prs, const float* dxs, int64_t nsb, float* acc) {
+    for (int i = i0; i < i1; ++i) {
+        const int h = i / 16, r = i % 16;
+        const int64_t row = p.r0 + i;
+        const __m512i S = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(p.cb[2 * h][r]), k45_digit<T>()),
+                                          _mm512_load_si512(p.cb[2 * h + 1][r]));
+        __m512i M = _mm512_setzero_si512();
+        for (int k = 0; k < 4; ++k) M = _mm512_dpwssd_epi32(M, p.mp[k], _mm512_set1_epi32(prs[(row * nsb + p.sb) * 4 + k]));
+        const __m512 dx = _mm512_set1_ps(dxs[row * nsb + p.sb]);
+        float* ar = acc + row * 16;
+        __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(p.d, dx), _mm512_load_ps(ar));
+        v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(p.dmin, dx), v);
+        _mm512_store_ps(ar, v);
+    }
+}
+
 // Q4_K / Q5_K (T): S = 2^kDigit x.Bh + x.Bl and the mins' term per super-block (the header comment).
+// Per panel, super-block by super-block, every 32-row block in turn. The loop is software-pipelined
+// in program order, because on a Xeon with AMX (docs/PERFORMANCE.md, session 44) the tiles idle
+// while a block of AVX-512 work runs between tile steps:
+// - the super-block's operands (8 KB) live in one of two L1-sized buffers; the next super-block's
+//   are made a granule or two at a time between this one's tile steps (tile loads from L1 instead
+//   of a 64 KB per-panel buffer);
+// - a step's f32 chain runs 8 rows at a time between the next step's tile products (it has read the
+//   C buffer before that step stores its tiles there).
+// The order of every row's f32 chain over the super-blocks is unchanged, so are the bits.
 template <DType T, class Tiles>
 void gemm_k45_folded(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o) {
     size_t act_stride = 0;
     const unsigned char* act = qmm_activations(a, Isa::Avx512, act_quant(w.type), &act_stride);
     const int64_t K = w.K, nsb = K / 256, Kp = ref::act_q8_padded(K), n_panels = (w.N + 15) / 16;
-    // scratch: the tail rows' zero-padded activations [16][Kp], Bh and Bl [K / 4][64], wd [nsb][32],
-    // the rows' mins pairs [m][nsb][4] (int32)
-    const size_t pad_b = 16 * static_cast<size_t>(Kp), b_b = static_cast<size_t>(K) * 16, d_b = static_cast<size_t>(nsb) * 128,
-                 pr_b = static_cast<size_t>(a.m) * static_cast<size_t>(nsb) * 16;
-    unsigned char* scratch = amx_scratch(pad_b + 2 * b_b + d_b + pr_b);
+    const int64_t nrb = (a.m + 31) / 32, steps = nrb * 4;
+    // scratch: the tail rows' zero-padded activations [16][Kp]; two super-block operand buffers
+    // (Bh, Bl [64][64] and d, dmin [32] f32 each); the C buffer [4][16][16] int32 (a step's chain
+    // has read it all before the next step stores); acc [m][16] f32; the rows' mins pairs
+    // [m][nsb][4] int32 and dx [m][nsb] f32
+    constexpr size_t kOp = 2 * 4096 + 128, kCb = 4 * 16 * 16 * 4;
+    const size_t pad_b = 16 * static_cast<size_t>(Kp), m = static_cast<size_t>(a.m), ns = static_cast<size_t>(nsb);
+    unsigned char* scratch = amx_scratch(pad_b + 2 * kOp + kCb + m * 64 + m * ns * 16 + (m * ns * 4 + 63) / 64 * 64);
     uint8_t* pad = scratch;
-    uint8_t* bh = scratch + pad_b;
-    uint8_t* bl = bh + b_b;
-    float* wd = reinterpret_cast<float*>(bl + b_b);
-    int32_t* prs = reinterpret_cast<int32_t*>(bl + b_b + d_b);
+    uint8_t* ops = scratch + pad_b;
+    int32_t(*cb)[16][16] = reinterpret_cast<int32_t(*)[16][16]>(ops + 2 * kOp);
+    float* acc = reinterpret_cast<float*>(ops + 2 * kOp + kCb);
+    int32_t* prs = reinterpret_cast<int32_t*>(acc + m * 16);
+    float* dxs = reinterpret_cast<float*>(prs + m * ns * 4);
     pad_tail_rows(act, act_stride, a.m, K, Kp, pad);
 
     // the mins' activation pairs (nsum of granules 2k, 2k + 1 as int16: mins32's operand in
-    // qmatmul_avx512_panel.h) of every row and super-block, once per call
+    // qmatmul_avx512_panel.h) and dx of every row and super-block, once per call
     for (int64_t r = 0; r < a.m; ++r) {
         const ref::ActQ8Row xr = ref::act_q8_row(const_cast<unsigned char*>(act + r * act_stride), K);
         for (int64_t g = 0; g < 8 * nsb; g += 2) {
             const int32_t n0 = xr.nsum[8 * g] + xr.nsum[8 * g + 4], n1 = xr.nsum[8 * g + 8] + xr.nsum[8 * g + 12];
             prs[r * nsb * 4 + g / 2] = static_cast<int32_t>((static_cast<uint32_t>(n0) & 0xFFFFu) | (static_cast<uint32_t>(n1) << 16));
         }
+        for (int64_t sb = 0; sb < nsb; ++sb) dxs[r * nsb + sb] = xr.dxv[64 * sb];
     }
+    const auto op_bh = [&](int64_t sb) { return ops + (sb & 1) * kOp; };
+    const auto op_wd = [&](int64_t sb) { return reinterpret_cast<float*>(ops + (sb & 1) * kOp + 8192); };
+    const auto fill_d = [&](const PanelParts& pp, int64_t sb) {
+        const uint8_t* D = pp.d + sb * kQ4kSbDBytes;
+        float* wd = op_wd(sb);
+        _mm512_store_ps(wd, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D))));
+        _mm512_store_ps(wd + 16, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D + 32))));
+    };
 
     t.config(full_tiles());
 
-    alignas(64) int32_t cbuf[4][16][16];
-    alignas(64) float acc[32][16];
-    ref::ActQ8Row x[32];
     for (int64_t n = a.n0; n < a.n1; n += 16) {
         const int nc = static_cast<int>(a.n1 - n >= 16 ? 16 : a.n1 - n);
         const PanelParts pp = panel_parts(w.type, K, w.panels, n_panels, n / 16);
-        fill_k45_folded<T>(pp, nsb, bh, bl, wd);
+        for (int g = 0; g < 8; ++g) fill_k45_granule<T>(pp, 0, g, op_bh(0), op_bh(0) + 4096);
+        fill_d(pp, 0);
+        for (size_t i = 0; i < m * 16; i += 16) _mm512_store_ps(acc + i, _mm512_setzero_ps());
         // the next panel, a slice per row block and super-block while this one computes
-        SlicedPrefetch pf(o.prefetch_next && n + 16 < a.n1 ? next_panels(w, n / 16 + 1, 1) : NextPanels{}, (a.m + 31) / 32 * nsb);
-        for (int64_t r0 = 0; r0 < a.m; r0 += 32) {
-            const int nt = static_cast<int>(a.m - r0 >= 32 ? 32 : a.m - r0), nh = nt > 16 ? 2 : 1;
-            const TileRows A[2] = {tile_rows(act, act_stride, pad, Kp, a.m, r0), tile_rows(act, act_stride, pad, Kp, a.m, r0 + 16)};
-            for (int i = 0; i < nt; ++i) {
-                x[i] = ref::act_q8_row(const_cast<unsigned char*>(act + (r0 + i) * act_stride), K);
-                _mm512_store_ps(acc[i], _mm512_setzero_ps());
-            }
-            for (int64_t sb = 0; sb < nsb; ++sb) {
+        SlicedPrefetch pf(o.prefetch_next && n + 16 < a.n1 ? next_panels(w, n / 16 + 1, 1) : NextPanels{}, nrb * nsb);
+        K45Pending pend;
+        for (int64_t sb = 0; sb < nsb; ++sb) {
+            const uint8_t* bh = op_bh(sb);
+            const uint8_t* bl = bh + 4096;
+            uint8_t* nbh = op_bh(sb + 1);
+            const bool fill_next = sb + 1 < nsb;
+            if (fill_next) fill_d(pp, sb + 1);
+            const float* wd = op_wd(sb);
+            const __m512 d = _mm512_load_ps(wd), dmin = _mm512_load_ps(wd + 16);
+            const uint8_t* Sm = pp.sc + sb * kQ4kSbScaleBytes + 128;
+            __m512i mp[4];
+            for (int k = 0; k < 4; ++k) mp[k] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(Sm + 32 * k)));
+            for (int64_t rb = 0; rb < nrb; ++rb) {
                 pf.step();
+                const int64_t r0 = rb * 32;
+                const int nt = static_cast<int>(a.m - r0 >= 32 ? 32 : a.m - r0), nh = nt > 16 ? 2 : 1;
+                const TileRows A[2] = {tile_rows(act, act_stride, pad, Kp, a.m, r0), tile_rows(act, act_stride, pad, Kp, a.m, r0 + 16)};
                 t.template zero<0>();
                 t.template zero<1>();
                 if (nh == 2) {
@@ -218,43 +271,39 @@ void gemm_k45_folded(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const 
                     t.template zero<3>();
                 }
                 for (int s = 0; s < 4; ++s) {
-                    const int64_t k0 = sb * 256 + 64 * s;  // values k0 .. k0 + 63: quad rows k0 / 4 ..
+                    const int64_t k0 = 64 * s;  // values sb * 256 + k0 .. + 63: the buffer's quad rows k0 / 4 ..
                     t.template load<6>(bh + k0 * 16, 64);
                     t.template load<7>(bl + k0 * 16, 64);
-                    t.template load<4>(A[0].base + k0, A[0].stride);
+                    t.template load<4>(A[0].base + sb * 256 + k0, A[0].stride);
                     t.template dpbsud<0, 4, 6>();
                     t.template dpbsud<1, 4, 7>();
                     if (nh == 2) {
-                        t.template load<5>(A[1].base + k0, A[1].stride);
+                        t.template load<5>(A[1].base + sb * 256 + k0, A[1].stride);
                         t.template dpbsud<2, 5, 6>();
                         t.template dpbsud<3, 5, 7>();
                     }
+                    // the previous step's f32 chain, 8 rows, and the next super-block's granules
+                    // 8 j / steps .. 8 (j + 1) / steps - 1 (j: this tile step of the super-block)
+                    if (pend.cb) k45_chain_rows<T>(pend, std::min(8 * s, pend.nt), std::min(8 * s + 8, pend.nt), prs, dxs, nsb, acc);
+                    if (fill_next) {
+                        const int64_t j = rb * 4 + s;
+                        for (int64_t g = 8 * j / steps; g < 8 * (j + 1) / steps; ++g)
+                            fill_k45_granule<T>(pp, sb + 1, static_cast<int>(g), nbh, nbh + 4096);
+                    }
                 }
-                t.template store<0>(cbuf[0], 64);
-                t.template store<1>(cbuf[1], 64);
+                t.template store<0>(cb[0], 64);
+                t.template store<1>(cb[1], 64);
                 if (nh == 2) {
-                    t.template store<2>(cbuf[2], 64);
-                    t.template store<3>(cbuf[3], 64);
+                    t.template store<2>(cb[2], 64);
+                    t.template store<3>(cb[3], 64);
                 }
-                const uint8_t* Sm = pp.sc + sb * kQ4kSbScaleBytes + 128;
-                __m512i mp[4];
-                for (int k = 0; k < 4; ++k) mp[k] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(Sm + 32 * k)));
-                const __m512 d = _mm512_load_ps(wd + sb * 32), dmin = _mm512_load_ps(wd + sb * 32 + 16);
-                for (int i = 0; i < nt; ++i) {
-                    const int h = i / 16, r = i % 16;
-                    const __m512i S = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(cbuf[2 * h][r]), k45_digit<T>()),
-                                                      _mm512_load_si512(cbuf[2 * h + 1][r]));
-                    __m512i M = _mm512_setzero_si512();
-                    for (int k = 0; k < 4; ++k) M = _mm512_dpwssd_epi32(M, mp[k], _mm512_set1_epi32(prs[((r0 + i) * nsb + sb) * 4 + k]));
-                    const __m512 dx = _mm512_set1_ps(x[i].dxv[64 * sb]);
-                    __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, dx), _mm512_load_ps(acc[i]));
-                    v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dmin, dx), v);
-                    _mm512_store_ps(acc[i], v);
-                }
+                pend.cb = cb, pend.r0 = r0, pend.sb = sb, pend.nt = nt, pend.d = d, pend.dmin = dmin;
+                for (int k = 0; k < 4; ++k) pend.mp[k] = mp[k];
             }
-            const __mmask16 keep = static_cast<__mmask16>((1u << nc) - 1u);
-            for (int i = 0; i < nt; ++i) _mm512_mask_storeu_ps(a.y + (r0 + i) * a.ldy + (n - a.n0), keep, _mm512_load_ps(acc[i]));
         }
+        k45_chain_rows<T>(pend, 0, pend.nt, prs, dxs, nsb, acc);
+        const __mmask16 keep = static_cast<__mmask16>((1u << nc) - 1u);
+        for (int64_t i = 0; i < a.m; ++i) _mm512_mask_storeu_ps(a.y + i * a.ldy + (n - a.n0), keep, _mm512_load_ps(acc + i * 16));
     }
     t.release();
 }
@@ -271,65 +320,104 @@ void panel_gemm_q5k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, c
     gemm_k45_folded<DType::Q5_K>(t, w, a, o);
 }
 
+// Q6_K: S = 64 x.B2 + 8 x.B1 + x.B0 per super-block (the header comment), 16-row blocks (three C,
+// one A and three B tiles), software-pipelined as the Q4_K / Q5_K loop (gemm_k45_folded): the
+// super-block's operands (12 KB) in one of two buffers, the next one's made between tile steps, and
+// each step's f32 chain run 4 rows at a time between the next step's tile products.
 template <class Tiles>
 void panel_gemm_q6k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o) {
     size_t act_stride = 0;
     const unsigned char* act = qmm_activations(a, Isa::Avx512, act_quant(w.type), &act_stride);
     const int64_t K = w.K, nsb = K / 256, Kp = ref::act_q8_padded(K), n_panels = (w.N + 15) / 16;
-    // scratch: the tail rows' zero-padded activations [16][Kp], B0, B1, B2 [K / 4][64], wd [nsb][16]
-    const size_t pad_b = 16 * static_cast<size_t>(Kp), b_b = static_cast<size_t>(K) * 16, d_b = static_cast<size_t>(nsb) * 64;
-    unsigned char* scratch = amx_scratch(pad_b + 3 * b_b + d_b);
+    const int64_t nrb = (a.m + 15) / 16, steps = nrb * 4;
+    // scratch: the tail rows' zero-padded activations [16][Kp]; two super-block operand buffers
+    // (B0, B1, B2 [64][64] and d [16] f32 each); the C buffer [3][16][16] int32; acc [m][16] f32;
+    // dx [m][nsb] f32
+    constexpr size_t kOp = 3 * 4096 + 64, kCb = 3 * 16 * 16 * 4;
+    const size_t pad_b = 16 * static_cast<size_t>(Kp), m = static_cast<size_t>(a.m), ns = static_cast<size_t>(nsb);
+    unsigned char* scratch = amx_scratch(pad_b + 2 * kOp + kCb + m * 64 + (m * ns * 4 + 63) / 64 * 64);
     uint8_t* pad = scratch;
-    uint8_t* const b[3] = {scratch + pad_b, scratch + pad_b + b_b, scratch + pad_b + 2 * b_b};
-    float* wd = reinterpret_cast<float*>(scratch + pad_b + 3 * b_b);
+    uint8_t* ops = scratch + pad_b;
+    int32_t(*cb)[16][16] = reinterpret_cast<int32_t(*)[16][16]>(ops + 2 * kOp);
+    float* acc = reinterpret_cast<float*>(ops + 2 * kOp + kCb);
+    float* dxs = acc + m * 16;
     pad_tail_rows(act, act_stride, a.m, K, Kp, pad);
+    for (int64_t r = 0; r < a.m; ++r) {
+        const ref::ActQ8Row xr = ref::act_q8_row(const_cast<unsigned char*>(act + r * act_stride), K);
+        for (int64_t sb = 0; sb < nsb; ++sb) dxs[r * nsb + sb] = xr.dxv[64 * sb];
+    }
+    const auto op_b = [&](int64_t sb, int i) { return ops + (sb & 1) * kOp + i * 4096; };
+    const auto op_wd = [&](int64_t sb) { return reinterpret_cast<float*>(ops + (sb & 1) * kOp + 3 * 4096); };
+    const auto fill_d = [&](const PanelParts& pp, int64_t sb) {
+        _mm512_store_ps(op_wd(sb), _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pp.d + sb * kQ6kSbDBytes))));
+    };
 
     t.config(full_tiles());
 
-    alignas(64) int32_t cbuf[3][16][16];
-    alignas(64) float acc[16][16];
-    ref::ActQ8Row x[16];
     for (int64_t n = a.n0; n < a.n1; n += 16) {
         const int nc = static_cast<int>(a.n1 - n >= 16 ? 16 : a.n1 - n);
-        fill_q6k_folded(panel_parts(w.type, K, w.panels, n_panels, n / 16), nsb, b, wd);
-        SlicedPrefetch pf(o.prefetch_next && n + 16 < a.n1 ? next_panels(w, n / 16 + 1, 1) : NextPanels{}, (a.m + 15) / 16 * nsb);
-        for (int64_t r0 = 0; r0 < a.m; r0 += 16) {
-            const int nt = static_cast<int>(a.m - r0 >= 16 ? 16 : a.m - r0);
-            const TileRows A = tile_rows(act, act_stride, pad, Kp, a.m, r0);
-            for (int i = 0; i < nt; ++i) {
-                x[i] = ref::act_q8_row(const_cast<unsigned char*>(act + (r0 + i) * act_stride), K);
-                _mm512_store_ps(acc[i], _mm512_setzero_ps());
+        const PanelParts pp = panel_parts(w.type, K, w.panels, n_panels, n / 16);
+        {
+            uint8_t* const b0[3] = {op_b(0, 0), op_b(0, 1), op_b(0, 2)};
+            for (int oo = 0; oo < 8; ++oo) fill_q6k_rows(pp, 0, oo, b0);
+            fill_d(pp, 0);
+        }
+        for (size_t i = 0; i < m * 16; i += 16) _mm512_store_ps(acc + i, _mm512_setzero_ps());
+        SlicedPrefetch pf(o.prefetch_next && n + 16 < a.n1 ? next_panels(w, n / 16 + 1, 1) : NextPanels{}, nrb * nsb);
+        // the pending step: its C buffer, rows and super-block's d
+        const int32_t(*pcb)[16][16] = nullptr;
+        int64_t pr0 = 0, psb = 0;
+        int pnt = 0;
+        __m512 pd = _mm512_setzero_ps();
+        const auto chain_rows = [&](int i0, int i1) {
+            for (int i = i0; i < i1; ++i) {
+                const int64_t row = pr0 + i;
+                const __m512i S = _mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(pcb[2][i]), 6),
+                                                                    _mm512_slli_epi32(_mm512_load_si512(pcb[1][i]), 3)),
+                                                   _mm512_load_si512(pcb[0][i]));
+                const __m512 dx = _mm512_set1_ps(dxs[row * nsb + psb]);
+                float* ar = acc + row * 16;
+                _mm512_store_ps(ar, _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(pd, dx), _mm512_load_ps(ar)));
             }
-            for (int64_t sb = 0; sb < nsb; ++sb) {
+        };
+        for (int64_t sb = 0; sb < nsb; ++sb) {
+            const uint8_t *b0 = op_b(sb, 0), *b1 = op_b(sb, 1), *b2 = op_b(sb, 2);
+            uint8_t* const nb[3] = {op_b(sb + 1, 0), op_b(sb + 1, 1), op_b(sb + 1, 2)};
+            const bool fill_next = sb + 1 < nsb;
+            if (fill_next) fill_d(pp, sb + 1);
+            const __m512 d = _mm512_load_ps(op_wd(sb));
+            for (int64_t rb = 0; rb < nrb; ++rb) {
                 pf.step();
+                const int64_t r0 = rb * 16;
+                const int nt = static_cast<int>(a.m - r0 >= 16 ? 16 : a.m - r0);
+                const TileRows A = tile_rows(act, act_stride, pad, Kp, a.m, r0);
                 t.template zero<0>();
                 t.template zero<1>();
                 t.template zero<2>();
                 for (int s = 0; s < 4; ++s) {
-                    const int64_t k0 = sb * 256 + 64 * s;
-                    t.template load<4>(A.base + k0, A.stride);
-                    t.template load<6>(b[0] + k0 * 16, 64);
-                    t.template load<7>(b[1] + k0 * 16, 64);
-                    t.template load<5>(b[2] + k0 * 16, 64);
+                    const int64_t k0 = 64 * s;
+                    t.template load<4>(A.base + sb * 256 + k0, A.stride);
+                    t.template load<6>(b0 + k0 * 16, 64);
+                    t.template load<7>(b1 + k0 * 16, 64);
+                    t.template load<5>(b2 + k0 * 16, 64);
                     t.template dpbssd<0, 4, 6>();
                     t.template dpbssd<1, 4, 7>();
                     t.template dpbssd<2, 4, 5>();
+                    if (pcb) chain_rows(std::min(4 * s, pnt), std::min(4 * s + 4, pnt));
+                    if (fill_next) {
+                        const int64_t j = rb * 4 + s;
+                        for (int64_t oo = 8 * j / steps; oo < 8 * (j + 1) / steps; ++oo) fill_q6k_rows(pp, sb + 1, static_cast<int>(oo), nb);
+                    }
                 }
-                t.template store<0>(cbuf[0], 64);
-                t.template store<1>(cbuf[1], 64);
-                t.template store<2>(cbuf[2], 64);
-                const __m512 d = _mm512_load_ps(wd + sb * 16);
-                for (int i = 0; i < nt; ++i) {
-                    const __m512i S = _mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(cbuf[2][i]), 6),
-                                                                        _mm512_slli_epi32(_mm512_load_si512(cbuf[1][i]), 3)),
-                                                       _mm512_load_si512(cbuf[0][i]));
-                    const __m512 dx = _mm512_set1_ps(x[i].dxv[64 * sb]);
-                    _mm512_store_ps(acc[i], _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, dx), _mm512_load_ps(acc[i])));
-                }
+                t.template store<0>(cb[0], 64);
+                t.template store<1>(cb[1], 64);
+                t.template store<2>(cb[2], 64);
+                pcb = cb, pr0 = r0, psb = sb, pnt = nt, pd = d;
             }
-            const __mmask16 keep = static_cast<__mmask16>((1u << nc) - 1u);
-            for (int i = 0; i < nt; ++i) _mm512_mask_storeu_ps(a.y + (r0 + i) * a.ldy + (n - a.n0), keep, _mm512_load_ps(acc[i]));
         }
+        chain_rows(0, pnt);
+        const __mmask16 keep = static_cast<__mmask16>((1u << nc) - 1u);
+        for (int64_t i = 0; i < a.m; ++i) _mm512_mask_storeu_ps(a.y + i * a.ldy + (n - a.n0), keep, _mm512_load_ps(acc + i * 16));
     }
     t.release();
 }
