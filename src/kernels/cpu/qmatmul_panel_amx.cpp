@@ -61,9 +61,9 @@ unsigned char* amx_scratch(size_t bytes) {
 bool panel_amx_default(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
 
 int64_t panel_amx_min_rows(DType t) {
-    if (t == DType::Q4_K) return 17;
-    if (t == DType::Q5_K) return 13;
-    if (t == DType::Q6_K) return 48;
+    if (t == DType::Q4_K) return 12;
+    if (t == DType::Q5_K) return 10;
+    if (t == DType::Q6_K) return 24;
     return 1;  // the MOE_FORCE_ISA=amx types: on tiles whenever forced
 }
 

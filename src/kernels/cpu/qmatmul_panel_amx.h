@@ -18,10 +18,9 @@ bool panel_amx_default(DType t);
 // Fewest activation rows a call needs for panel_matmul to run it on tiles; smaller calls (an
 // expert that few tokens chose) take the VNNI panel GEMM, with the same bits. A tile product covers
 // 16 rows (Q4_K / Q5_K: the kernel's blocks are 32), so a few rows pay for the whole tile work and the
-// per-panel operand fill. Measured crossovers (panel_gemm_bench, one thread, AMX / VNNI): Q4_K 0.91x at
-// m = 16, 1.34x at 20; Q5_K 1.0x at 12, 1.2x at 16; Q6_K 0.94x at 40, 1.31x at 48. In OLMoE Q4_K_M's
-// pp512 the calls of fewer than 48 rows then ran 1.09x faster (GMAC per thread-second; docs/PERFORMANCE.md,
-// session 43).
+// per-panel operand fill. Measured crossovers of the software-pipelined kernels (panel_gemm_bench,
+// one thread, AMX / VNNI; docs/PERFORMANCE.md, session 44): Q4_K 0.8-1.0x at m = 8, 1.0-1.07x at 10,
+// 1.1-1.14x at 12; Q5_K 0.98-1.21x at 8, 1.15-1.24x at 10; Q6_K 0.76-1.07x at 20, 1.2-1.27x at 24.
 int64_t panel_amx_min_rows(DType t);
 // How the AMX GEMM runs; the defaults are the engine's. None of it changes the output bits.
 struct AmxGemmOptions {
