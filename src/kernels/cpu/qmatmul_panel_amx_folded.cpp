@@ -157,6 +157,28 @@ amx::TileConfig full_tiles() {
     return cfg;
 }
 
+// dxs [m][nsb]: each activation row's scale at super-block sb (its chain's dx), once per call.
+inline void rows_dx(const unsigned char* act, size_t act_stride, int64_t m, int64_t K, float* dxs) {
+    const int64_t nsb = K / 256;
+    for (int64_t r = 0; r < m; ++r) {
+        const ref::ActQ8Row xr = ref::act_q8_row(const_cast<unsigned char*>(act + r * act_stride), K);
+        for (int64_t sb = 0; sb < nsb; ++sb) dxs[r * nsb + sb] = xr.dxv[64 * sb];
+    }
+}
+
+// The next super-block's 8 operand units (granules; Q6_K: groups of 8 quad rows) made during tile
+// step j of `steps`: units [first, last).
+struct StepUnits {
+    int64_t first, last;
+};
+inline StepUnits step_units(int64_t j, int64_t steps) { return {8 * j / steps, 8 * (j + 1) / steps}; }
+
+// acc [m][16] -> columns n .. n + nc - 1 of y (nc <= 16).
+inline void store_panel(const float* acc, const MatmulArgs& a, int64_t n, int nc) {
+    const __mmask16 keep = static_cast<__mmask16>((1u << nc) - 1u);
+    for (int64_t i = 0; i < a.m; ++i) _mm512_mask_storeu_ps(a.y + i * a.ldy + (n - a.n0), keep, _mm512_load_ps(acc + i * 16));
+}
+
 // One (super-block, row block) step's int32 sums waiting in cbuf for their f32 chain, and what scales
 // them (the panel's d, dmin and mins of that super-block, in registers: the operand buffers they
 // came from are refilled meanwhile).
@@ -219,15 +241,15 @@ void gemm_k45_folded(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const 
     pad_tail_rows(act, act_stride, a.m, K, Kp, pad);
 
     // the mins' activation pairs (nsum of granules 2k, 2k + 1 as int16: mins32's operand in
-    // qmatmul_avx512_panel.h) and dx of every row and super-block, once per call
+    // qmatmul_avx512_panel.h) of every row and super-block, once per call
     for (int64_t r = 0; r < a.m; ++r) {
         const ref::ActQ8Row xr = ref::act_q8_row(const_cast<unsigned char*>(act + r * act_stride), K);
         for (int64_t g = 0; g < 8 * nsb; g += 2) {
             const int32_t n0 = xr.nsum[8 * g] + xr.nsum[8 * g + 4], n1 = xr.nsum[8 * g + 8] + xr.nsum[8 * g + 12];
             prs[r * nsb * 4 + g / 2] = static_cast<int32_t>((static_cast<uint32_t>(n0) & 0xFFFFu) | (static_cast<uint32_t>(n1) << 16));
         }
-        for (int64_t sb = 0; sb < nsb; ++sb) dxs[r * nsb + sb] = xr.dxv[64 * sb];
     }
+    rows_dx(act, act_stride, a.m, K, dxs);
     const auto op_bh = [&](int64_t sb) { return ops + (sb & 1) * kOp; };
     const auto op_wd = [&](int64_t sb) { return reinterpret_cast<float*>(ops + (sb & 1) * kOp + 8192); };
     const auto fill_d = [&](const PanelParts& pp, int64_t sb) {
@@ -285,11 +307,9 @@ void gemm_k45_folded(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const 
                     // the previous step's f32 chain, 8 rows, and the next super-block's granules
                     // 8 j / steps .. 8 (j + 1) / steps - 1 (j: this tile step of the super-block)
                     if (pend.cb) k45_chain_rows<T>(pend, std::min(8 * s, pend.nt), std::min(8 * s + 8, pend.nt), prs, dxs, nsb, acc);
-                    if (fill_next) {
-                        const int64_t j = rb * 4 + s;
-                        for (int64_t g = 8 * j / steps; g < 8 * (j + 1) / steps; ++g)
+                    if (fill_next)
+                        for (auto [g, g1] = step_units(rb * 4 + s, steps); g < g1; ++g)
                             fill_k45_granule<T>(pp, sb + 1, static_cast<int>(g), nbh, nbh + 4096);
-                    }
                 }
                 t.template store<0>(cb[0], 64);
                 t.template store<1>(cb[1], 64);
@@ -302,8 +322,7 @@ void gemm_k45_folded(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const 
             }
         }
         k45_chain_rows<T>(pend, 0, pend.nt, prs, dxs, nsb, acc);
-        const __mmask16 keep = static_cast<__mmask16>((1u << nc) - 1u);
-        for (int64_t i = 0; i < a.m; ++i) _mm512_mask_storeu_ps(a.y + i * a.ldy + (n - a.n0), keep, _mm512_load_ps(acc + i * 16));
+        store_panel(acc, a, n, nc);
     }
     t.release();
 }
@@ -342,10 +361,7 @@ void panel_gemm_q6k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, c
     float* acc = reinterpret_cast<float*>(ops + 2 * kOp + kCb);
     float* dxs = acc + m * 16;
     pad_tail_rows(act, act_stride, a.m, K, Kp, pad);
-    for (int64_t r = 0; r < a.m; ++r) {
-        const ref::ActQ8Row xr = ref::act_q8_row(const_cast<unsigned char*>(act + r * act_stride), K);
-        for (int64_t sb = 0; sb < nsb; ++sb) dxs[r * nsb + sb] = xr.dxv[64 * sb];
-    }
+    rows_dx(act, act_stride, a.m, K, dxs);
     const auto op_b = [&](int64_t sb, int i) { return ops + (sb & 1) * kOp + i * 4096; };
     const auto op_wd = [&](int64_t sb) { return reinterpret_cast<float*>(ops + (sb & 1) * kOp + 3 * 4096); };
     const auto fill_d = [&](const PanelParts& pp, int64_t sb) {
@@ -404,10 +420,8 @@ void panel_gemm_q6k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, c
                     t.template dpbssd<1, 4, 7>();
                     t.template dpbssd<2, 4, 5>();
                     if (pcb) chain_rows(std::min(4 * s, pnt), std::min(4 * s + 4, pnt));
-                    if (fill_next) {
-                        const int64_t j = rb * 4 + s;
-                        for (int64_t oo = 8 * j / steps; oo < 8 * (j + 1) / steps; ++oo) fill_q6k_rows(pp, sb + 1, static_cast<int>(oo), nb);
-                    }
+                    if (fill_next)
+                        for (auto [u, u1] = step_units(rb * 4 + s, steps); u < u1; ++u) fill_q6k_rows(pp, sb + 1, static_cast<int>(u), nb);
                 }
                 t.template store<0>(cb[0], 64);
                 t.template store<1>(cb[1], 64);
@@ -416,8 +430,7 @@ void panel_gemm_q6k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, c
             }
         }
         chain_rows(0, pnt);
-        const __mmask16 keep = static_cast<__mmask16>((1u << nc) - 1u);
-        for (int64_t i = 0; i < a.m; ++i) _mm512_mask_storeu_ps(a.y + i * a.ldy + (n - a.n0), keep, _mm512_load_ps(acc + i * 16));
+        store_panel(acc, a, n, nc);
     }
     t.release();
 }

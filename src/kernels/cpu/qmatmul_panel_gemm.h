@@ -33,7 +33,9 @@ bool panel_matmul(const PanelMatrix& w, const MatmulArgs& a, bool gemm, bool amx
 // in L2 while the weights stream through; the weights' panels are filled once per part instead of
 // once. One thread, Q4_K, N = K = 2048 (panel_gemm_bench): m = 512 in one call 173 (AMX) and
 // 117-128 (VNNI) GMAC/s, m = 128 276 and 171. In OLMoE Q4_K_M's pp512 (AMX) the dense projections'
-// calls ran 1.08x faster (GMAC per thread-second; docs/PERFORMANCE.md, session 43).
+// calls ran 1.08x faster (GMAC per thread-second; docs/PERFORMANCE.md, session 43). Since the AMX
+// K-quant kernels were software-pipelined (session 44) they no longer lose at m = 512 (252-292
+// against 261-288 GMAC/s at m = 128), so the parts now matter for VNNI.
 int64_t panel_gemm_row_chunk(int64_t m);
 
 }  // namespace moe::kernels::panel
