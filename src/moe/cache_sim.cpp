@@ -136,15 +136,34 @@ CacheSimResult simulate_cache(const RoutingTraceFile& t, int capacity, const std
     std::vector<int64_t> slot_next(static_cast<size_t>(capacity), 0);  // Belady: next use of the slot's key
     std::vector<uint8_t> evictable(static_cast<size_t>(capacity), 1);
     std::vector<int> req_slots;
+    std::vector<uint8_t> missed(max_req);  // per access of the current request
     int used = 0;
     size_t i = 0;
     for (size_t r = 0; r < req_end.size(); ++r) {
         req_slots.clear();
+        // As ExpertCache::acquire_async: the request's resident keys are held before any miss
+        // takes a slot, so a miss never evicts a key the same request uses later.
+        const size_t i0 = i;
+        auto hold = [&](size_t j, int slot) {
+            if (belady) slot_next[static_cast<size_t>(slot)] = next_use[j];
+            evictable[static_cast<size_t>(slot)] = 0;
+            req_slots.push_back(slot);
+        };
+        for (size_t j = i0; j < req_end[r]; ++j)
+            if (auto it = where.find(keys[j]); it != where.end()) {
+                ++res.hits;
+                if (pol) pol->on_hit(it->second, keys[j], static_cast<int64_t>(j));
+                hold(j, it->second);
+                missed[j - i0] = 0;
+            } else {
+                missed[j - i0] = 1;
+            }
         for (; i < req_end[r]; ++i) {
-            const int64_t key = keys[i];
             ++res.accesses;
+            if (!missed[i - i0]) continue;
+            const int64_t key = keys[i];
             int slot;
-            if (auto it = where.find(key); it != where.end()) {
+            if (auto it = where.find(key); it != where.end()) {  // repeated in this request
                 slot = it->second;
                 ++res.hits;
                 if (pol) pol->on_hit(slot, key, static_cast<int64_t>(i));
@@ -169,9 +188,7 @@ CacheSimResult simulate_cache(const RoutingTraceFile& t, int capacity, const std
                 where[key] = slot;
                 if (pol) pol->on_insert(slot, key, static_cast<int64_t>(i));
             }
-            if (belady) slot_next[static_cast<size_t>(slot)] = next_use[i];
-            evictable[static_cast<size_t>(slot)] = 0;
-            req_slots.push_back(slot);
+            hold(i, slot);
         }
         for (int s : req_slots) evictable[static_cast<size_t>(s)] = 1;
     }

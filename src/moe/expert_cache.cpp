@@ -199,39 +199,56 @@ void ExpertCache::acquire_async(int layer, const int32_t* ids, int n, ExpertSlic
     ExpertCacheCounters& st = per_layer_[static_cast<size_t>(layer)];
     reader_.poll();
     reap();
+    // Two passes: the requested experts already resident (or on their way) are held first, so a
+    // miss earlier in ids can never evict one this same call asks for later (that would read it
+    // again, and whether it happened depended on which prefetches had landed: a timing race).
+    held_.assign(static_cast<size_t>(n), -1);  // within the reserved n_slots: no allocation
+    auto hold = [&](int i, int slot) {
+        evictable_[static_cast<size_t>(slot)] = 0;
+        held_flag_[static_cast<size_t>(slot)] = 1;
+        held_[static_cast<size_t>(i)] = slot;
+        out[i] = view(slot, lf, ids[i]);
+    };
+    auto hit = [&](int i, int slot, int64_t key) {
+        ++st.hits;
+        policy_->on_hit(slot, key, tick_);
+        if (prefetched_[static_cast<size_t>(slot)]) {
+            ++st.prefetch_used;
+            prefetched_[static_cast<size_t>(slot)] = 0;
+        }
+        hold(i, slot);
+    };
+    for (int i = 0; i < n; ++i) MOE_ASSERT(ids[i] >= 0 && ids[i] < spec_.n_expert, "expert ", ids[i]);
     for (int i = 0; i < n; ++i) {
-        MOE_ASSERT(ids[i] >= 0 && ids[i] < spec_.n_expert, "expert ", ids[i]);
+        const int64_t key = static_cast<int64_t>(layer) * spec_.n_expert + ids[i];
+        ++tick_;
+        if (const int slot = where(key); slot >= 0) hit(i, slot, key);
+    }
+    for (int i = 0; i < n; ++i) {
+        if (held_[static_cast<size_t>(i)] >= 0) continue;
         const int64_t key = static_cast<int64_t>(layer) * spec_.n_expert + ids[i];
         ++tick_;
         int slot = where(key);
-        if (slot >= 0) {
-            ++st.hits;
-            policy_->on_hit(slot, key, tick_);
-            if (prefetched_[static_cast<size_t>(slot)]) {
-                ++st.prefetch_used;
-                prefetched_[static_cast<size_t>(slot)] = 0;
-            }
-        } else {
-            ++st.misses;
-            slot = take_slot(st);
-            if (slot < 0) {
-                // Every slot not held by this call has a prefetch in flight: let them land.
-                Timer t;
-                reader_.drain();
-                reap();
-                st.stall_s += t.seconds();
-                slot = take_slot(st);
-            }
-            MOE_ASSERT(slot >= 0, "no evictable slot");
-            slot_key_[static_cast<size_t>(slot)] = key;
-            where(key) = slot;
-            policy_->on_insert(slot, key, tick_);
-            start_load(slot, lf, ids[i]);
+        if (slot >= 0) {  // a repeated id, inserted earlier in this pass
+            hit(i, slot, key);
+            continue;
         }
-        evictable_[static_cast<size_t>(slot)] = 0;
-        held_flag_[static_cast<size_t>(slot)] = 1;
-        held_.push_back(slot);
-        out[i] = view(slot, lf, ids[i]);
+        ++st.misses;
+        slot = take_slot(st);
+        if (slot < 0) {
+            // Every slot not held by this call has a prefetch in flight: let them land.
+            Timer t;
+            reader_.drain();
+            reap();
+            st.stall_s += t.seconds();
+            slot = take_slot(st);
+        }
+        MOE_ASSERT(slot >= 0, "no evictable slot");
+        slot_key_[static_cast<size_t>(slot)] = key;
+        where(key) = slot;
+        policy_->on_insert(slot, key, tick_);
+        start_load(slot, lf, ids[i]);
+        hold(i, slot);
     }
     held_layer_ = layer;
 }
@@ -297,7 +314,7 @@ void ExpertCache::fail_held(int layer, std::exception_ptr err) {
     reader_.drain();
     std::vector<int> bad;
     for (int s : held_)
-        if (loading_[static_cast<size_t>(s)] || fresh_[static_cast<size_t>(s)]) bad.push_back(s);
+        if (s >= 0 && (loading_[static_cast<size_t>(s)] || fresh_[static_cast<size_t>(s)])) bad.push_back(s);
     release(layer);
     reap();  // failed loads of the (now released) slots are forgotten here
     for (int s : bad)
@@ -361,6 +378,7 @@ bool ExpertCache::load_all() {
 
 void ExpertCache::release(int) {
     for (int s : held_) {
+        if (s < 0) continue;  // an acquire that threw before this id got its slot
         held_flag_[static_cast<size_t>(s)] = 0;
         evictable_[static_cast<size_t>(s)] = !loading_[static_cast<size_t>(s)];
     }

@@ -78,6 +78,22 @@ TEST(CacheSim, RequestsHoldTheirExpertsTogether) {
     EXPECT_THROW(simulate_cache(t, 1, "lru"), Error);  // below the largest request
 }
 
+TEST(CacheSim, MissesNeverEvictAKeyTheSameRequestUsesLater) {
+    // 4 slots, requests {0,1,2,3} then {4,5,6,0}: the least-recent key is 0, which the second
+    // request needs last. Its resident key is held before its misses take slots, so 0 hits (LRU
+    // evicting in request order would have evicted 0 for 4 and read it again).
+    std::string tsv = "layer\ttoken\texperts\tweights\n";
+    tsv += "0\t0\t0,1,2,3\t0.25,0.25,0.25,0.25\n";
+    tsv += "0\t1\t4,5,6,0\t0.25,0.25,0.25,0.25\n";
+    const RoutingTraceFile t = parse_routing_trace(tsv);
+    for (const char* p : {"lru", "lfu", "lfu-history", "pinned", "belady"}) {
+        const CacheSimResult r = simulate_cache(t, 4, p);
+        EXPECT_EQ(r.accesses, 8) << p;
+        EXPECT_EQ(r.hits, 1) << p;
+        EXPECT_EQ(r.evictions, 3) << p;
+    }
+}
+
 TEST(CacheSim, BeladyBoundsEveryPolicyOnRandomTraces) {
     std::mt19937 g(std::random_device{}());
     for (int trial = 0; trial < 20; ++trial) {
@@ -258,6 +274,56 @@ TEST(ExpertReader, FallsBackWhereODirectIsRefused) {
             EXPECT_EQ(0, std::memcmp(ops[i].dst, bytes.data() + ops[i].offset, ExpertReader::kIoAlign)) << i;
         check_reader(p, bytes, io, true);  // the buffered fallback keeps serving aligned reads too
     }
+    fs::remove(p);
+}
+
+// ---- ExpertCache: a miss never evicts an expert the same acquire asks for later.
+
+TEST(ExpertCache, MissesNeverEvictAnExpertTheSameAcquireUsesLater) {
+    const fs::path p = fs::temp_directory_path() / ("moe-test-hold-" + std::to_string(::getpid()) + ".bin");
+    const uint64_t stride[3] = {4099, 3001, 5003};
+    std::vector<ExpertLayerFile> layers(1);
+    layers[0].layer = 0;
+    uint64_t off = 129;
+    for (int c = 0; c < 3; ++c) {
+        layers[0].offset[c] = off;
+        layers[0].stride[c] = stride[c];
+        off += 8 * stride[c] + 5;
+    }
+    const auto bytes = random_file(p, off + 64);
+    for (ExpertIo io : {ExpertIo::Uring, ExpertIo::Pread})
+        for (const char* policy : {"lru", "lfu", "lfu-history"}) {
+            ExpertCacheSpec spec;
+            spec.path = p.string();
+            spec.n_layer = 1;
+            spec.n_expert = 8;
+            spec.layers = layers;
+            spec.n_slots = 4;
+            spec.policy = policy;
+            spec.io = io;
+            ExpertCache cache(spec);
+            ExpertSlices out[4];
+            const int32_t first[4] = {0, 1, 2, 3};
+            cache.acquire(0, first, 4, out);
+            cache.release(0);
+            // Every slot full; 0 is the least recent (and, for the LFU policies, tied on count with
+            // the lowest key): the three misses before it in ids must not take its slot.
+            const int32_t ids[4] = {4, 5, 6, 0};
+            cache.acquire(0, ids, 4, out);
+            for (int i = 0; i < 4; ++i) {
+                const ExpertLayerFile& lf = layers[0];
+                const char* got[3] = {out[i].gate, out[i].up, out[i].down};
+                for (int c = 0; c < 3; ++c)
+                    EXPECT_EQ(0, std::memcmp(got[c], bytes.data() + lf.offset[c] + static_cast<uint64_t>(ids[i]) * lf.stride[c],
+                                             lf.stride[c]))
+                        << policy << " expert " << ids[i] << " part " << c;
+            }
+            cache.release(0);
+            const ExpertCacheCounters t = cache.total();
+            EXPECT_EQ(t.hits, 1) << policy;
+            EXPECT_EQ(t.misses, 7) << policy;
+            EXPECT_EQ(t.evictions, 3) << policy;
+        }
     fs::remove(p);
 }
 
