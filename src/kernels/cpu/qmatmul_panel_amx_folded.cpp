@@ -69,12 +69,11 @@ constexpr int k45_digit() {
     return T == DType::Q5_K ? 3 : 4;
 }
 
-// Bytes q * s (q, s uint8 with every product < 256) by two 16-bit multiplies: the low byte of
-// q_even * s_even in each word, and q_odd * s_odd shifted into the high byte.
-inline __m512i mul_u8(__m512i q, __m512i s_even, __m512i s_odd_hi) {
-    const __m512i lo = _mm512_and_si512(_mm512_mullo_epi16(q, s_even), _mm512_set1_epi16(0x00FF));
-    return _mm512_or_si512(lo, _mm512_mullo_epi16(_mm512_srli_epi16(q, 8), s_odd_hi));
-}
+// Bytes q * s where both bytes of every 16-bit word share s (s_word: each word = s): one vpmullw,
+// exact while every product < 256 (nothing carries into the high byte). Holds for the folded
+// operands because a quad row's bytes 4 c .. 4 c + 3 are all column c's, so a word never spans
+// two columns' digits.
+inline __m512i mul_u8_word(__m512i q, __m512i s_word) { return _mm512_mullo_epi16(q, s_word); }
 
 // Q4_K / Q5_K super-block sb of panel pp, granule g -> Bh, Bl (the super-block's operands, 64 quad
 // rows x 64 bytes each): quad row r = 8 g + 2 v (+ 1), the levels of values 32 g + 8 v .. + 3
@@ -86,15 +85,14 @@ inline void fill_k45_granule(const PanelParts& pp, int64_t sb, int g, uint8_t* b
     constexpr bool kQ5 = T == DType::Q5_K;
     constexpr int kLev = kQ5 ? kQ5kSbLevelBytes : kQ4kSbLevelBytes;
     static_assert(kQ5kSbScaleBytes == kQ4kSbScaleBytes && kQ5kSbDBytes == kQ4kSbDBytes, "Q5_K's scale and d regions are Q4_K's");
-    const __m512i nib = _mm512_set1_epi8(0x0F), dig = _mm512_set1_epi8(static_cast<char>((1 << k45_digit<T>()) - 1)),
-                  rep = _mm512_set1_epi32(0x01010101), even = _mm512_set1_epi16(0x00FF), odd = _mm512_set1_epi16(static_cast<short>(0xFF00)),
-                  m7 = _mm512_set1_epi8(7), m18 = _mm512_set1_epi8(0x18), m1f = _mm512_set1_epi8(0x1F);
+    const __m512i nib = _mm512_set1_epi8(0x0F), dig = _mm512_set1_epi32((1 << k45_digit<T>()) - 1), m7 = _mm512_set1_epi8(7),
+                  m18 = _mm512_set1_epi8(0x18), m1f = _mm512_set1_epi8(0x1F);
     const uint8_t* S = pp.sc + sb * kQ4kSbScaleBytes;
     const uint8_t* L = pp.lev + sb * kLev;
-    // sc_g of the 16 columns, each in the 4 bytes of its column
-    const __m512i sc = _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(S + 16 * g))), rep);
-    const __m512i l = _mm512_and_si512(sc, dig), h = _mm512_and_si512(_mm512_srli_epi32(sc, k45_digit<T>()), dig);
-    const __m512i le = _mm512_and_si512(l, even), lo = _mm512_and_si512(l, odd), he = _mm512_and_si512(h, even), ho = _mm512_and_si512(h, odd);
+    // sc_g (< 64) of the 16 columns, one per dword; its digits in both 16-bit words of the column's dword
+    const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(S + 16 * g)));
+    const __m512i l = _mm512_and_si512(sc, dig), h = _mm512_srli_epi32(sc, k45_digit<T>());
+    const __m512i lw = _mm512_or_si512(l, _mm512_slli_epi32(l, 16)), hw = _mm512_or_si512(h, _mm512_slli_epi32(h, 16));
     [[maybe_unused]] __m512i side[4];
     if constexpr (kQ5) {
         const __m512i H = _mm512_loadu_si512(L + q5k_side_at(g));  // bits 2 v, 2 v + 1 -> bits 3-4
@@ -113,40 +111,48 @@ inline void fill_k45_granule(const PanelParts& pp, int64_t sb, int g, uint8_t* b
             q1 = _mm512_and_si512(_mm512_srli_epi16(V, 4), nib);
         }
         const size_t r = static_cast<size_t>(8 * g + 2 * v) * 64;
-        _mm512_store_si512(bh + r, mul_u8(q0, he, ho));
-        _mm512_store_si512(bh + r + 64, mul_u8(q1, he, ho));
-        _mm512_store_si512(bl + r, mul_u8(q0, le, lo));
-        _mm512_store_si512(bl + r + 64, mul_u8(q1, le, lo));
+        _mm512_store_si512(bh + r, mul_u8_word(q0, hw));
+        _mm512_store_si512(bh + r + 64, mul_u8_word(q1, hw));
+        _mm512_store_si512(bl + r, mul_u8_word(q0, lw));
+        _mm512_store_si512(bl + r + 64, mul_u8_word(q1, lw));
     }
 }
 
 // Q6_K super-block sb of panel pp, quad rows 8 o .. 8 o + 7 -> B0, B1, B2 (the super-block's
 // operands, 64 quad rows x 64 bytes each): quad row 8 o + qi (values 32 o + 4 qi .. + 3 of the
 // super-block, granule 2 o + qi / 4) = (level - 32) times digit i of the granule's scale per column.
+// One vpmullw per digit (mul_u8_word): the level q (0 .. 63) times |digit| (<= 4: <= 252, no carry),
+// with q -> 63 - q in the columns whose digit is negative ((q - 32) digit = (63 - q) |digit| - 31
+// |digit| there, q |digit| - 32 |digit| elsewhere); bytewise mod 256 that is (q - 32) digit, which
+// fits int8.
 inline void fill_q6k_rows(const PanelParts& pp, int64_t sb, int o, uint8_t* const b[3]) {
-    const __m512i nib = _mm512_set1_epi8(0x0F), three = _mm512_set1_epi8(3), off = _mm512_set1_epi8(32),
-                  rep = _mm512_set1_epi32(0x01010101), byte = _mm512_set1_epi32(0xFF), even = _mm512_set1_epi16(0x00FF),
-                  odd = _mm512_set1_epi16(static_cast<short>(0xFF00)), d3 = _mm512_set1_epi32(3), d7 = _mm512_set1_epi32(7);
+    const __m512i nib = _mm512_set1_epi8(0x0F), three = _mm512_set1_epi8(3), d3 = _mm512_set1_epi32(3), d7 = _mm512_set1_epi32(7),
+                  m63 = _mm512_set1_epi32(63);
+    // vpshufb patterns: each dword's byte 0 to its 4 bytes (b4), to the low byte of both its words (w2)
+    const __m512i b4 = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12)),
+                  w2 = _mm512_broadcast_i32x4(_mm_setr_epi8(0, -128, 0, -128, 4, -128, 4, -128, 8, -128, 8, -128, 12, -128, 12, -128));
     const uint8_t* L = pp.lev + sb * kQ6kSbLevelBytes;
-    __m512i se[2][3], so[2][3];  // per granule 2 o + j, digit i: the even / odd-high operands of mul_u8
     for (int j = 0; j < 2; ++j) {
+        // granule 2 o + j, digit i: |digit| per word; per byte 63 where the digit is negative (q -> 63 - q,
+        // so (q - 32) digit = (63 - q) |digit| - 31 |digit|), else 0; and the subtrahend 31 or 32 x |digit|
+        __m512i aw[3], fx[3], sub[3];
         __m512i r = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pp.sc + sb * kQ6kSbScaleBytes + 16 * (2 * o + j))));
         for (int i = 0; i < 3; ++i) {
             const __m512i dg = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(r, d3), d7), d3);  // in -3 .. 4
             r = _mm512_srai_epi32(_mm512_sub_epi32(r, dg), 3);                                    // exact
-            const __m512i bytes = _mm512_mullo_epi32(_mm512_and_si512(dg, byte), rep);
-            se[j][i] = _mm512_and_si512(bytes, even);
-            so[j][i] = _mm512_and_si512(bytes, odd);
+            const __m512i ad = _mm512_abs_epi32(dg), ng = _mm512_srai_epi32(dg, 31);            // ng: -1 where negative
+            aw[i] = _mm512_shuffle_epi8(ad, w2);
+            fx[i] = _mm512_shuffle_epi8(_mm512_and_si512(ng, m63), b4);
+            sub[i] = _mm512_shuffle_epi8(_mm512_sub_epi32(_mm512_slli_epi32(ad, 5), _mm512_and_si512(ng, ad)), b4);
         }
-    }
-    for (int qi = 0; qi < 8; ++qi) {
-        const __m512i V = _mm512_loadu_si512(L + q6k_nib_at(o, qi / 2)), H = _mm512_loadu_si512(L + q6k_top_at(o, qi / 4));
-        const __m512i lo = _mm512_and_si512(qi % 2 ? _mm512_srli_epi16(V, 4) : V, nib);
-        const __m512i hi = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H, 2 * (qi % 4)), three), 4);
-        const __m512i q = _mm512_sub_epi8(_mm512_or_si512(lo, hi), off);
-        const size_t row = static_cast<size_t>(8 * o + qi) * 64;
-        const int j = qi / 4;
-        for (int i = 0; i < 3; ++i) _mm512_store_si512(b[i] + row, mul_u8(q, se[j][i], so[j][i]));
+        for (int qi = 4 * j; qi < 4 * j + 4; ++qi) {
+            const __m512i V = _mm512_loadu_si512(L + q6k_nib_at(o, qi / 2)), H = _mm512_loadu_si512(L + q6k_top_at(o, qi / 4));
+            const __m512i lo = _mm512_and_si512(qi % 2 ? _mm512_srli_epi16(V, 4) : V, nib);
+            const __m512i q = _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H, 2 * (qi % 4)), three), 4));
+            const size_t row = static_cast<size_t>(8 * o + qi) * 64;
+            for (int i = 0; i < 3; ++i)
+                _mm512_store_si512(b[i] + row, _mm512_sub_epi8(mul_u8_word(_mm512_xor_si512(q, fx[i]), aw[i]), sub[i]));
+        }
     }
 }
 
@@ -194,18 +200,26 @@ struct K45Pending {
 // acc = fma(float(S), d dx, acc); acc = fma(float(M), dmin dx, acc), the VNNI kernel's chain.
 template <DType T>
 inline void k45_chain_rows(const K45Pending& p, int i0, int i1, const int32_t* prs, const float* dxs, int64_t nsb, float* acc) {
-    for (int i = i0; i < i1; ++i) {
-        const int h = i / 16, r = i % 16;
-        const int64_t row = p.r0 + i;
-        const __m512i S = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(p.cb[2 * h][r]), k45_digit<T>()),
-                                          _mm512_load_si512(p.cb[2 * h + 1][r]));
-        __m512i M = _mm512_setzero_si512();
-        for (int k = 0; k < 4; ++k) M = _mm512_dpwssd_epi32(M, p.mp[k], _mm512_set1_epi32(prs[(row * nsb + p.sb) * 4 + k]));
-        const __m512 dx = _mm512_set1_ps(dxs[row * nsb + p.sb]);
-        float* ar = acc + row * 16;
-        __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(p.d, dx), _mm512_load_ps(ar));
-        v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(p.dmin, dx), v);
-        _mm512_store_ps(ar, v);
+    // Pointers stepped per row (no per-row index arithmetic: the scalar work shares ports with the
+    // chain); rows i0 .. i1 - 1 may span both 16-row halves of the step.
+    const size_t u0 = static_cast<size_t>(i0), u1 = static_cast<size_t>(i1);
+    const int32_t* pr = prs + (static_cast<size_t>(p.r0 + i0) * static_cast<size_t>(nsb) + static_cast<size_t>(p.sb)) * 4;
+    const float* dx = dxs + static_cast<size_t>(p.r0 + i0) * static_cast<size_t>(nsb) + static_cast<size_t>(p.sb);
+    float* ar = acc + static_cast<size_t>(p.r0 + i0) * 16;
+    const size_t pr_step = static_cast<size_t>(nsb) * 4, dx_step = static_cast<size_t>(nsb);
+    for (size_t i = u0; i < u1;) {
+        const size_t h = i / 16, e = std::min(u1, 16 * h + 16);
+        const int32_t* ch = p.cb[2 * h][i % 16];
+        const int32_t* cl = p.cb[2 * h + 1][i % 16];
+        for (; i < e; ++i, ch += 16, cl += 16, pr += pr_step, dx += dx_step, ar += 16) {
+            const __m512i S = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(ch), k45_digit<T>()), _mm512_load_si512(cl));
+            __m512i M = _mm512_setzero_si512();
+            for (int k = 0; k < 4; ++k) M = _mm512_dpwssd_epi32(M, p.mp[k], _mm512_set1_epi32(pr[k]));
+            const __m512 vdx = _mm512_set1_ps(*dx);
+            __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(p.d, vdx), _mm512_load_ps(ar));
+            v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(p.dmin, vdx), v);
+            _mm512_store_ps(ar, v);
+        }
     }
 }
 
