@@ -1,7 +1,8 @@
 // Kernel benchmark of the prefill panel GEMM (kernels/cpu/qmatmul_panel_gemm.cpp, panel_gemm_avx512)
 // over repacked Q4_K / Q5_K / Q6_K / Q4_0 matrices: m activation rows (one expert call's tokens)
 // against each of `matrices` N x K matrices, one thread.
-// Usage: panel_gemm_bench [Q4_K|Q5_K|Q6_K|Q4_0] [matrices=16] [N=1024] [K=2048] [m=64] [alternations=3] [avx512|amx|amx-nopf]
+// Usage: panel_gemm_bench [Q4_K|Q5_K|Q6_K|Q4_0] [matrices=16] [N=1024] [K=2048] [m=64] [alternations=3] [PATH | PATH/PATH]
+// PATH: avx512, amx, amx-nopf.
 // Thread CPU time of a pass over all matrices, best of 5 (each timing 4 passes). GMAC/s = m N K per
 // matrix and pass; % of peak against one zmm vpdpbusd (64 MACs) per cycle at the clock
 // /proc/cpuinfo reports (MOE_BENCH_GHZ overrides it; a VM may report the base clock, not the boost)
@@ -11,6 +12,9 @@
 // Path amx: the AMX-INT8 panel GEMM (qmatmul_panel_amx.h) on real tiles, against a measured loop of
 // independent TDPBUSD (16 x 16 x 64 MACs each) on four accumulator tiles; an error where AMX is not usable.
 // Path amx-nopf: the same without the next-panel prefetch (AmxGemmOptions::prefetch_next).
+// Two paths (A/B): single passes alternate between them, 20 x alternations pairs, the order turning
+// each pair; prints the median and quartiles of the per-pair speed ratio A / B (the tiles' speed
+// on a Xeon VM comes and goes in spells: within a pair it rarely changes, docs/PERFORMANCE.md).
 #include <immintrin.h>
 #include <time.h>
 
@@ -151,13 +155,30 @@ int main(int argc, char** argv) {
                   m = argc > 5 ? std::atoll(argv[5]) : 64;
     const int alts = argc > 6 ? std::atoi(argv[6]) : 3;
     const std::string path = argc > 7 ? argv[7] : "avx512";
-    if (path != "avx512" && path != "amx" && path != "amx-nopf") {
-        std::fprintf(stderr, "panel_gemm_bench: path %s: avx512, amx or amx-nopf\n", path.c_str());
+    struct PathOpts {
+        std::string name;
+        bool amx = false;
+        panel::AmxGemmOptions o;
+    };
+    std::vector<PathOpts> paths;
+    for (size_t at = 0; at <= path.size();) {
+        const size_t slash = std::min(path.find('/', at), path.size());
+        PathOpts po;
+        po.name = path.substr(at, slash - at);
+        if (po.name != "avx512" && po.name != "amx" && po.name != "amx-nopf") {
+            std::fprintf(stderr, "panel_gemm_bench: path %s: avx512, amx or amx-nopf (or two of them as A/B)\n", po.name.c_str());
+            return 2;
+        }
+        po.amx = po.name != "avx512";
+        po.o.prefetch_next = po.name != "amx-nopf";
+        paths.push_back(po);
+        at = slash + 1;
+    }
+    if (paths.size() > 2) {
+        std::fprintf(stderr, "panel_gemm_bench: at most two paths (A/B)\n");
         return 2;
     }
-    const bool use_amx = path != "avx512";
-    panel::AmxGemmOptions amx_opts;
-    amx_opts.prefetch_next = path == "amx";
+    const bool use_amx = paths[0].amx || paths.back().amx;
     if (use_amx && !kernels::amx_usable()) {
         std::fprintf(stderr, "panel_gemm_bench: AMX is not usable here: %s\n", kernels::amx_absent_reason());
         return 2;
@@ -203,24 +224,27 @@ int main(int argc, char** argv) {
         a.xq_stride = xq_stride;
         return a;
     };
-    const auto pass = [&] {
+    const auto pass_of = [&](const PathOpts& po) {
         for (int i = 0; i < nmat; ++i) {
             const panel::PanelMatrix pm{type, P + i * pmat_bytes, N, K};
-            if (use_amx)
-                panel::panel_gemm_amx(pm, args(i, y.data()), amx_opts);
+            if (po.amx)
+                panel::panel_gemm_amx(pm, args(i, y.data()), po.o);
             else
                 panel::panel_gemm_avx512(pm, args(i, y.data()));
         }
     };
+    const auto pass = [&] { pass_of(paths[0]); };
 
     // same bits as the block kernel (the test is tests/kernels/test_panel_gemm.cpp)
     const kernels::CpuKernels kc(kernels::Isa::Avx512);
     const kernels::MatmulKernel& k = kc.matmul(type, "bench");
     for (int i = 0; i < nmat; ++i) k(args(i, ye.data()));
-    pass();
-    if (std::memcmp(ye.data(), y.data(), y.size() * sizeof(float)) != 0) {
-        std::fprintf(stderr, "panel_gemm_bench: panel GEMM output differs from the block kernel's\n");
-        return 1;
+    for (const PathOpts& po : paths) {
+        pass_of(po);
+        if (std::memcmp(ye.data(), y.data(), y.size() * sizeof(float)) != 0) {
+            std::fprintf(stderr, "panel_gemm_bench: panel GEMM output (path %s) differs from the block kernel's\n", po.name.c_str());
+            return 1;
+        }
     }
     uint64_t h = 1469598103934665603ull;  // FNV-1a of y's bytes
     for (size_t b = 0; b < y.size() * sizeof(float); ++b) h = (h ^ reinterpret_cast<const uint8_t*>(y.data())[b]) * 1099511628211ull;
@@ -231,6 +255,30 @@ int main(int argc, char** argv) {
     if (use_amx) std::printf("measured peaks, 1 thread: vpdpbusd %.1f GMAC/s, TDPBUSD %.1f GMAC/s\n", vnni_peak, peak);
     std::printf("%s %s %d matrices of %lld x %lld, m = %lld, 1 thread, clock %.3f GHz, y checksum %016llx\n", path.c_str(), tn.c_str(), nmat,
                 static_cast<long long>(N), static_cast<long long>(K), static_cast<long long>(m), ghz, static_cast<unsigned long long>(h));
+    if (paths.size() == 2) {
+        const int pairs = 20 * alts;
+        std::vector<double> ratio, ga;
+        for (int i = 0; i < pairs; ++i) {
+            double sec[2];
+            for (int j = 0; j < 2; ++j) {
+                const int v = (i + j) % 2;
+                const double t0 = thread_seconds();
+                pass_of(paths[static_cast<size_t>(v)]);
+                sec[v] = thread_seconds() - t0;
+            }
+            ratio.push_back(sec[1] / sec[0]);
+            ga.push_back(macs / sec[0] / 1e9);
+        }
+        std::sort(ratio.begin(), ratio.end());
+        std::sort(ga.begin(), ga.end());
+        const size_t q = ratio.size();
+        std::printf("%s / %s: %d pairs of single passes, speed ratio median %.3f, quartiles %.3f %.3f; %s median %.1f GMAC/s\n",
+                    paths[0].name.c_str(), paths[1].name.c_str(), pairs, ratio[q / 2], ratio[q / 4], ratio[3 * q / 4],
+                    paths[0].name.c_str(), ga[q / 2]);
+        std::free(w);
+        std::free(P);
+        return 0;
+    }
     constexpr int kPasses = 4, kBest = 5;
     for (int alt = 0; alt < alts; ++alt) {
         double best = 1e30;
