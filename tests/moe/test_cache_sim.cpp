@@ -277,6 +277,20 @@ TEST(ExpertReader, FallsBackWhereODirectIsRefused) {
     fs::remove(p);
 }
 
+// A cache of 8 experts per layer over `layers` of the file at p.
+ExpertCacheSpec cache_spec(const fs::path& p, const std::vector<ExpertLayerFile>& layers, int n_slots, const char* policy,
+                           ExpertIo io) {
+    ExpertCacheSpec spec;
+    spec.path = p.string();
+    spec.n_layer = static_cast<int>(layers.size());
+    spec.n_expert = 8;
+    spec.layers = layers;
+    spec.n_slots = n_slots;
+    spec.policy = policy;
+    spec.io = io;
+    return spec;
+}
+
 // ---- ExpertCache: a miss never evicts an expert the same acquire asks for later.
 
 TEST(ExpertCache, MissesNeverEvictAnExpertTheSameAcquireUsesLater) {
@@ -293,15 +307,7 @@ TEST(ExpertCache, MissesNeverEvictAnExpertTheSameAcquireUsesLater) {
     const auto bytes = random_file(p, off + 64);
     for (ExpertIo io : {ExpertIo::Uring, ExpertIo::Pread})
         for (const char* policy : {"lru", "lfu", "lfu-history"}) {
-            ExpertCacheSpec spec;
-            spec.path = p.string();
-            spec.n_layer = 1;
-            spec.n_expert = 8;
-            spec.layers = layers;
-            spec.n_slots = 4;
-            spec.policy = policy;
-            spec.io = io;
-            ExpertCache cache(spec);
+            ExpertCache cache(cache_spec(p, layers, 4, policy, io));
             ExpertSlices out[4];
             const int32_t first[4] = {0, 1, 2, 3};
             cache.acquire(0, first, 4, out);
@@ -354,15 +360,7 @@ TEST(ExpertCache, AcquireAsyncReportsResidentExpertsFirst) {
     };
     for (ExpertIo io : {ExpertIo::Uring, ExpertIo::Pread})
         for (const char* policy : {"lru", "lfu", "lfu-history"}) {
-            ExpertCacheSpec spec;
-            spec.path = p.string();
-            spec.n_layer = 2;
-            spec.n_expert = 8;
-            spec.layers = layers;
-            spec.n_slots = 6;
-            spec.policy = policy;
-            spec.io = io;
-            ExpertCache cache(spec);
+            ExpertCache cache(cache_spec(p, layers, 6, policy, io));
             ExpertSlices out[4];
             const int32_t first[3] = {0, 1, 2};
             cache.acquire(0, first, 3, out);
