@@ -256,7 +256,7 @@ int main(int argc, char** argv) {
     std::printf("%s %s %d matrices of %lld x %lld, m = %lld, 1 thread, clock %.3f GHz, y checksum %016llx\n", path.c_str(), tn.c_str(), nmat,
                 static_cast<long long>(N), static_cast<long long>(K), static_cast<long long>(m), ghz, static_cast<unsigned long long>(h));
     if (paths.size() == 2) {
-        const int pairs = 20 * alts;
+        const int pairs = 20 * std::max(alts, 1);
         std::vector<double> ratio, ga;
         for (int i = 0; i < pairs; ++i) {
             double sec[2];

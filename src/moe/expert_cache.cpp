@@ -219,10 +219,12 @@ void ExpertCache::acquire_async(int layer, const int32_t* ids, int n, ExpertSlic
         hold(i, slot);
     };
     for (int i = 0; i < n; ++i) MOE_ASSERT(ids[i] >= 0 && ids[i] < spec_.n_expert, "expert ", ids[i]);
-    for (int i = 0; i < n; ++i) {
+    for (int i = 0; i < n; ++i) {  // one tick per access: the hits here, the misses below
         const int64_t key = static_cast<int64_t>(layer) * spec_.n_expert + ids[i];
-        ++tick_;
-        if (const int slot = where(key); slot >= 0) hit(i, slot, key);
+        if (const int slot = where(key); slot >= 0) {
+            ++tick_;
+            hit(i, slot, key);
+        }
     }
     for (int i = 0; i < n; ++i) {
         if (held_[static_cast<size_t>(i)] >= 0) continue;
