@@ -5,7 +5,7 @@
 //  - the kernel on the emulator gives exactly the bits of panel_gemm_avx512 and of the scalar
 //    path, on random panels and activations, for m = 1, 15, 16, 17, 40 (token groups of 16 and
 //    zero-padded tails), column ranges with tails (nc < 16) starting at later panels, K 256 and 2048
-//    (Q8_0 and Q4_0 also 96 and 2880: K % 256 != 0), all seven AMX types;
+//    (Q8_0 and Q4_0 also 32, 64, 96 and 2880: K % 256 != 0, one to three blocks), all seven AMX types;
 //  - the same with the next-panel prefetch off (AmxGemmOptions; fewer shapes);
 //  - the same on real AMX tiles where this CPU and kernel allow them, else a printed "absent" line;
 //    (Q4_K, Q5_K and Q6_K run the kernels with the scales folded into the tiles,
@@ -149,7 +149,7 @@ void expect_bit_exact(GemmFn fn, const char* what, bool many) {
     std::string per_type;
     for (DType t : kTypes) {
         const int cases0 = cases;
-        for (int64_t K : {256, 2048, 96, 2880})
+        for (int64_t K : {256, 2048, 96, 2880, 32, 64})
             for (int64_t m : {1, 15, 16, 17, 40, 100})
                 for (int xcase = 0; xcase < 2; ++xcase) {
                     if (xcase == 1 && m != 17) continue;  // activations all at +-max: one shape per K
@@ -274,7 +274,9 @@ TEST(PanelAmx, ForceIsaAmx) {
     EXPECT_TRUE(kernels::panel::panel_amx_default(DType::Q4_K));
     EXPECT_TRUE(kernels::panel::panel_amx_default(DType::Q5_K));
     EXPECT_TRUE(kernels::panel::panel_amx_default(DType::Q6_K));
-    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q3_K, DType::Q2_K})
+    EXPECT_TRUE(kernels::panel::panel_amx_default(DType::Q8_0));
+    EXPECT_TRUE(kernels::panel::panel_amx_default(DType::Q4_0));
+    for (DType t : {DType::Q3_K, DType::Q2_K})
         EXPECT_FALSE(kernels::panel::panel_amx_default(t)) << dtype_name(t);  // not measured faster
     if (kernels::amx_usable()) {
         setenv("MOE_FORCE_ISA", "amx", 1);

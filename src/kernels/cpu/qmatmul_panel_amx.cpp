@@ -1,29 +1,27 @@
 // AMX-INT8 prefill GEMM over the Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q3_K and Q2_K panel layouts
 // (qmatmul_panel_layout.h), issue 15: on Sapphire Rapids and later one TDPBSUD multiplies 16 tokens
-// x 16 columns x 32 values (1024 int8 products per instruction, against 64 per vpdpbusd), for the
+// x 16 columns x 64 values (16384 int8 products per instruction, against 64 per vpdpbusd), for the
 // prefill of a repacked expert stack (--repack-experts) and of repacked dense projections (--repack).
 //
 // One template, panel_gemm_tiles<Tiles>, over the tile policies of amx_tiles.h: AmxTiles (the
 // intrinsics) and EmuTiles (a scalar emulator of the same instructions). Q4_K, Q5_K and Q6_K run
 // their own kernels with the granule scales folded into the tile operands
-// (qmatmul_panel_amx_folded.cpp: one tile store per super-block, not per granule). The other types,
-// per call: one tile configuration (released at the end; it is per thread), then per pair of
-// 16-column panels (n, n + 16) and per group of up to 32 tokens, for each granule g of kG values
-// (Q8_0, Q4_0 32, Q3_K, Q2_K 16):
-//   tiles 4, 5   A: 16 token rows x kG bytes  int8 activations (ActQ8Row::qs, act_stride apart)
-//   tiles 6, 7   B: kG / 4 rows x 64 bytes     uint8 levels of 16 columns in the panels' VNNI
-//                layout (byte 4c + i of row k = the level of column c at value 4k + i): Q8_0's
-//                stored quads (q ^ 0x80) read in place, the other types' quads unpacked per call
-//                into a buffer (fill_q40: Q4_0's nibbles; fill_k23: Q3_K / Q2_K's bit fields)
+// (qmatmul_panel_amx_folded.cpp: one tile store per super-block, not per granule); Q8_0 and Q4_0
+// theirs with signed levels and register accumulators (qmatmul_panel_amx_blocks.cpp). Q3_K and Q2_K
+// (the first AMX kernel, gemm_tiles below, only with MOE_FORCE_ISA=amx), per call: one tile
+// configuration (released at the end; it is per thread), then per pair of 16-column panels (n, n + 16)
+// and per group of up to 32 tokens, for each 16-value granule g:
+//   tiles 4, 5   A: 16 token rows x 16 bytes  int8 activations (ActQ8Row::qs, act_stride apart)
+//   tiles 6, 7   B: 4 rows x 64 bytes          uint8 levels of 16 columns in the panels' VNNI
+//                layout (byte 4c + i of row k = the level of column c at value 4k + i), unpacked
+//                per call from the bit fields into a buffer (fill_k23)
 //   tiles 0..3   C: 16 tokens x 16 columns int32, C[2h + j] = token group h x panel j,
 //                zeroed, one TDPBSUD (A signed, B unsigned), stored
 // so C holds exactly the dot products vpdpbusd accumulates in granule_isums (qmatmul_avx512.h).
-// Then, as rows_block: I = C - 2^kShift x the activation granule sum (the level offset), and the
-// same f32 chain in K order (Q8_0, Q4_0: acc = fma(float(I), d * dx, acc) per block; the K-quants: S =
-// sum_g sc_g I_g per super-block in int32, acc = fma(float(S), d * dx, acc), then the mins' term),
-// so the output bits equal panel_gemm_avx512's (and the scalar path's) whatever m or the columns.
-// Q8_0 and Q4_0 panels of K % 256 != 0 (any K % 32 == 0: gpt-oss's 2880) run a short last group of
-// granules.
+// Then, as rows_block: I = C - 2^kShift x the activation granule sum (the level offset, Q3_K), S =
+// sum_g sc_g I_g per super-block in int32, acc = fma(float(S), d * dx, acc), then the mins' term
+// (Q2_K), so the output bits equal panel_gemm_avx512's (and the scalar path's) whatever m or the
+// columns.
 // Token groups of fewer than 16 rows read a zero-padded copy of their rows (one per call); column
 // tails (nc < 16) compute the panel's zero columns and store only nc.
 //
@@ -58,12 +56,16 @@ unsigned char* amx_scratch(size_t bytes) {
     return reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
 }
 
-bool panel_amx_default(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
+bool panel_amx_default(DType t) {
+    return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::Q8_0 || t == DType::Q4_0;
+}
 
 int64_t panel_amx_min_rows(DType t) {
     if (t == DType::Q4_K) return 12;
     if (t == DType::Q5_K) return 10;
     if (t == DType::Q6_K) return 24;
+    if (t == DType::Q8_0) return 10;
+    if (t == DType::Q4_0) return 12;
     return 1;  // the MOE_FORCE_ISA=amx types: on tiles whenever forced
 }
 
@@ -89,16 +91,6 @@ using amx::TileConfig;
 
 // Per type: granule kG (values per integer sum), level offset 2^kShift (kShift < 0: none), the
 // super-block integer chain (kSbInt) and a min term per granule (kMin: Q2_K per 16).
-// Q8_0: B = q ^ 0x80 = q + 128 read as uint8, so C = x.q + 128 sum x, and nsum = -sum x.
-struct AmxQ80 {
-    static constexpr int kG = 32, kShift = 7;
-    static constexpr bool kSbInt = false, kMin = false;
-};
-// Q4_0: B = the nibble level q (value q - 8), C = x.q: I = C + 8 nsum, the VNNI kernel's seed (PanelQ40).
-struct AmxQ40 {
-    static constexpr int kG = 32, kShift = 3;
-    static constexpr bool kSbInt = false, kMin = false;
-};
 struct AmxQ3K {
     static constexpr int kG = 16, kShift = 2;
     static constexpr bool kSbInt = true, kMin = false;
@@ -109,8 +101,7 @@ struct AmxQ2K {
 };
 
 // One panel's operands for the kernel: the B quads [K/4][64] (uint8 levels, VNNI layout), ws
-// [K/kG][16] (Q8_0, Q4_0: f32 d per block; K-quants: int32 granule scales), wm [K/kG][16] int32 mins,
-// wd [K/256][2][16] f32 d, dmin.
+// [K/kG][16] int32 granule scales, wm [K/kG][16] int32 mins, wd [K/256][2][16] f32 d, dmin.
 struct Fill {
     const uint8_t* q;
     uint8_t* qbuf;
@@ -121,30 +112,6 @@ struct Fill {
 
 inline void f16x16(const uint8_t* p, float* out) {
     _mm512_store_ps(out, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
-}
-
-// Q8_0 (nb blocks): the stored quads are the B rows as they are; ws = f32 d [block][column].
-void fill_q80(const PanelParts& pp, int64_t nb, Fill& f) {
-    const uint8_t* P = pp.lev;
-    f.q = P;
-    const uint8_t* D = P + static_cast<size_t>(nb) * kQ80BlkLevelBytes;
-    for (int64_t g = 0; g < nb; ++g) f16x16(D + 32 * g, f.ws + g * 16);
-}
-
-// Q4_0 (nb blocks): nibble vector v of block b (flat index 4 b + v) -> quad rows 2 (4 b + v) (its low
-// nibbles: values 8 v .. + 3 of the block) and 2 (4 b + v) + 1 (high: 8 v + 4 .. + 7); ws = f32 d
-// [block][column].
-void fill_q40(const PanelParts& pp, int64_t nb, Fill& f) {
-    const uint8_t* P = pp.lev;
-    const __m512i nib = _mm512_set1_epi8(0x0F);
-    for (int64_t v = 0; v < 4 * nb; ++v) {
-        const __m512i V = _mm512_loadu_si512(P + 64 * v);
-        _mm512_store_si512(f.qbuf + 128 * v, _mm512_and_si512(V, nib));
-        _mm512_store_si512(f.qbuf + 128 * v + 64, _mm512_and_si512(_mm512_srli_epi16(V, 4), nib));
-    }
-    f.q = f.qbuf;
-    const uint8_t* D = P + static_cast<size_t>(nb) * kQ40BlkLevelBytes;
-    for (int64_t g = 0; g < nb; ++g) f16x16(D + 32 * g, f.ws + g * 16);
 }
 
 // Q3_K / Q2_K: quad qi of octet o from its bit fields (kQ3kPanelBits; Q2_K: bits 2 (qi % 4) of
@@ -224,8 +191,8 @@ void gemm_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, void (*fill
     constexpr int kG = D::kG, kGps = 256 / kG;  // granules per super-block
     size_t act_stride = 0;
     const unsigned char* act = qmm_activations(a, Isa::Avx512, act_quant(w.type), &act_stride);
-    // nsb: super-blocks of kGps granules, the last one short where K % 256 != 0 (Q8_0, Q4_0 only: the
-    // K-quants' K is a multiple of 256); fill's count is K / panel_k_step (Q8_0, Q4_0: blocks)
+    // nsb: super-blocks of kGps granules (the K-quants' K is a multiple of 256); fill's count is
+    // K / panel_k_step
     const int64_t K = w.K, nsb = (K + 255) / 256, ng = K / kG, Kp = ref::act_q8_padded(K), nstep = K / panel_k_step(w.type);
     // scratch: the tail rows' zero-padded activations [16][Kp], then per panel quads, ws, wm, wd
     const size_t pad_b = 16 * static_cast<size_t>(Kp), q_b = static_cast<size_t>(K) * 16, s_b = static_cast<size_t>(ng) * 64,
@@ -329,8 +296,8 @@ void panel_gemm_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const
     if (a.K != w.K) throw_error("kernels", "AMX panel GEMM: K = ", a.K, " but the panels hold rows of ", w.K);
     if (a.m <= 0 || a.n1 <= a.n0) return;
     switch (w.type) {
-        case DType::Q8_0: gemm_tiles<AmxQ80>(t, w, a, fill_q80); break;
-        case DType::Q4_0: gemm_tiles<AmxQ40>(t, w, a, fill_q40); break;
+        case DType::Q8_0: panel_gemm_q80_tiles(t, w, a, o); break;  // register accumulators (qmatmul_panel_amx_blocks.cpp)
+        case DType::Q4_0: panel_gemm_q40_tiles(t, w, a, o); break;
         case DType::Q4_K: panel_gemm_q4k_tiles(t, w, a, o); break;  // scales folded (qmatmul_panel_amx_folded.cpp)
         case DType::Q5_K: panel_gemm_q5k_tiles(t, w, a, o); break;
         case DType::Q6_K: panel_gemm_q6k_tiles(t, w, a, o); break;

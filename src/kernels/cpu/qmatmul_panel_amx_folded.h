@@ -1,8 +1,9 @@
 #pragma once
 // The AMX-INT8 Q4_K, Q5_K and Q6_K panel GEMMs with the granule scales folded into the tile operands
-// (qmatmul_panel_amx_folded.cpp says how), for panel_gemm_amx / panel_gemm_amx_emulated
-// (qmatmul_panel_amx.cpp), and the scratch and token-row helpers both AMX kernel files share;
-// internal to those two files.
+// (qmatmul_panel_amx_folded.cpp says how) and the Q8_0 / Q4_0 ones with register accumulators
+// (qmatmul_panel_amx_blocks.cpp), for panel_gemm_amx / panel_gemm_amx_emulated
+// (qmatmul_panel_amx.cpp), and the scratch and token-row helpers the AMX kernel files share;
+// internal to those files.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -43,5 +44,11 @@ void panel_gemm_q5k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, c
 // The same over a Q6_K panel matrix.
 template <class Tiles>
 void panel_gemm_q6k_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o);
+// The same over a Q8_0 panel matrix (qmatmul_panel_amx_blocks.cpp).
+template <class Tiles>
+void panel_gemm_q80_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o);
+// The same over a Q4_0 panel matrix.
+template <class Tiles>
+void panel_gemm_q40_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o);
 
 }  // namespace moe::kernels::panel
