@@ -1,7 +1,7 @@
 // Kernel benchmark of the prefill panel GEMM (kernels/cpu/qmatmul_panel_gemm.cpp, panel_gemm_avx512)
-// over repacked Q4_K / Q5_K / Q6_K / Q4_0 / Q8_0 matrices: m activation rows (one expert call's tokens)
+// over repacked Q4_K / Q5_K / Q6_K / Q4_0 / Q8_0 / Q5_0 / MXFP4 matrices: m activation rows (one expert call's tokens)
 // against each of `matrices` N x K matrices, one thread.
-// Usage: panel_gemm_bench [Q4_K|Q5_K|Q6_K|Q4_0|Q8_0] [matrices=16] [N=1024] [K=2048] [m=64] [alternations=3] [PATH | PATH/PATH]
+// Usage: panel_gemm_bench [Q4_K|Q5_K|Q6_K|Q4_0|Q8_0|Q5_0|MXFP4] [matrices=16] [N=1024] [K=2048] [m=64] [alternations=3] [PATH | PATH/PATH]
 // PATH: avx512, amx, amx-nopf.
 // Thread CPU time of a pass over all matrices, best of 5 (each timing 4 passes). GMAC/s = m N K per
 // matrix and pass; % of peak against one zmm vpdpbusd (64 MACs) per cycle at the clock
@@ -145,8 +145,8 @@ uint8_t* alloc_or_die(size_t bytes) {
 int main(int argc, char** argv) {
     const std::string tn = argc > 1 ? argv[1] : "Q4_K";
     const std::optional<DType> ot = dtype_from_name(tn);
-    if (!ot || (*ot != DType::Q4_K && *ot != DType::Q5_K && *ot != DType::Q6_K && *ot != DType::Q4_0 && *ot != DType::Q8_0)) {
-        std::fprintf(stderr, "panel_gemm_bench: type %s: Q4_K, Q5_K, Q6_K, Q4_0 or Q8_0\n", tn.c_str());
+    if (!ot || (*ot != DType::Q4_K && *ot != DType::Q5_K && *ot != DType::Q6_K && *ot != DType::Q4_0 && *ot != DType::Q8_0 && *ot != DType::Q5_0 && *ot != DType::MXFP4)) {
+        std::fprintf(stderr, "panel_gemm_bench: type %s: Q4_K, Q5_K, Q6_K, Q4_0, Q8_0, Q5_0 or MXFP4\n", tn.c_str());
         return 2;
     }
     const DType type = *ot;

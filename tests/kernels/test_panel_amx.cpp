@@ -5,7 +5,8 @@
 //  - the kernel on the emulator gives exactly the bits of panel_gemm_avx512 and of the scalar
 //    path, on random panels and activations, for m = 1, 15, 16, 17, 40 (token groups of 16 and
 //    zero-padded tails), column ranges with tails (nc < 16) starting at later panels, K 256 and 2048
-//    (Q8_0 and Q4_0 also 32, 64, 96 and 2880: K % 256 != 0, one to three blocks), all seven AMX types;
+//    (Q8_0, Q4_0, Q5_0 and MXFP4 also 32, 64, 96 and 2880: K % 256 != 0, one to three blocks), all nine
+//    AMX types;
 //  - the same with the next-panel prefetch off (AmxGemmOptions; fewer shapes);
 //  - the same on real AMX tiles where this CPU and kernel allow them, else a printed "absent" line;
 //    (Q4_K, Q5_K and Q6_K run the kernels with the scales folded into the tiles,
@@ -132,7 +133,7 @@ TEST(AmxEmulator, LoadsZeroPastTheShapeAndBadShapesAreErrors) {
 
 // ---------------------------------------------------------------- the kernel
 
-constexpr DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::Q2_K};
+constexpr DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::Q2_K, DType::Q5_0, DType::MXFP4};
 bool simd_here() { return kernels::isa_supported(Isa::Avx512) && panel::panel_gemv_usable(); }
 
 using testutil::PanelCase;
@@ -228,10 +229,10 @@ TEST(PanelAmx, BadCallsAreOneClearError) {
     a.K = 256;
     expect_error(a, pm, "K = 256");
     panel::PanelMatrix none = pm;
-    none.type = DType::Q5_0;
-    expect_error(args(c, y, 0, 32, true), none, dtype_name(DType::Q5_0));
-    EXPECT_FALSE(panel::panel_amx_supported(DType::Q5_0));  // declined: panel_matmul runs the AVX-512 panel GEMM
-    EXPECT_FALSE(panel::panel_amx_supported(DType::MXFP4));
+    none.type = DType::Q4_1;  // no panel layout, so no AMX kernel either
+    expect_error(args(c, y, 0, 32, true), none, dtype_name(DType::Q4_1));
+    EXPECT_FALSE(panel::panel_amx_supported(DType::Q4_1));
+    EXPECT_FALSE(panel::panel_amx_supported(DType::IQ4_XS));
     for (DType t : kTypes) EXPECT_TRUE(panel::panel_amx_supported(t)) << dtype_name(t);
 }
 
@@ -276,6 +277,8 @@ TEST(PanelAmx, ForceIsaAmx) {
     EXPECT_TRUE(kernels::panel::panel_amx_default(DType::Q6_K));
     EXPECT_TRUE(kernels::panel::panel_amx_default(DType::Q8_0));
     EXPECT_TRUE(kernels::panel::panel_amx_default(DType::Q4_0));
+    EXPECT_TRUE(kernels::panel::panel_amx_default(DType::Q5_0));
+    EXPECT_TRUE(kernels::panel::panel_amx_default(DType::MXFP4));
     for (DType t : {DType::Q3_K, DType::Q2_K})
         EXPECT_FALSE(kernels::panel::panel_amx_default(t)) << dtype_name(t);  // not measured faster
     if (kernels::amx_usable()) {

@@ -115,7 +115,7 @@ TEST(PanelGemm, PanelMatmulPartsAndSmallCallsKeepTheBits) {
     if (!kernels::amx_usable()) std::printf("[ absent ] AMX not usable here (%s): only the VNNI path is checked\n", kernels::amx_absent_reason());
     Rng rng(0x9e33a3);
     const kernels::CpuKernels scalar(Isa::Scalar);
-    for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::Q8_0, DType::Q4_0})
+    for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::MXFP4})
         for (int64_t m : {int64_t{5}, panel::panel_amx_min_rows(t) - 1, int64_t{300}}) {
             if (m < 3) continue;
             SCOPED_TRACE(std::string(dtype_name(t)) + " m=" + std::to_string(m));

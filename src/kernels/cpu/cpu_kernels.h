@@ -34,7 +34,7 @@ struct MatmulKernel {
     ref::ActQuant act_q8 = ref::kActNone;
     // The prefill GEMM over this type's repacked panels runs on AMX tiles (panel_gemm_amx): set by
     // CpuKernels on the avx512 path with AMX for the types where the tiles measured faster than
-    // VNNI (panel_amx_default: Q4_K, Q5_K, Q6_K, Q8_0, Q4_0), or for every type with an AMX kernel
+    // VNNI (panel_amx_default: Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0, MXFP4), or for every type with an AMX kernel
     // (MOE_FORCE_ISA=amx: also Q3_K, Q2_K).
     bool amx = false;
     void operator()(const MatmulArgs& a) const { fn(a); }

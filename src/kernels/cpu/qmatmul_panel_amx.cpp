@@ -1,4 +1,4 @@
-// AMX-INT8 prefill GEMM over the Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q3_K and Q2_K panel layouts
+// AMX-INT8 prefill GEMM over the Q8_0, Q4_0, Q5_0, MXFP4, Q4_K, Q5_K, Q6_K, Q3_K and Q2_K panel layouts
 // (qmatmul_panel_layout.h), issue 15: on Sapphire Rapids and later one TDPBSUD multiplies 16 tokens
 // x 16 columns x 64 values (16384 int8 products per instruction, against 64 per vpdpbusd), for the
 // prefill of a repacked expert stack (--repack-experts) and of repacked dense projections (--repack).
@@ -6,8 +6,8 @@
 // One template, panel_gemm_tiles<Tiles>, over the tile policies of amx_tiles.h: AmxTiles (the
 // intrinsics) and EmuTiles (a scalar emulator of the same instructions). Q4_K, Q5_K and Q6_K run
 // their own kernels with the granule scales folded into the tile operands
-// (qmatmul_panel_amx_folded.cpp: one tile store per super-block, not per granule); Q8_0 and Q4_0
-// theirs with signed levels and register accumulators (qmatmul_panel_amx_blocks.cpp). Q3_K and Q2_K
+// (qmatmul_panel_amx_folded.cpp: one tile store per super-block, not per granule); Q8_0, Q4_0, Q5_0
+// and MXFP4 theirs with signed levels and register accumulators (qmatmul_panel_amx_blocks.cpp). Q3_K and Q2_K
 // (the first AMX kernel, gemm_tiles below, only with MOE_FORCE_ISA=amx), per call: one tile
 // configuration (released at the end; it is per thread), then per pair of 16-column panels (n, n + 16)
 // and per group of up to 32 tokens, for each 16-value granule g:
@@ -57,7 +57,8 @@ unsigned char* amx_scratch(size_t bytes) {
 }
 
 bool panel_amx_default(DType t) {
-    return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::Q8_0 || t == DType::Q4_0;
+    return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 ||
+           t == DType::MXFP4;
 }
 
 int64_t panel_amx_min_rows(DType t) {
@@ -66,12 +67,14 @@ int64_t panel_amx_min_rows(DType t) {
     if (t == DType::Q6_K) return 24;
     if (t == DType::Q8_0) return 10;
     if (t == DType::Q4_0) return 12;
+    if (t == DType::Q5_0) return 8;
+    if (t == DType::MXFP4) return 10;
     return 1;  // the MOE_FORCE_ISA=amx types: on tiles whenever forced
 }
 
 bool panel_amx_supported(DType t) {
     return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::Q3_K ||
-           t == DType::Q2_K;
+           t == DType::Q2_K || t == DType::Q5_0 || t == DType::MXFP4;
 }
 
 }  // namespace moe::kernels::panel
@@ -292,12 +295,14 @@ template <class Tiles>
 void panel_gemm_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o) {
     check_range(w, a.n0, a.n1);
     if (!panel_amx_supported(w.type))
-        throw_error("kernels", "AMX panel GEMM: weight type ", dtype_name(w.type), " has none (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K)");
+        throw_error("kernels", "AMX panel GEMM: weight type ", dtype_name(w.type), " has none (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K, Q5_0, MXFP4)");
     if (a.K != w.K) throw_error("kernels", "AMX panel GEMM: K = ", a.K, " but the panels hold rows of ", w.K);
     if (a.m <= 0 || a.n1 <= a.n0) return;
     switch (w.type) {
         case DType::Q8_0: panel_gemm_q80_tiles(t, w, a, o); break;  // register accumulators (qmatmul_panel_amx_blocks.cpp)
         case DType::Q4_0: panel_gemm_q40_tiles(t, w, a, o); break;
+        case DType::Q5_0: panel_gemm_q50_tiles(t, w, a, o); break;
+        case DType::MXFP4: panel_gemm_mxfp4_tiles(t, w, a, o); break;
         case DType::Q4_K: panel_gemm_q4k_tiles(t, w, a, o); break;  // scales folded (qmatmul_panel_amx_folded.cpp)
         case DType::Q5_K: panel_gemm_q5k_tiles(t, w, a, o); break;
         case DType::Q6_K: panel_gemm_q6k_tiles(t, w, a, o); break;

@@ -8,11 +8,12 @@
 
 namespace moe::kernels::panel {
 
-// True for the types whose panels the AMX GEMM reads (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K).
+// True for the types whose panels the AMX GEMM reads (Q8_0, Q4_0, Q5_0, MXFP4, Q4_K, Q5_K, Q6_K, Q3_K,
+// Q2_K: every panel type).
 bool panel_amx_supported(DType t);
 // True for the types whose AMX GEMM is the default where AMX is usable: those measured faster than
 // the VNNI panel GEMM on a Xeon with AMX (Q4_K, Q5_K and Q6_K, their scales folded into the tiles;
-// Q8_0 and Q4_0, register accumulators; docs/PERFORMANCE.md); Q3_K and Q2_K run on tiles only with
+// Q8_0, Q4_0, Q5_0 and MXFP4, register accumulators; docs/PERFORMANCE.md); Q3_K and Q2_K run on tiles only with
 // MOE_FORCE_ISA=amx (expected slower: per-granule stores).
 bool panel_amx_default(DType t);
 // Fewest activation rows a call needs for panel_matmul to run it on tiles; smaller calls (an
@@ -21,7 +22,8 @@ bool panel_amx_default(DType t);
 // per-panel operand fill. Measured crossovers (panel_gemm_bench, one thread, AMX / VNNI;
 // docs/PERFORMANCE.md, sessions 44 and 46): Q4_K 0.8-1.0x at m = 8, 1.0-1.07x at 10, 1.1-1.14x at
 // 12; Q5_K 0.98-1.21x at 8, 1.15-1.24x at 10; Q6_K 0.76-1.07x at 20, 1.2-1.27x at 24; Q8_0 1.00x at
-// 8, 1.16x at 10; Q4_0 0.97x at 10, 1.07x at 12.
+// 8, 1.16x at 10; Q4_0 0.97x at 10, 1.07x at 12; Q5_0 1.02x at 6, 1.13x at 8; MXFP4 0.89x at 8,
+// 1.07x at 10.
 int64_t panel_amx_min_rows(DType t);
 // How the AMX GEMM runs; the defaults are the engine's. None of it changes the output bits.
 struct AmxGemmOptions {

@@ -1,4 +1,5 @@
-// The AMX-INT8 Q8_0 and Q4_0 panel GEMMs: one f16 scale per 32 values and column, so every
+// The AMX-INT8 Q8_0, Q4_0, Q5_0 and MXFP4 panel GEMMs: one scale per 32 values and column (f16 d;
+// MXFP4: an E8M0 power of two), so every
 // block's int32 dot product has to leave the tiles and be scaled on its own (nothing to fold, as
 // qmatmul_panel_amx_folded.cpp does for the K-quants' small integer scales). What makes that pay
 // (qmatmul_panel_amx.cpp's per-granule kernel with accumulators in memory ran Q8_0 at 0.78-0.86x
@@ -7,7 +8,8 @@
 //                                                broadcast dx from memory, vfmadd231ps)
 // with the 16 accumulators of a 16-token x 16-column block in registers over the whole K, and no
 // per-block offset correction: each panel's levels are made signed once (Q8_0: the stored quads
-// q ^ 0x80 flipped back; Q4_0: the nibbles minus 8) and one TDPBSSD per block gives C = x.q exactly.
+// q ^ 0x80 flipped back; Q4_0: the nibbles minus 8; Q5_0: the 5-bit levels minus 16; MXFP4: each
+// code's level 2 x E2M1) and one TDPBSSD per block gives C = x.q exactly.
 // The f32 chain is the VNNI kernel's (acc = fma(float(I), d dx, acc), blocks in K order, from 0),
 // so the output bits are panel_gemm_avx512's and the scalar path's (tests/kernels/test_panel_amx.cpp,
 // on the emulator everywhere and on real tiles where the CPU has them).
@@ -70,34 +72,69 @@ void block_rows(const unsigned char* act, size_t act_stride, int64_t m, int64_t 
         }
 }
 
+// Level and scale bytes per block of a panel (qmatmul_panel_layout.h): the levels of all blocks,
+// then the scales (f16 d; MXFP4: E8M0 bytes) [block][16].
+template <DType T>
+constexpr int block_level_bytes() {
+    return T == DType::Q8_0 ? kQ80BlkLevelBytes : T == DType::Q4_0 ? kQ40BlkLevelBytes : T == DType::Q5_0 ? kQ50BlkLevelBytes : kMxfp4BlockLevelBytes;
+}
+
 // Block b of a panel's levels as signed int8 in the VNNI layout, 8 quad rows x 64 bytes at out + 512 b:
 // Q8_0: the stored quads are q ^ 0x80; Q4_0: nibble vector v of block b (flat 4 b + v) -> quad rows
-// 2 v (low nibbles) and 2 v + 1 (high), minus 8.
+// 2 v (low nibbles) and 2 v + 1 (high), minus 8; Q5_0: quad 2 v = (vector v & 7) | the side vector's
+// bits 2 v, 2 v + 1 at bits 3-4, quad 2 v + 1 = vector v >> 3 (the VNNI fill_q50), minus 16; MXFP4:
+// Q4_0's nibble layout holding codes, each mapped to its level 2 x E2M1 (ref::kMxfp4Values) by vpshufb.
 template <DType T>
 [[gnu::always_inline]] inline void signed_block(const uint8_t* lev, int64_t b, uint8_t* out) {
     out += 512 * b;
+    lev += static_cast<size_t>(block_level_bytes<T>()) * b;
     if constexpr (T == DType::Q8_0) {
         const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
-        lev += 512 * b;
 #pragma GCC unroll 8
         for (int v = 0; v < 8; ++v) _mm512_store_si512(out + 64 * v, _mm512_xor_si512(_mm512_loadu_si512(lev + 64 * v), x80));
-    } else {
-        const __m512i nib = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
-        lev += 256 * b;
+    } else if constexpr (T == DType::Q5_0) {
+        const __m512i m7 = _mm512_set1_epi8(7), m18 = _mm512_set1_epi8(0x18), m1f = _mm512_set1_epi8(0x1F), off = _mm512_set1_epi8(16);
+        const __m512i H = _mm512_loadu_si512(lev + 256);
+        const __m512i side[4] = {_mm512_slli_epi16(H, 3), _mm512_slli_epi16(H, 1), _mm512_srli_epi16(H, 1), _mm512_srli_epi16(H, 3)};
 #pragma GCC unroll 4
         for (int v = 0; v < 4; ++v) {
             const __m512i V = _mm512_loadu_si512(lev + 64 * v);
-            _mm512_store_si512(out + 128 * v, _mm512_sub_epi8(_mm512_and_si512(V, nib), eight));
-            _mm512_store_si512(out + 128 * v + 64, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(V, 4), nib), eight));
+            _mm512_store_si512(out + 128 * v, _mm512_sub_epi8(_mm512_ternarylogic_epi32(_mm512_and_si512(V, m7), side[v], m18, 0xF8), off));
+            _mm512_store_si512(out + 128 * v + 64, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(V, 3), m1f), off));
         }
+    } else {
+        const __m512i nib = _mm512_set1_epi8(0x0F);
+        // Q4_0: level - 8; MXFP4: the code's signed level (2 x E2M1)
+        const __m512i map = T == DType::Q4_0 ? _mm512_broadcast_i32x4(_mm_setr_epi8(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7))
+                                             : _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) {
+            const __m512i V = _mm512_loadu_si512(lev + 64 * v);
+            _mm512_store_si512(out + 128 * v, _mm512_shuffle_epi8(map, _mm512_and_si512(V, nib)));
+            _mm512_store_si512(out + 128 * v + 64, _mm512_shuffle_epi8(map, _mm512_and_si512(_mm512_srli_epi16(V, 4), nib)));
+        }
+    }
+}
+
+// Block b's 16 column scales as f32 from the panel's scale region D: f16 d (Q8_0, Q4_0, Q5_0), or
+// MXFP4's E8M0 byte as ref::e8m0_half (2^(e - 128): e >= 2 the normal float of biased exponent e - 1,
+// e = 1, 0 the subnormals 2^-127, 2^-128), the same floats the VNNI kernel's fill makes.
+template <DType T>
+[[gnu::always_inline]] inline __m512 block_scales(const uint8_t* D, int64_t b) {
+    if constexpr (T == DType::MXFP4) {
+        const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(D + 16 * b)));
+        const __mmask16 normal = _mm512_cmpge_epu32_mask(e, _mm512_set1_epi32(2));
+        const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+        return _mm512_castsi512_ps(_mm512_mask_slli_epi32(sub, normal, _mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23));
+    } else {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D + 32 * b)));
     }
 }
 
 // Rows I0 .. I1 - 1 of one block: acc_i = fma(float(C[i]), d * dx_i, acc_i) (d: the panel's 16 f16
 // scales of the block, dx: the 16 rows' scales of the block).
 template <int I0, int I1>
-[[gnu::always_inline]] inline void scale_rows(__m512 (&acc)[16], const int32_t (*c)[16], const uint8_t* d, const float* dx) {
-    const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d)));
+[[gnu::always_inline]] inline void scale_rows(__m512 (&acc)[16], const int32_t (*c)[16], __m512 ws, const float* dx) {
 #pragma GCC unroll 16
     for (int i = I0; i < I1; ++i)
         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[i])), _mm512_mul_ps(ws, _mm512_set1_ps(dx[i])), acc[i]);
@@ -111,7 +148,7 @@ struct BlockPass {
     Tiles& t;
     const uint8_t* A;  // ablk of the row block
     const uint8_t* B;  // the panel's signed levels
-    const uint8_t* D;  // the panel's f16 d [block][16]
+    const uint8_t* D;  // the panel's scales [block][16] (block_scales)
     const float* dx;   // dxc of the row block
     int32_t (*cb)[16][16];
     SlicedPrefetch* pf;  // the next panel's requests (first row block only), else null
@@ -125,7 +162,7 @@ struct BlockPass {
     template <int J, bool kScale>
     [[gnu::always_inline]] inline void step(int64_t b) {
         const int32_t(*pc)[16] = cb[(J + 3) & 3];
-        const uint8_t* pd = D + 32 * (b - 1);
+        const __m512 pd = block_scales<T>(D, b - 1);
         const float* px = dx + 16 * (b - 1);
         t.template load<4 + J % 2>(A + 512 * b, 32);
         if constexpr (kScale) scale_rows<0, 4>(acc, pc, pd, px);
@@ -158,7 +195,7 @@ struct BlockPass {
                 default: step<3, true>(b); break;
             }
         }
-        scale_rows<0, 16>(acc, cb[(nb - 1) & 3], D + 32 * (nb - 1), dx + 16 * (nb - 1));
+        scale_rows<0, 16>(acc, cb[(nb - 1) & 3], block_scales<T>(D, nb - 1), dx + 16 * (nb - 1));
         if (fill_src)
             for (int64_t f = nb - fill_lag < 0 ? 0 : nb - fill_lag; f < nb; ++f) signed_block<T>(fill_src, f, fill_dst);
     }
@@ -166,7 +203,7 @@ struct BlockPass {
 
 template <DType T, class Tiles>
 void gemm_blocks(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o) {
-    constexpr int kLev = T == DType::Q8_0 ? kQ80BlkLevelBytes : kQ40BlkLevelBytes;
+    constexpr int kLev = block_level_bytes<T>();
     size_t act_stride = 0;
     const unsigned char* act = qmm_activations(a, Isa::Avx512, act_quant(w.type), &act_stride);
     const int64_t K = w.K, nb = K / 32, n_panels = (w.N + 15) / 16, nrb = (a.m + 15) / 16;
@@ -225,12 +262,26 @@ void panel_gemm_q40_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, c
     gemm_blocks<DType::Q4_0>(t, w, a, o);
 }
 
+template <class Tiles>
+void panel_gemm_q50_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o) {
+    gemm_blocks<DType::Q5_0>(t, w, a, o);
+}
+
+template <class Tiles>
+void panel_gemm_mxfp4_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o) {
+    gemm_blocks<DType::MXFP4>(t, w, a, o);
+}
+
 #if defined(__x86_64__)
 template void panel_gemm_q80_tiles<amx::AmxTiles>(amx::AmxTiles&, const PanelMatrix&, const MatmulArgs&, const AmxGemmOptions&);
 template void panel_gemm_q40_tiles<amx::AmxTiles>(amx::AmxTiles&, const PanelMatrix&, const MatmulArgs&, const AmxGemmOptions&);
+template void panel_gemm_q50_tiles<amx::AmxTiles>(amx::AmxTiles&, const PanelMatrix&, const MatmulArgs&, const AmxGemmOptions&);
+template void panel_gemm_mxfp4_tiles<amx::AmxTiles>(amx::AmxTiles&, const PanelMatrix&, const MatmulArgs&, const AmxGemmOptions&);
 #endif
 template void panel_gemm_q80_tiles<amx::EmuTiles>(amx::EmuTiles&, const PanelMatrix&, const MatmulArgs&, const AmxGemmOptions&);
 template void panel_gemm_q40_tiles<amx::EmuTiles>(amx::EmuTiles&, const PanelMatrix&, const MatmulArgs&, const AmxGemmOptions&);
+template void panel_gemm_q50_tiles<amx::EmuTiles>(amx::EmuTiles&, const PanelMatrix&, const MatmulArgs&, const AmxGemmOptions&);
+template void panel_gemm_mxfp4_tiles<amx::EmuTiles>(amx::EmuTiles&, const PanelMatrix&, const MatmulArgs&, const AmxGemmOptions&);
 
 }  // namespace moe::kernels::panel
 

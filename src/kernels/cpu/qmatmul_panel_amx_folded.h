@@ -1,6 +1,6 @@
 #pragma once
 // The AMX-INT8 Q4_K, Q5_K and Q6_K panel GEMMs with the granule scales folded into the tile operands
-// (qmatmul_panel_amx_folded.cpp says how) and the Q8_0 / Q4_0 ones with register accumulators
+// (qmatmul_panel_amx_folded.cpp says how) and the Q8_0 / Q4_0 / Q5_0 / MXFP4 ones with register accumulators
 // (qmatmul_panel_amx_blocks.cpp), for panel_gemm_amx / panel_gemm_amx_emulated
 // (qmatmul_panel_amx.cpp), and the scratch and token-row helpers the AMX kernel files share;
 // internal to those files.
@@ -50,5 +50,11 @@ void panel_gemm_q80_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, c
 // The same over a Q4_0 panel matrix.
 template <class Tiles>
 void panel_gemm_q40_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o);
+// The same over a Q5_0 panel matrix.
+template <class Tiles>
+void panel_gemm_q50_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o);
+// The same over an MXFP4 panel matrix.
+template <class Tiles>
+void panel_gemm_mxfp4_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const AmxGemmOptions& o);
 
 }  // namespace moe::kernels::panel
