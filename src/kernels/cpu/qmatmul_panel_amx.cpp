@@ -92,15 +92,15 @@ namespace {
 
 using amx::TileConfig;
 
-// Per type: granule kG (values per integer sum), level offset 2^kShift (kShift < 0: none), the
-// super-block integer chain (kSbInt) and a min term per granule (kMin: Q2_K per 16).
+// Per type: granule kG (values per integer sum), level offset 2^kShift (kShift < 0: none) and a min
+// term per granule (kMin: Q2_K per 16); both chain S = sum_g sc_g I_g per super-block.
 struct AmxQ3K {
     static constexpr int kG = 16, kShift = 2;
-    static constexpr bool kSbInt = true, kMin = false;
+    static constexpr bool kMin = false;
 };
 struct AmxQ2K {
     static constexpr int kG = 16, kShift = -1;
-    static constexpr bool kSbInt = true, kMin = true;
+    static constexpr bool kMin = true;
 };
 
 // One panel's operands for the kernel: the B quads [K/4][64] (uint8 levels, VNNI layout), ws
@@ -196,7 +196,7 @@ void gemm_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, void (*fill
     const unsigned char* act = qmm_activations(a, Isa::Avx512, act_quant(w.type), &act_stride);
     // nsb: super-blocks of kGps granules (the K-quants' K is a multiple of 256); fill's count is
     // K / panel_k_step
-    const int64_t K = w.K, nsb = (K + 255) / 256, ng = K / kG, Kp = ref::act_q8_padded(K), nstep = K / panel_k_step(w.type);
+    const int64_t K = w.K, nsb = K / 256, ng = K / kG, Kp = ref::act_q8_padded(K), nstep = K / panel_k_step(w.type);
     // scratch: the tail rows' zero-padded activations [16][Kp], then per panel quads, ws, wm, wd
     const size_t pad_b = 16 * static_cast<size_t>(Kp), q_b = static_cast<size_t>(K) * 16, s_b = static_cast<size_t>(ng) * 64,
                  d_b = static_cast<size_t>(nsb) * 128, fill_b = q_b + 2 * s_b + d_b;
@@ -236,49 +236,37 @@ void gemm_tiles(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, void (*fill
             for (int i = 0; i < nt; ++i)
                 for (int j = 0; j < np; ++j) _mm512_store_ps(acc[i][j], _mm512_setzero_ps());
             for (int64_t sb = 0; sb < nsb; ++sb) {
-                if constexpr (D::kSbInt)
-                    for (int i = 0; i < nt; ++i)
-                        for (int j = 0; j < np; ++j) _mm512_store_si512(S[i][j], _mm512_setzero_si512());
+                for (int i = 0; i < nt; ++i)
+                    for (int j = 0; j < np; ++j) _mm512_store_si512(S[i][j], _mm512_setzero_si512());
                 [[maybe_unused]] __m512i M[32][2];  // the mins' int32 sums of this super-block (D::kMin)
                 if constexpr (D::kMin)
                     for (int i = 0; i < nt; ++i)
                         for (int j = 0; j < np; ++j) M[i][j] = _mm512_setzero_si512();
-                for (int k = 0; k < kGps && sb * kGps + k < ng; ++k) {
+                for (int k = 0; k < kGps; ++k) {
                     const int64_t g = sb * kGps + k, i16 = g * kG / 16;
                     const uint8_t* Ag[2] = {A[0] + g * kG, nh == 2 ? A[1] + g * kG : nullptr};
                     const uint8_t* Bg[2] = {f[0].q + g * kG * 16, f[1].q + g * kG * 16};
                     granule_tiles(t, Ag, as, Bg, nh, np, cbuf);
-                    for (int i = 0; i < nt; ++i) {
-                        ns[i] = x[i].nsum[4 * i16];
-                        if constexpr (kG == 32) ns[i] += x[i].nsum[4 * i16 + 4];
-                    }
+                    for (int i = 0; i < nt; ++i) ns[i] = x[i].nsum[4 * i16];
                     for (int j = 0; j < np; ++j) {
                         const __m512i sc = _mm512_load_si512(f[j].ws + g * 16);
                         for (int i = 0; i < nt; ++i) {
                             __m512i I = _mm512_load_si512(cbuf[2 * (i / 16) + j][i % 16]);
                             if constexpr (D::kShift >= 0) I = _mm512_add_epi32(I, _mm512_set1_epi32(ns[i] * (1 << (D::kShift >= 0 ? D::kShift : 0))));
-                            if constexpr (D::kSbInt) {
-                                _mm512_store_si512(S[i][j], _mm512_add_epi32(_mm512_load_si512(S[i][j]), _mm512_mullo_epi32(I, sc)));
-                            } else {
-                                const __m512 ws = _mm512_castsi512_ps(sc);
-                                const __m512 v = _mm512_load_ps(acc[i][j]);
-                                _mm512_store_ps(acc[i][j], _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(ws, _mm512_set1_ps(x[i].dxv[4 * i16])), v));
-                            }
+                            _mm512_store_si512(S[i][j], _mm512_add_epi32(_mm512_load_si512(S[i][j]), _mm512_mullo_epi32(I, sc)));
                             if constexpr (D::kMin)
                                 M[i][j] = _mm512_add_epi32(M[i][j], _mm512_mullo_epi32(_mm512_load_si512(f[j].wm + g * 16), _mm512_set1_epi32(ns[i])));
                         }
                     }
                 }
-                if constexpr (D::kSbInt) {
-                    for (int j = 0; j < np; ++j) {
-                        const __m512 d = _mm512_load_ps(f[j].wd + sb * 32);
-                        for (int i = 0; i < nt; ++i) {
-                            const __m512 dx = _mm512_set1_ps(x[i].dxv[64 * sb]);
-                            __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(S[i][j])), _mm512_mul_ps(d, dx), _mm512_load_ps(acc[i][j]));
-                            if constexpr (D::kMin)
-                                v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M[i][j]), _mm512_mul_ps(_mm512_load_ps(f[j].wd + sb * 32 + 16), dx), v);
-                            _mm512_store_ps(acc[i][j], v);
-                        }
+                for (int j = 0; j < np; ++j) {
+                    const __m512 d = _mm512_load_ps(f[j].wd + sb * 32);
+                    for (int i = 0; i < nt; ++i) {
+                        const __m512 dx = _mm512_set1_ps(x[i].dxv[64 * sb]);
+                        __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(S[i][j])), _mm512_mul_ps(d, dx), _mm512_load_ps(acc[i][j]));
+                        if constexpr (D::kMin)
+                            v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M[i][j]), _mm512_mul_ps(_mm512_load_ps(f[j].wd + sb * 32 + 16), dx), v);
+                        _mm512_store_ps(acc[i][j], v);
                     }
                 }
             }

@@ -224,7 +224,8 @@ void gemm_blocks(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const AmxG
     for (int i = 6; i < 8; ++i) cfg.rows[i] = 8, cfg.colsb[i] = 64;
     t.config(cfg);
 
-    for (int64_t b = 0; b < nb; ++b) signed_block<T>(panel_parts(w.type, K, w.panels, n_panels, a.n0 / 16).lev, b, lev);
+    const uint8_t* first = panel_parts(w.type, K, w.panels, n_panels, a.n0 / 16).lev;
+    for (int64_t b = 0; b < nb; ++b) signed_block<T>(first, b, lev);
     for (int64_t n = a.n0; n < a.n1; n += 16) {
         const int nc = static_cast<int>(a.n1 - n >= 16 ? 16 : a.n1 - n);
         const __mmask16 keep = static_cast<__mmask16>((1u << nc) - 1u);
