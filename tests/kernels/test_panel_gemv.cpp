@@ -239,6 +239,80 @@ TEST(PanelGemv, EqualsTheEngineKernelBitForBit) {
     }
 }
 
+// panel_gemv_pair_avx512 (two matrices at once: an expert's gate and up, two experts' down): each
+// output equals the matrix's own panel_gemv_avx512 bits (hence the scalar path's), with one shared
+// activation row and with two, over whole matrices and sub-ranges ending in a partial panel;
+// other types and two shapes are one clear error.
+TEST(PanelGemv, PairEqualsEachMatrixAlone) {
+    if (!(has_avx512() && panel::panel_gemv_usable())) {
+        std::printf("note: no AVX-512 VNNI + GFNI here: the paired panel GEMV is not used, nothing to check\n");
+        return;
+    }
+    Rng rng(0x9a1f5);
+    for (DType t : {DType::Q4_K, DType::Q6_K}) {
+        ASSERT_TRUE(panel::panel_gemv_pair_supported(t));
+        for (int64_t K : {256, 1024})
+            for (int64_t N : {16, 53, 96}) {
+                SCOPED_TRACE(std::string(dtype_name(t)) + " K=" + std::to_string(K) + " N=" + std::to_string(N));
+                std::vector<uint8_t> P[2];
+                panel::PanelMatrix pm[2];
+                std::vector<unsigned char> xq[2];
+                ref::ActQ8Row xr[2];
+                for (int j = 0; j < 2; ++j) {
+                    const std::vector<uint8_t> w = random_rows(rng, t, N, K);
+                    P[j].resize(panel::panel_matrix_bytes(t, N, K));
+                    panel::repack_matrix(t, w.data(), stride_of(t, K), N, K, P[j].data());
+                    pm[j] = {t, P[j].data(), N, K};
+                    std::vector<float> x(K);
+                    for (auto& v : x) v = rng.normal();
+                    xq[j].resize(ref::act_q8_row_bytes(K));
+                    ref::quantize_act_q8(x.data(), K, xq[j].data(), kernels::act_quant(t));
+                    xr[j] = ref::act_q8_row(xq[j].data(), K);
+                }
+                for (bool shared : {true, false})
+                    for (const auto& [n0, n1] : {std::pair<int64_t, int64_t>{0, N}, {16, N}, {0, N - 5}}) {
+                        if (n1 <= n0) continue;
+                        SCOPED_TRACE(std::string(shared ? "one x" : "two x") + " rows " + std::to_string(n0) + ".." + std::to_string(n1));
+                        const ref::ActQ8Row* xs[2] = {&xr[0], shared ? &xr[0] : &xr[1]};
+                        std::vector<float> want[2], got[2];
+                        for (int j = 0; j < 2; ++j) {
+                            want[j].assign(static_cast<size_t>(n1 - n0), -1.0f);
+                            got[j].assign(static_cast<size_t>(n1 - n0 + 1), -2.0f);  // one past: untouched
+                            panel::panel_gemv_avx512(pm[j], *xs[j], n0, n1, want[j].data());
+                        }
+                        float* const ys[2] = {got[0].data(), got[1].data()};
+                        panel::panel_gemv_pair_avx512(pm, xs, n0, n1, ys);
+                        for (int j = 0; j < 2; ++j) {
+                            ASSERT_EQ(0, std::memcmp(want[j].data(), got[j].data(), want[j].size() * sizeof(float))) << "matrix " << j;
+                            EXPECT_EQ(got[j].back(), -2.0f) << "matrix " << j << ": wrote past its rows";
+                        }
+                        // the second matrix's output depends on its own row (a swapped row would pass the shared case only)
+                        if (!shared) {
+                            std::vector<float> mine(static_cast<size_t>(n1 - n0));
+                            panel::panel_gemv_avx512(pm[1], xr[0], n0, n1, mine.data());
+                            EXPECT_NE(0, std::memcmp(mine.data(), got[1].data(), mine.size() * sizeof(float)));
+                        }
+                    }
+            }
+    }
+    // not pairable: another type, two shapes, a bad range
+    EXPECT_FALSE(panel::panel_gemv_pair_supported(DType::Q8_0));
+    std::vector<uint8_t> a(panel::panel_matrix_bytes(DType::Q4_K, 32, 256)), b(panel::panel_matrix_bytes(DType::Q4_K, 32, 512)),
+        c(panel::panel_matrix_bytes(DType::Q8_0, 32, 256));
+    std::vector<unsigned char> xq(ref::act_q8_row_bytes(512), 0);
+    const ref::ActQ8Row xr = ref::act_q8_row(xq.data(), 256);
+    const ref::ActQ8Row* xs[2] = {&xr, &xr};
+    std::vector<float> y0(32), y1(32);
+    float* const ys[2] = {y0.data(), y1.data()};
+    const panel::PanelMatrix shapes[2] = {{DType::Q4_K, a.data(), 32, 256}, {DType::Q4_K, b.data(), 32, 512}};
+    const panel::PanelMatrix types[2] = {{DType::Q8_0, c.data(), 32, 256}, {DType::Q8_0, c.data(), 32, 256}};
+    const panel::PanelMatrix ok[2] = {{DType::Q4_K, a.data(), 32, 256}, {DType::Q4_K, a.data(), 32, 256}};
+    EXPECT_THROW(panel::panel_gemv_pair_avx512(shapes, xs, 0, 32, ys), Error);
+    EXPECT_THROW(panel::panel_gemv_pair_avx512(types, xs, 0, 32, ys), Error);
+    EXPECT_THROW(panel::panel_gemv_pair_avx512(ok, xs, 8, 32, ys), Error);
+    EXPECT_THROW(panel::panel_gemv_pair_avx512(ok, xs, 0, 33, ys), Error);
+}
+
 TEST(PanelGemv, BadShapesAreOneClearError) {
     const DType t = DType::Q3_K;
     const size_t kBlk = blk(t);

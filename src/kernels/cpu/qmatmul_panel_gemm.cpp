@@ -417,6 +417,20 @@ bool panel_matmul(const PanelMatrix& w, const MatmulArgs& a, bool gemm, bool amx
     return true;
 }
 
+bool panel_matmul_pair(const PanelMatrix (&w)[2], const MatmulArgs (&a)[2]) {
+    for (int j = 0; j < 2; ++j)
+        if (a[j].m != 1 || !a[j].xq) return false;
+    if (w[0].type != w[1].type || w[0].N != w[1].N || w[0].K != w[1].K || !panel_gemv_pair_supported(w[0].type) ||
+        a[0].n0 != a[1].n0 || a[0].n1 != a[1].n1 || a[0].K != w[0].K || a[1].K != w[1].K)
+        return false;
+    const ref::ActQ8Row r0 = ref::act_q8_row(static_cast<unsigned char*>(const_cast<void*>(a[0].xq)), a[0].K);
+    const ref::ActQ8Row r1 = ref::act_q8_row(static_cast<unsigned char*>(const_cast<void*>(a[1].xq)), a[1].K);
+    const ref::ActQ8Row* x[2] = {&r0, a[1].xq == a[0].xq ? &r0 : &r1};
+    float* const y[2] = {a[0].y, a[1].y};
+    panel_gemv_pair_avx512(w, x, a[0].n0, a[0].n1, y);
+    return true;
+}
+
 int64_t panel_gemm_row_chunk(int64_t m) {
     constexpr int64_t kMaxRows = 256, kTarget = 128;
     if (m <= kMaxRows) return m;

@@ -26,6 +26,12 @@ void panel_gemm_avx512(const PanelMatrix& w, const MatmulArgs& a);
 // where neither applies: the caller runs the block kernel. Call only where panel_gemv_usable();
 // a.n0 must be a multiple of 16.
 bool panel_matmul(const PanelMatrix& w, const MatmulArgs& a, bool gemm, bool amx);
+// Two decode calls at once (panel_gemv_pair_avx512: two long streams instead of each matrix's
+// halves): served where both are one prepared activation row (m == 1, xq given) over the same rows
+// [n0, n1) of two matrices of one shape and a panel_gemv_pair_supported type; a[j].w unused, each
+// call its own x, y. Returns false, having computed nothing, otherwise: the caller runs them one by
+// one (panel_matmul). Call only where panel_gemv_usable(); n0 a multiple of 16.
+bool panel_matmul_pair(const PanelMatrix (&w)[2], const MatmulArgs (&a)[2]);
 // Rows per GEMM call in panel_matmul: both GEMMs read all the call's activation rows once per
 // 16-column panel, so a call of m > 256 rows (a dense projection over a long prompt) is cut into
 // parts of about 128 rows (multiples of 32, the AMX kernels' row block; the last part also takes a

@@ -1,16 +1,7 @@
 // AVX-512 VNNI + GFNI decode GEMVs over the Q3_K / Q2_K / Q4_K / Q6_K / Q8_0 / Q4_0 / Q5_K panel layouts
 // (qmatmul_panel_layout.h; the routed experts' decode calls with --repack-experts,
-// moe/experts.cpp). Q3_K: per 16 rows and octet (32 values, granules 2 o and 2 o + 1): three
-// 64-byte loads (A, B, C), per quad one vgf2p8affineqb (quads 2 and 5: two and an OR) gives the
-// quad's level vector (lane c = column c's 4 levels), one vpdpbusd with the 4 activation bytes
-// broadcast adds them to the granule's sums of all 16 columns -- the accumulators are the
-// [granule][column] sums, no reduction. The two granule sums (|I| <= 16 x 4 x 128, int16) are
-// packed as words and one vpdpwssd against the stored scale pairs adds sc_2o I_2o + sc_2o+1 I_2o+1
-// to S; per super-block acc = fma(float(S), d * dx, acc): the super-block integer chain of
-// qmatmul.h, so the bits equal gemv16_q3k's and the scalar path's. Q2_K: two loads per octet, one
-// vgf2p8affineqb per quad, no offset; the scale bytes sc | m << 4 as word pairs give S as above
-// and M = sum m_g nsum_g (one vpdpwssd per octet against the broadcast nsum pair), then the two
-// FMAs of gemv16_q2k. Q4_K: plain nibbles, no GFNI (panels_q4k below). Q6_K: Q4_K's nibbles and
+// moe/experts.cpp), and the paired GEMV of two matrices (panel_gemv_pair_avx512). Q3_K, Q2_K: the
+// GFNI level kernels of qmatmul_panel_gemv_q3k_q2k.cpp. Q4_K: plain nibbles, no GFNI (panels_q4k below). Q6_K: Q4_K's nibbles and
 // Q2_K's top bits (panels_q6k below). Q8_0: the stored quads are vpdpbusd operands as they are
 // (panels_q80 below). Q4_0: Q4_K's nibbles per block (DecQ40 below, run by gemv_blocks of
 // qmatmul_panel_gemv_avx512.inc: the per-block loop it shares with Q5_0 and MXFP4); Q5_K: one
@@ -30,6 +21,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/error.h"
 #include "kernels/cpu/qmatmul_panel_layout.h"
 #include "kernels/cpu/isa_target.h"
 
@@ -44,113 +36,7 @@ namespace {
 
 #include "kernels/cpu/qmatmul_panel_gemv_avx512.inc"  // bcast, load_once, prefetch_next, gemv_blocks
 
-// vgf2p8affineqb bit matrix: output bit `out[k]` of each byte = input bit `in[k]` (the matrix's
-// byte 7 - b is the input-bit mask of output bit b).
-constexpr long long gf_matrix(int n, const int* in, const int* out) {
-    unsigned long long m = 0;
-    for (int k = 0; k < n; ++k) m |= (1ull << in[k]) << (8 * (7 - out[k]));
-    return static_cast<long long>(m);
-}
-constexpr int kB012[3] = {0, 1, 2}, kB345[3] = {3, 4, 5}, kB67[2] = {6, 7}, kB6[1] = {6}, kB7[1] = {7}, kOut2[1] = {2};
-constexpr long long kM012 = gf_matrix(3, kB012, kB012);  // bits 0-2 -> level bits 0-2
-constexpr long long kM345 = gf_matrix(3, kB345, kB012);  // bits 3-5 -> 0-2
-constexpr long long kM67 = gf_matrix(2, kB67, kB012);    // bits 6-7 -> 0-1
-constexpr long long kM6 = gf_matrix(1, kB6, kOut2);      // bit 6 -> 2
-constexpr long long kM7 = gf_matrix(1, kB7, kOut2);      // bit 7 -> 2
-
 inline __m512i gf(__m512i v, long long m) { return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(m), 0); }
-// Q3_K / Q2_K: how many super-blocks ahead in the level stream (region-major) the GEMV prefetches.
-// panel_gemv_bench T 256 1024 2048, one / two threads, GB/s: Q3_K 41.3 / 75-85 (0, 1, 2, 3 ahead:
-// 33.9 / 62.8, 38.9 / 74.2, 40.1 / 76.0, 40.4-40.9 / 78-80; panel-major with the next panel's
-// PREFETCHT2, as before: 37.5 / 73.5-73.8); Q2_K 40.4-40.8 / 76.8-77.6 (panel-major: 41.0-41.7 /
-// 68-90, noisy; PREFETCHT2 8 ahead 42.8-44.1 / 79.6-80.0: within that noise).
-inline constexpr int kQ23Ahead = 4;
-
-// PREFETCHT0 of the level lines `ahead` bytes on (Q3_K, Q2_K: octet o's, n lines at L + stride o).
-// The level regions of consecutive panels follow each other (region-major), so near a panel's end
-// this fetches the next panel's first levels; past the matrix's last panel, its scales (harmless).
-template <int N>
-inline void prefetch_ahead(const uint8_t* L, int64_t ahead) {
-    for (int l = 0; l < N; ++l) _mm_prefetch(reinterpret_cast<const char*>(L + ahead + 64 * l), _MM_HINT_T0);
-}
-
-// 16 columns of one panel (nsb super-blocks, its regions at pp) against x: lane c of the result =
-// row c's output. PREFETCHT0 two super-blocks ahead in the level stream (kQ23Ahead below).
-__m512 panel16_q3k(const PanelParts& pp, int64_t nsb, const ref::ActQ8Row& x) {
-    const uint8_t* sc = pp.sc;
-    const uint8_t* dd = pp.d;
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-        const uint8_t* L = pp.lev + sb * kQ3kSbLevelBytes;
-        const int8_t* xq = x.qs + 256 * sb;
-        const int32_t* ns = x.nsum + 64 * sb;  // granule g: -(sum of its activations) at ns[4 g]
-        __m512i S = _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int o = 0; o < 8; ++o) {
-            prefetch_ahead<3>(L + 192 * o, kQ23Ahead * kQ3kSbLevelBytes);
-            const __m512i A = _mm512_loadu_si512(L + 192 * o), B = _mm512_loadu_si512(L + 192 * o + 64),
-                          C = _mm512_loadu_si512(L + 192 * o + 128);
-            const int8_t* xo = xq + 32 * o;
-            // the level offset -4: I = sum level x + 4 nsum
-            __m512i I0 = _mm512_set1_epi32(4 * ns[8 * o]), I1 = _mm512_set1_epi32(4 * ns[8 * o + 4]);
-            I0 = _mm512_dpbusd_epi32(I0, gf(A, kM012), bcast(xo));
-            I0 = _mm512_dpbusd_epi32(I0, gf(A, kM345), bcast(xo + 4));
-            I0 = _mm512_dpbusd_epi32(I0, _mm512_or_si512(gf(A, kM67), gf(C, kM6)), bcast(xo + 8));
-            I0 = _mm512_dpbusd_epi32(I0, gf(B, kM012), bcast(xo + 12));
-            I1 = _mm512_dpbusd_epi32(I1, gf(B, kM345), bcast(xo + 16));
-            I1 = _mm512_dpbusd_epi32(I1, _mm512_or_si512(gf(B, kM67), gf(C, kM7)), bcast(xo + 20));
-            I1 = _mm512_dpbusd_epi32(I1, gf(C, kM012), bcast(xo + 24));
-            I1 = _mm512_dpbusd_epi32(I1, gf(C, kM345), bcast(xo + 28));
-            // words (I0, I1) per column against the scale pair (sc_2o, sc_2o+1)
-            const __m512i pair = _mm512_mask_blend_epi16(0xAAAAAAAAu, I0, _mm512_slli_epi32(I1, 16));
-            const __m512i s2 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + sb * kQ3kSbScaleBytes + 32 * o)));
-            S = _mm512_dpwssd_epi32(S, pair, s2);
-        }
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd + sb * kQ3kSbDBytes)));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, _mm512_set1_ps(x.dxv[64 * sb])), acc);
-    }
-    return acc;
-}
-
-constexpr int kB01[2] = {0, 1}, kB23[2] = {2, 3}, kB45[2] = {4, 5};
-constexpr long long kQ2M[4] = {gf_matrix(2, kB01, kB012), gf_matrix(2, kB23, kB012), gf_matrix(2, kB45, kB012), gf_matrix(2, kB67, kB012)};
-
-__m512 panel16_q2k(const PanelParts& pp, int64_t nsb, const ref::ActQ8Row& x) {
-    const uint8_t* sc = pp.sc;
-    const uint8_t* dd = pp.d;
-    const __m512i m4 = _mm512_set1_epi16(0x0F);
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-        const uint8_t* L = pp.lev + sb * kQ2kSbLevelBytes;
-        const int8_t* xq = x.qs + 256 * sb;
-        const int32_t* ns = x.nsum + 64 * sb;
-        __m512i S = _mm512_setzero_si512(), M = _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int o = 0; o < 8; ++o) {
-            prefetch_ahead<2>(L + 128 * o, kQ23Ahead * kQ2kSbLevelBytes);
-            const __m512i A = _mm512_loadu_si512(L + 128 * o), B = _mm512_loadu_si512(L + 128 * o + 64);
-            const int8_t* xo = xq + 32 * o;
-            __m512i I0 = _mm512_setzero_si512(), I1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-            for (int q = 0; q < 4; ++q) {
-                I0 = _mm512_dpbusd_epi32(I0, gf(A, kQ2M[q]), bcast(xo + 4 * q));
-                I1 = _mm512_dpbusd_epi32(I1, gf(B, kQ2M[q]), bcast(xo + 16 + 4 * q));
-            }
-            const __m512i pair = _mm512_mask_blend_epi16(0xAAAAAAAAu, I0, _mm512_slli_epi32(I1, 16));
-            const __m512i sm = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + sb * kQ2kSbScaleBytes + 32 * o)));
-            S = _mm512_dpwssd_epi32(S, pair, _mm512_and_si512(sm, m4));
-            // mins against the granules' nsum (|nsum| <= 16 x 128: int16) as one word pair
-            const uint32_t npair = (static_cast<uint32_t>(ns[8 * o]) & 0xFFFFu) | (static_cast<uint32_t>(ns[8 * o + 4]) << 16);
-            M = _mm512_dpwssd_epi32(M, _mm512_srli_epi16(sm, 4), _mm512_set1_epi32(static_cast<int32_t>(npair)));
-        }
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd + sb * kQ2kSbDBytes)));
-        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd + sb * kQ2kSbDBytes + 32)));
-        const __m512 dx = _mm512_set1_ps(x.dxv[64 * sb]);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, dx), acc);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dmin, dx), acc);
-    }
-    return acc;
-}
 
 // Q4_K: per granule (32 values) four 64-byte loads; vector v's low nibbles are the column-
 // interleaved quad of values 32 g + 8 v .. + 3, its high nibbles the quad + 4 .. + 7. The high
@@ -183,22 +69,24 @@ __m512 panel16_q2k(const PanelParts& pp, int64_t nsb, const ref::ActQ8Row& x) {
 // and 58-61 on two, against 44 and 82-85 (session 26): the hardware prefetchers follow a load
 // instruction whose stride stays constant.
 // The end of a Q4_K / Q5_K super-block (the same scales and d regions): M = mins32 of the stored
-// min pairs (scs[j] + 128) against the granules' nsum pairs, then the two FMAs of gemv16_q4k in its
-// order with panel j's d, dmin at dd[j] (f16 [2][16]).
+// min pairs (scs[j] + 128) against the granules' nsum pairs (panel j's activation row: ns[j], its
+// dx dxs[j]), then the two FMAs of gemv16_q4k in its order with panel j's d, dmin at dd[j] (f16
+// [2][16]).
 template <int NP>
-[[gnu::always_inline]] inline void sb_end_q45(const uint8_t* const (&scs)[NP], const uint8_t* const (&dd)[NP], const int32_t* ns, float dxs,
-                                              const __m512i (&S)[NP], __m512 (&acc)[NP]) {
+[[gnu::always_inline]] inline void sb_end_q45(const uint8_t* const (&scs)[NP], const uint8_t* const (&dd)[NP], const int32_t* const (&ns)[NP],
+                                              const float (&dxs)[NP], const __m512i (&S)[NP], __m512 (&acc)[NP]) {
     __m512i M[NP];
     for (int j = 0; j < NP; ++j) M[j] = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
-        const int32_t n0 = ns[16 * k] + ns[16 * k + 4], n1 = ns[16 * k + 8] + ns[16 * k + 12];
-        const __m512i npair = _mm512_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(n0) & 0xFFFFu) | (static_cast<uint32_t>(n1) << 16)));
-        for (int j = 0; j < NP; ++j)
+        for (int j = 0; j < NP; ++j) {
+            const int32_t n0 = ns[j][16 * k] + ns[j][16 * k + 4], n1 = ns[j][16 * k + 8] + ns[j][16 * k + 12];
+            const __m512i npair = _mm512_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(n0) & 0xFFFFu) | (static_cast<uint32_t>(n1) << 16)));
             M[j] = _mm512_dpwssd_epi32(M[j], _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scs[j] + 128 + 32 * k))), npair);
+        }
     }
-    const __m512 dx = _mm512_set1_ps(dxs);
     for (int j = 0; j < NP; ++j) {
+        const __m512 dx = _mm512_set1_ps(dxs[j]);
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd[j])));
         const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd[j] + 32)));
         acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[j]), _mm512_mul_ps(d, dx), acc[j]);
@@ -214,35 +102,46 @@ template <int NP>
 // in one run; 512 B ahead and a second PREFETCHT2 4-16 KiB ahead were slower, 1.5-2 KiB ahead and
 // PREFETCHT1 no better; docs/PERFORMANCE.md session 29).
 inline constexpr int kQ4Ahead = 1024;
-template <int NP>
-void panels_q4k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x, __m512 (&acc)[NP]) {
+// xs[j]: panel j's activation row; kOneX: all the same row (the broadcasts are shared), else each
+// panel its own (panel_gemv_pair_avx512: two experts' down matrices).
+template <int NP, bool kOneX = true>
+void panels_q4k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row* const (&xs)[NP], __m512 (&acc)[NP]) {
+    constexpr int NX = kOneX ? 1 : NP;
     const __m512i m4 = _mm512_set1_epi8(0x0F), mf0 = _mm512_set1_epi8(static_cast<char>(0xF0));
     for (int j = 0; j < NP; ++j) acc[j] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const uint8_t* L[NP];
         const uint8_t* scs[NP];
+        const int8_t* xq[NX];
+        const int32_t* ns[NP];
+        float dxs[NP];
         for (int j = 0; j < NP; ++j) {
             L[j] = pp[j].lev + sb * kQ4kSbLevelBytes;
             scs[j] = pp[j].sc + sb * kQ4kSbScaleBytes;
+            const ref::ActQ8Row& x = *xs[kOneX ? 0 : j];
+            if (j < NX) xq[j] = x.qs + 256 * sb;
+            ns[j] = x.nsum + 64 * sb;
+            dxs[j] = x.dxv[64 * sb];
         }
-        const int8_t* xq = x.qs + 256 * sb;
-        const int32_t* ns = x.nsum + 64 * sb;
         __m512i S[NP];
         for (int j = 0; j < NP; ++j) S[j] = _mm512_setzero_si512();
 #pragma GCC unroll 1  // not unrolled: see above
         for (int g = 0; g < 8; ++g) {
-            const int8_t* xg = xq + 32 * g;
             for (int j = 0; j < NP; ++j) prefetch_ahead<4>(L[j] + 256 * g, kQ4Ahead);
             __m512i Il[NP], Ih[NP];
             for (int j = 0; j < NP; ++j) Il[j] = Ih[j] = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int v = 0; v < 4; ++v) {
-                const __m512i xl = bcast(xg + 8 * v), xh = bcast(xg + 8 * v + 4);
+                __m512i xl[NX], xh[NX];
+                for (int k = 0; k < NX; ++k) {
+                    xl[k] = bcast(xq[k] + 32 * g + 8 * v);
+                    xh[k] = bcast(xq[k] + 32 * g + 8 * v + 4);
+                }
 #pragma GCC unroll 4
                 for (int j = 0; j < NP; ++j) {
                     const __m512i V = load_once(L[j] + 256 * g + 64 * v);
-                    Il[j] = _mm512_dpbusd_epi32(Il[j], _mm512_and_si512(V, m4), xl);
-                    Ih[j] = _mm512_dpbusd_epi32(Ih[j], _mm512_and_si512(V, mf0), xh);
+                    Il[j] = _mm512_dpbusd_epi32(Il[j], _mm512_and_si512(V, m4), xl[kOneX ? 0 : j]);
+                    Ih[j] = _mm512_dpbusd_epi32(Ih[j], _mm512_and_si512(V, mf0), xh[kOneX ? 0 : j]);
                 }
             }
             for (int j = 0; j < NP; ++j) {
@@ -252,8 +151,15 @@ void panels_q4k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x,
         }
         const uint8_t* dd[NP];
         for (int j = 0; j < NP; ++j) dd[j] = pp[j].d + sb * kQ4kSbDBytes;
-        sb_end_q45<NP>(scs, dd, ns, x.dxv[64 * sb], S, acc);
+        sb_end_q45<NP>(scs, dd, ns, dxs, S, acc);
     }
+}
+// All NP panels against one activation row.
+template <int NP>
+void panels_q4k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x, __m512 (&acc)[NP]) {
+    const ref::ActQ8Row* xs[NP];
+    for (int j = 0; j < NP; ++j) xs[j] = &x;
+    panels_q4k<NP, true>(pp, nsb, xs, acc);
 }
 
 // Q6_K: per octet (32 values: granule 2 o = quads 0..3, 2 o + 1 = quads 4..7) four nibble vectors
@@ -281,43 +187,50 @@ inline constexpr int kQ6Ahead = 2048;
 constexpr int kTop[4][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}}, kTo45[2] = {4, 5};
 constexpr long long kQ6Top[4] = {gf_matrix(2, kTop[0], kTo45), gf_matrix(2, kTop[1], kTo45), gf_matrix(2, kTop[2], kTo45),
                                  gf_matrix(2, kTop[3], kTo45)};
-template <int NP>
-void panels_q6k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x, __m512 (&acc)[NP]) {
+// xs, kOneX as panels_q4k's.
+template <int NP, bool kOneX = true>
+void panels_q6k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row* const (&xs)[NP], __m512 (&acc)[NP]) {
+    constexpr int NX = kOneX ? 1 : NP;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int j = 0; j < NP; ++j) acc[j] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const uint8_t* L[NP];
         const uint8_t* scs[NP];
+        const int8_t* xq[NX];
+        const int32_t* ns[NP];
         for (int j = 0; j < NP; ++j) {
             L[j] = pp[j].lev + sb * kQ6kSbLevelBytes;
             scs[j] = pp[j].sc + sb * kQ6kSbScaleBytes;
+            const ref::ActQ8Row& x = *xs[kOneX ? 0 : j];
+            if (j < NX) xq[j] = x.qs + 256 * sb;
+            ns[j] = x.nsum + 64 * sb;
         }
-        const int8_t* xq = x.qs + 256 * sb;
-        const int32_t* ns = x.nsum + 64 * sb;
         __m512i S[NP];
         for (int j = 0; j < NP; ++j) S[j] = _mm512_setzero_si512();
 #pragma GCC unroll 1  // not unrolled: 0.6-3.7 % faster decode tokens (session 29, see panels_q4k)
         for (int o = 0; o < 8; ++o) {
-            const int8_t* xo = xq + 32 * o;
             for (int j = 0; j < NP; ++j)  // the octet's 6 lines two super-blocks ahead (see above)
                 for (int l = 0; l < 6; ++l) _mm_prefetch(reinterpret_cast<const char*>(L[j] + kQ6Ahead + 384 * o + 64 * l), _MM_HINT_T0);
 #pragma GCC unroll 2
             for (int h = 0; h < 2; ++h) {  // granule 2 o + h: quads 4 h .. 4 h + 3
-                const __m512i seed = _mm512_set1_epi32(32 * ns[8 * o + 4 * h]);
                 __m512i I[NP], H[NP];
                 for (int j = 0; j < NP; ++j) {
-                    I[j] = seed;
+                    I[j] = _mm512_set1_epi32(32 * ns[j][8 * o + 4 * h]);
                     H[j] = load_once(L[j] + q6k_top_at(o, h));
                 }
 #pragma GCC unroll 2
                 for (int u = 0; u < 2; ++u) {  // nibble vector 2 h + u: quads 4 h + 2 u, + 1
-                    const __m512i xa = bcast(xo + 16 * h + 8 * u), xb = bcast(xo + 16 * h + 8 * u + 4);
+                    __m512i xa[NX], xb[NX];
+                    for (int k = 0; k < NX; ++k) {
+                        xa[k] = bcast(xq[k] + 32 * o + 16 * h + 8 * u);
+                        xb[k] = bcast(xq[k] + 32 * o + 16 * h + 8 * u + 4);
+                    }
                     for (int j = 0; j < NP; ++j) {
                         const __m512i V = load_once(L[j] + q6k_nib_at(o, 2 * h + u));
                         const __m512i la = _mm512_ternarylogic_epi32(gf(H[j], kQ6Top[2 * u]), V, m4, 0xF8);  // A | (B & C)
                         const __m512i lb = _mm512_ternarylogic_epi32(gf(H[j], kQ6Top[2 * u + 1]), _mm512_srli_epi16(V, 4), m4, 0xF8);
-                        I[j] = _mm512_dpbusd_epi32(I[j], la, xa);
-                        I[j] = _mm512_dpbusd_epi32(I[j], lb, xb);
+                        I[j] = _mm512_dpbusd_epi32(I[j], la, xa[kOneX ? 0 : j]);
+                        I[j] = _mm512_dpbusd_epi32(I[j], lb, xb[kOneX ? 0 : j]);
                     }
                 }
                 for (int j = 0; j < NP; ++j) {
@@ -326,13 +239,19 @@ void panels_q6k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x,
                 }
             }
         }
-        const __m512 dx = _mm512_set1_ps(x.dxv[64 * sb]);
         for (int j = 0; j < NP; ++j) {
+            const __m512 dx = _mm512_set1_ps(xs[kOneX ? 0 : j]->dxv[64 * sb]);
             const uint8_t* dd = pp[j].d + sb * kQ6kSbDBytes;
             const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd)));
             acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[j]), _mm512_mul_ps(d, dx), acc[j]);
         }
     }
+}
+template <int NP>
+void panels_q6k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x, __m512 (&acc)[NP]) {
+    const ref::ActQ8Row* xs[NP];
+    for (int j = 0; j < NP; ++j) xs[j] = &x;
+    panels_q6k<NP, true>(pp, nsb, xs, acc);
 }
 
 // Q8_0: NP panels at once (pb bytes apart). Per block (32 values) and panel the 8 stored quad vectors (u8 q + 128)
@@ -457,7 +376,13 @@ void panels_q5k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x,
         }
         const uint8_t* dd[NP];
         for (int j = 0; j < NP; ++j) dd[j] = pp[j].d + sb * kQ5kSbDBytes;
-        sb_end_q45<NP>(scs, dd, ns, x.dxv[64 * sb], S, acc);
+        const int32_t* nss[NP];
+        float dxs[NP];
+        for (int j = 0; j < NP; ++j) {
+            nss[j] = ns;
+            dxs[j] = x.dxv[64 * sb];
+        }
+        sb_end_q45<NP>(scs, dd, nss, dxs, S, acc);
     }
 }
 
@@ -469,6 +394,7 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     if (w.type == DType::Q5_0) return detail::panel_gemv_q50(w, x, n0, n1, y);  // K step 32: its own file
     if (w.type == DType::MXFP4) return detail::gemv_mxfp4_avx512(w, x, n0, n1, y);  // K step 32
     if (w.type == DType::Q4_0) return gemv_blocks<DecQ40>(w, x, n0, n1, y);
+    if (w.type == DType::Q3_K || w.type == DType::Q2_K) return detail::panel_gemv_q3k_q2k(w, x, n0, n1, y);  // GFNI levels
     const int64_t nsb = w.K / 256, nb = w.K / 32;  // super-blocks (K-quants), blocks (Q8_0)
     const int64_t n_panels = (w.N + 15) / 16;
     int64_t n = n0;
@@ -528,9 +454,7 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
         const int nc = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
         const uint8_t* P = w.panels + (n / 16) * pb;
         __m512 acc[1];
-        if (w.type == DType::Q3_K) acc[0] = panel16_q3k(panel_parts(w.type, w.K, w.panels, n_panels, n / 16), nsb, x);
-        else if (w.type == DType::Q2_K) acc[0] = panel16_q2k(panel_parts(w.type, w.K, w.panels, n_panels, n / 16), nsb, x);
-        else if (w.type == DType::Q4_K) {
+        if (w.type == DType::Q4_K) {
             const PanelParts pp[1] = {panel_parts(w.type, w.K, w.panels, n_panels, n / 16)};
             panels_q4k<1>(pp, nsb, x, acc);
         }
@@ -544,6 +468,40 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
             panels_q6k<1>(pp, nsb, x, acc);
         }
         _mm512_mask_storeu_ps(y + (n - n0), static_cast<__mmask16>((1u << nc) - 1u), acc[0]);
+    }
+}
+
+bool panel_gemv_pair_supported(DType t) { return t == DType::Q4_K || t == DType::Q6_K; }
+
+// Panel i of matrix 0 beside panel i of matrix 1: two long level streams (whole matrices), where
+// a matrix alone runs its two halves. Token by token in OLMoE Q4_K_M decode (docs/PERFORMANCE.md,
+// session 47) the experts' gate and up matrices so were faster than each in halves (a matrix's
+// halves are only ~0.5 MiB apart; streams that short ran ~10 % below long ones in a pattern
+// benchmark). The templates' chain per panel, so the bits equal panel_gemv_avx512's.
+void panel_gemv_pair_avx512(const PanelMatrix (&w)[2], const ref::ActQ8Row* const (&x)[2], int64_t n0, int64_t n1,
+                            float* const (&y)[2]) {
+    if (w[0].type != w[1].type || w[0].K != w[1].K || w[0].N != w[1].N || !panel_gemv_pair_supported(w[0].type))
+        throw_error("kernels", "paired panel GEMV of ", dtype_name(w[0].type), " ", w[0].N, " x ", w[0].K, " and ",
+                    dtype_name(w[1].type), " ", w[1].N, " x ", w[1].K,
+                    ": both matrices must have one shape and type, Q4_K or Q6_K (run them one by one otherwise)");
+    check_range(w[0], n0, n1);
+    const int64_t nsb = w[0].K / 256, n_panels = (w[0].N + 15) / 16;
+    const bool one_x = x[0] == x[1];
+    for (int64_t n = n0; n < n1; n += 16) {
+        const PanelParts pp[2] = {panel_parts(w[0].type, w[0].K, w[0].panels, n_panels, n / 16),
+                                  panel_parts(w[1].type, w[1].K, w[1].panels, n_panels, n / 16)};
+        __m512 acc[2];
+        if (w[0].type == DType::Q4_K) {
+            if (one_x) panels_q4k<2, true>(pp, nsb, x, acc);
+            else panels_q4k<2, false>(pp, nsb, x, acc);
+        } else {
+            if (one_x) panels_q6k<2, true>(pp, nsb, x, acc);
+            else panels_q6k<2, false>(pp, nsb, x, acc);
+        }
+        const int nc = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
+        const __mmask16 mk = static_cast<__mmask16>((1u << nc) - 1u);
+        _mm512_mask_storeu_ps(y[0] + (n - n0), mk, acc[0]);
+        _mm512_mask_storeu_ps(y[1] + (n - n0), mk, acc[1]);
     }
 }
 

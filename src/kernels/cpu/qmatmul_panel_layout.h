@@ -249,6 +249,14 @@ void check_range(const PanelMatrix& w, int64_t n0, int64_t n1);
 void panel_gemv_ref(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y);
 // AVX-512 VNNI + GFNI; call only where panel_gemv_usable().
 void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y);
+// Rows [n0, n1) of two matrices of one type and shape at once, each against its own activation row
+// (x[0] == x[1]: one row, its broadcasts shared): y[j][n - n0] = panel_gemv_avx512(w[j], *x[j])'s,
+// the same bits. Two long streams where one matrix streams its two halves (decode: an expert's gate
+// and up, two experts' down, attention's q and k). Types: panel_gemv_pair_supported (Q4_K, Q6_K);
+// others, or two shapes, throw moe::Error ([kernels]). AVX-512 VNNI, as panel_gemv_avx512.
+bool panel_gemv_pair_supported(DType t);
+void panel_gemv_pair_avx512(const PanelMatrix (&w)[2], const ref::ActQ8Row* const (&x)[2], int64_t n0, int64_t n1,
+                            float* const (&y)[2]);
 bool panel_gemv_usable();
 
 namespace detail {  // Q4_0 (nb blocks of 32 values) and Q5_K (nsb super-blocks) (qmatmul_panel_q40_q5k.cpp), nrows <= 16 rows
@@ -263,6 +271,8 @@ void repack_q50(const uint8_t* rows, size_t row_stride, int64_t nb, int nrows, u
 void unpack_q50(const uint8_t* panel, int64_t nb, int nrows, uint8_t* rows, size_t row_stride);
 float dot_q50(const uint8_t* panel, int64_t nb, int c, const ref::ActQ8Row& x);
 void panel_gemv_q50(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y);
+// panel_gemv_avx512 of a Q3_K or Q2_K matrix (its checks done; qmatmul_panel_gemv_q3k_q2k.cpp): AVX-512 VNNI + GFNI
+void panel_gemv_q3k_q2k(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y);
 // MXFP4 (qmatmul_panel_mxfp4.cpp): nb blocks of 32 values, nrows <= 16 rows
 void repack_mxfp4(const uint8_t* rows, size_t row_stride, int64_t nb, int nrows, uint8_t* out);
 void unpack_mxfp4(const uint8_t* panel, int64_t nb, int nrows, uint8_t* rows, size_t row_stride);

@@ -1,0 +1,142 @@
+// AVX-512 VNNI + GFNI decode GEMVs over the Q3_K and Q2_K panel layouts (qmatmul_panel_layout.h;
+// panel_gemv_avx512's Q3_K / Q2_K case). Q3_K: per 16 rows and octet (32 values, granules 2 o and
+// 2 o + 1): three 64-byte loads (A, B, C), per quad one vgf2p8affineqb (quads 2 and 5: two and an
+// OR) gives the quad's level vector (lane c = column c's 4 levels), one vpdpbusd with the 4
+// activation bytes broadcast adds them to the granule's sums of all 16 columns -- the accumulators
+// are the [granule][column] sums, no reduction. The two granule sums (|I| <= 16 x 4 x 128, int16)
+// are packed as words and one vpdpwssd against the stored scale pairs adds sc_2o I_2o + sc_2o+1
+// I_2o+1 to S; per super-block acc = fma(float(S), d * dx, acc): the super-block integer chain of
+// qmatmul.h, so the bits equal gemv16_q3k's and the scalar path's. Q2_K: two loads per octet, one
+// vgf2p8affineqb per quad, no offset; the scale bytes sc | m << 4 as word pairs give S as above
+// and M = sum m_g nsum_g (one vpdpwssd per octet against the broadcast nsum pair), then the two
+// FMAs of gemv16_q2k.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cpu/isa_target.h"
+#include "kernels/cpu/qmatmul_panel_layout.h"
+
+MOE_TARGET_PUSH("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,gfni,fma,f16c,avx2")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace moe::kernels::panel {
+
+namespace {
+
+#include "kernels/cpu/qmatmul_panel_gemv_avx512.inc"  // bcast, gf_matrix, prefetch_ahead
+
+inline __m512i gf(__m512i v, long long m) { return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(m), 0); }
+constexpr int kB012[3] = {0, 1, 2}, kB345[3] = {3, 4, 5}, kB67[2] = {6, 7}, kB6[1] = {6}, kB7[1] = {7}, kOut2[1] = {2};
+constexpr long long kM012 = gf_matrix(3, kB012, kB012);  // bits 0-2 -> level bits 0-2
+constexpr long long kM345 = gf_matrix(3, kB345, kB012);  // bits 3-5 -> 0-2
+constexpr long long kM67 = gf_matrix(2, kB67, kB012);    // bits 6-7 -> 0-1
+constexpr long long kM6 = gf_matrix(1, kB6, kOut2);      // bit 6 -> 2
+constexpr long long kM7 = gf_matrix(1, kB7, kOut2);      // bit 7 -> 2
+
+// Q3_K / Q2_K: how many super-blocks ahead in the level stream (region-major) the GEMV prefetches.
+// panel_gemv_bench T 256 1024 2048, one / two threads, GB/s: Q3_K 41.3 / 75-85 (0, 1, 2, 3 ahead:
+// 33.9 / 62.8, 38.9 / 74.2, 40.1 / 76.0, 40.4-40.9 / 78-80; panel-major with the next panel's
+// PREFETCHT2, as before: 37.5 / 73.5-73.8); Q2_K 40.4-40.8 / 76.8-77.6 (panel-major: 41.0-41.7 /
+// 68-90, noisy; PREFETCHT2 8 ahead 42.8-44.1 / 79.6-80.0: within that noise).
+inline constexpr int kQ23Ahead = 4;
+
+// 16 columns of one panel (nsb super-blocks, its regions at pp) against x: lane c of the result =
+// row c's output. PREFETCHT0 two super-blocks ahead in the level stream (kQ23Ahead below).
+__m512 panel16_q3k(const PanelParts& pp, int64_t nsb, const ref::ActQ8Row& x) {
+    const uint8_t* sc = pp.sc;
+    const uint8_t* dd = pp.d;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const uint8_t* L = pp.lev + sb * kQ3kSbLevelBytes;
+        const int8_t* xq = x.qs + 256 * sb;
+        const int32_t* ns = x.nsum + 64 * sb;  // granule g: -(sum of its activations) at ns[4 g]
+        __m512i S = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int o = 0; o < 8; ++o) {
+            prefetch_ahead<3>(L + 192 * o, kQ23Ahead * kQ3kSbLevelBytes);
+            const __m512i A = _mm512_loadu_si512(L + 192 * o), B = _mm512_loadu_si512(L + 192 * o + 64),
+                          C = _mm512_loadu_si512(L + 192 * o + 128);
+            const int8_t* xo = xq + 32 * o;
+            // the level offset -4: I = sum level x + 4 nsum
+            __m512i I0 = _mm512_set1_epi32(4 * ns[8 * o]), I1 = _mm512_set1_epi32(4 * ns[8 * o + 4]);
+            I0 = _mm512_dpbusd_epi32(I0, gf(A, kM012), bcast(xo));
+            I0 = _mm512_dpbusd_epi32(I0, gf(A, kM345), bcast(xo + 4));
+            I0 = _mm512_dpbusd_epi32(I0, _mm512_or_si512(gf(A, kM67), gf(C, kM6)), bcast(xo + 8));
+            I0 = _mm512_dpbusd_epi32(I0, gf(B, kM012), bcast(xo + 12));
+            I1 = _mm512_dpbusd_epi32(I1, gf(B, kM345), bcast(xo + 16));
+            I1 = _mm512_dpbusd_epi32(I1, _mm512_or_si512(gf(B, kM67), gf(C, kM7)), bcast(xo + 20));
+            I1 = _mm512_dpbusd_epi32(I1, gf(C, kM012), bcast(xo + 24));
+            I1 = _mm512_dpbusd_epi32(I1, gf(C, kM345), bcast(xo + 28));
+            // words (I0, I1) per column against the scale pair (sc_2o, sc_2o+1)
+            const __m512i pair = _mm512_mask_blend_epi16(0xAAAAAAAAu, I0, _mm512_slli_epi32(I1, 16));
+            const __m512i s2 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + sb * kQ3kSbScaleBytes + 32 * o)));
+            S = _mm512_dpwssd_epi32(S, pair, s2);
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd + sb * kQ3kSbDBytes)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, _mm512_set1_ps(x.dxv[64 * sb])), acc);
+    }
+    return acc;
+}
+
+constexpr int kB01[2] = {0, 1}, kB23[2] = {2, 3}, kB45[2] = {4, 5};
+constexpr long long kQ2M[4] = {gf_matrix(2, kB01, kB012), gf_matrix(2, kB23, kB012), gf_matrix(2, kB45, kB012), gf_matrix(2, kB67, kB012)};
+
+__m512 panel16_q2k(const PanelParts& pp, int64_t nsb, const ref::ActQ8Row& x) {
+    const uint8_t* sc = pp.sc;
+    const uint8_t* dd = pp.d;
+    const __m512i m4 = _mm512_set1_epi16(0x0F);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const uint8_t* L = pp.lev + sb * kQ2kSbLevelBytes;
+        const int8_t* xq = x.qs + 256 * sb;
+        const int32_t* ns = x.nsum + 64 * sb;
+        __m512i S = _mm512_setzero_si512(), M = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int o = 0; o < 8; ++o) {
+            prefetch_ahead<2>(L + 128 * o, kQ23Ahead * kQ2kSbLevelBytes);
+            const __m512i A = _mm512_loadu_si512(L + 128 * o), B = _mm512_loadu_si512(L + 128 * o + 64);
+            const int8_t* xo = xq + 32 * o;
+            __m512i I0 = _mm512_setzero_si512(), I1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; ++q) {
+                I0 = _mm512_dpbusd_epi32(I0, gf(A, kQ2M[q]), bcast(xo + 4 * q));
+                I1 = _mm512_dpbusd_epi32(I1, gf(B, kQ2M[q]), bcast(xo + 16 + 4 * q));
+            }
+            const __m512i pair = _mm512_mask_blend_epi16(0xAAAAAAAAu, I0, _mm512_slli_epi32(I1, 16));
+            const __m512i sm = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + sb * kQ2kSbScaleBytes + 32 * o)));
+            S = _mm512_dpwssd_epi32(S, pair, _mm512_and_si512(sm, m4));
+            // mins against the granules' nsum (|nsum| <= 16 x 128: int16) as one word pair
+            const uint32_t npair = (static_cast<uint32_t>(ns[8 * o]) & 0xFFFFu) | (static_cast<uint32_t>(ns[8 * o + 4]) << 16);
+            M = _mm512_dpwssd_epi32(M, _mm512_srli_epi16(sm, 4), _mm512_set1_epi32(static_cast<int32_t>(npair)));
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd + sb * kQ2kSbDBytes)));
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd + sb * kQ2kSbDBytes + 32)));
+        const __m512 dx = _mm512_set1_ps(x.dxv[64 * sb]);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, dx), acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dmin, dx), acc);
+    }
+    return acc;
+}
+
+}  // namespace
+
+void detail::panel_gemv_q3k_q2k(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y) {
+    const int64_t nsb = w.K / 256, n_panels = (w.N + 15) / 16;
+    for (int64_t n = n0; n < n1; n += 16) {
+        const int nc = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
+        const PanelParts pp = panel_parts(w.type, w.K, w.panels, n_panels, n / 16);
+        const __m512 acc = w.type == DType::Q3_K ? panel16_q3k(pp, nsb, x) : panel16_q2k(pp, nsb, x);
+        _mm512_mask_storeu_ps(y + (n - n0), static_cast<__mmask16>((1u << nc) - 1u), acc);
+    }
+}
+
+}  // namespace moe::kernels::panel
+
+#pragma GCC diagnostic pop
+MOE_TARGET_POP
