@@ -6,10 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <thread>
 
 #include "core/error.h"
-#include "core/huge_pages.h"
 #include "kernels/cpu/glu.h"
 #include "kernels/cpu/qmatmul.h"
 #include "kernels/cpu/qmatmul_panel_gemm.h"
@@ -160,71 +158,22 @@ void run_matrix(const ExpertMatrix& m, int e, const kernels::MatmulArgs& a) {
     }
     (*m.kernel)(a);
 }
-}  // namespace
 
-void PanelBuffer::Free::operator()(uint8_t* p) const { std::free(p); }
-
-bool panels_fit(DType t, int64_t K, const kernels::MatmulKernel& kernel) {
-    return kernels::panel::panel_gemv_usable() && kernels::panel::panel_supported(t) && K % kernels::panel::panel_k_step(t) == 0 &&
-           kernel.isa == kernels::Isa::Avx512;
-}
-
-size_t repack_panels(DType t, const char* data, size_t mat_stride, size_t row_stride, int64_t n_mat, int64_t N,
-                     int64_t K, PanelBuffer& out) {
-    const size_t per = kernels::panel::panel_matrix_bytes(t, N, K);
-    const size_t bytes = (per * static_cast<size_t>(n_mat) + 63) / 64 * 64;
-    out.bytes.reset(static_cast<uint8_t*>(huge_alloc(bytes)));  // decode streams them: 2 MiB pages
-    if (!out.bytes) throw_error("moe", "out of memory repacking ", bytes, " bytes of panels");
-    repack_panels_into(t, data, mat_stride, row_stride, n_mat, N, K, out.bytes.get());
-    return bytes;
-}
-
-void repack_panels_into(DType t, const char* data, size_t mat_stride, size_t row_stride, int64_t n_mat, int64_t N,
-                        int64_t K, uint8_t* out) {
-    const size_t per = kernels::panel::panel_matrix_bytes(t, N, K);
-    // Scalar repack, ~0.9 GB/s per core: the load-time cost, so every core takes a share. Work item
-    // = a run of panels of one matrix: whole matrices when there are many (experts), a matrix cut
-    // in ~4 runs per thread when there are few (a dense projection).
-    const int64_t hw = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 16);
-    const int64_t panels = (N + 15) / 16;
-    const int64_t runs = std::clamp<int64_t>((4 * hw + n_mat - 1) / n_mat, 1, panels);
-    const int64_t run_panels = (panels + runs - 1) / runs;
-    const int64_t items = n_mat * runs;
-    const int64_t nt = std::min(hw, items);
-    std::atomic<int64_t> next{0};
-    std::vector<std::exception_ptr> err(static_cast<size_t>(nt));
-    std::vector<std::thread> th;
-    for (int64_t i = 0; i < nt; ++i)
-        th.emplace_back([&, i] {
-            try {
-                for (int64_t id; (id = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
-                    const int64_t e = id / runs, p0 = id % runs * run_panels, p1 = std::min(panels, p0 + run_panels);
-                    if (p0 >= p1) continue;
-                    kernels::panel::repack_matrix_panels(t, reinterpret_cast<const uint8_t*>(data + static_cast<size_t>(e) * mat_stride),
-                                                         row_stride, N, K, p0, p1, out + static_cast<size_t>(e) * per);
-                }
-            } catch (...) {
-                err[static_cast<size_t>(i)] = std::current_exception();
-            }
-        });
-    for (auto& x : th) x.join();
-    for (auto& x : err)
-        if (x) std::rethrow_exception(x);
-}
-
-size_t repack_expert_panels(ExpertFfn& f, int64_t n_expert, std::vector<PanelBuffer>& store) {
-    size_t total = 0;
-    for (ExpertMatrix* m : {&f.gate, &f.up, &f.down}) {
-        if (m->slots || !panels_fit(m->type, m->K, *m->kernel)) continue;
-        PanelBuffer b;
-        total += repack_panels(m->type, m->data, m->expert_stride, m->row_stride, n_expert, m->N, m->K, b);
-        m->panels = b.bytes.get();
-        m->panel_bytes = kernels::panel::panel_matrix_bytes(m->type, m->N, m->K);
-        m->panels_serve_all = kernels::panel::panel_gemm_supported(m->type);
-        store.push_back(std::move(b));
+// Two matrix calls (expert ea of ma, eb of mb) at once where both stacks were repacked and the
+// calls are decode rows panel_matmul_pair serves (two long streams: an expert's gate and up, two
+// experts' down); else one by one. The same bits either way.
+void run_matrix_pair(const ExpertMatrix& ma, int ea, const kernels::MatmulArgs& a, const ExpertMatrix& mb, int eb,
+                     const kernels::MatmulArgs& b) {
+    if (ma.panels && mb.panels && a.n0 % 16 == 0) {
+        const kernels::panel::PanelMatrix pm[2] = {{ma.type, ma.panels + static_cast<size_t>(ea) * ma.panel_bytes, ma.N, ma.K},
+                                                   {mb.type, mb.panels + static_cast<size_t>(eb) * mb.panel_bytes, mb.N, mb.K}};
+        const kernels::MatmulArgs ab[2] = {a, b};
+        if (kernels::panel::panel_matmul_pair(pm, ab)) return;
     }
-    return total;
+    run_matrix(ma, ea, a);
+    run_matrix(mb, eb, b);
 }
+}  // namespace
 
 ExpertFfn make_expert_ffn(const MoeSpec& spec, const TensorView& gate, const TensorView& up, const TensorView& down,
                           int64_t n_ff, const kernels::CpuKernels& k) {
@@ -358,12 +307,12 @@ void gate_up_tile(const FfnCtx& c, const Tile& t, int tid) {
     a.w_row_stride = f.gate.row_stride;
     a.y = c.h + t.row0 * F + t.col0;
     a.ldy = F;
-    run_matrix(f.gate, t.e, a);
-    a.w = f.up.expert(t.e);
-    a.w_row_stride = f.up.row_stride;
-    a.y = ubuf;
-    a.ldy = nc;
-    run_matrix(f.up, t.e, a);
+    kernels::MatmulArgs u = a;
+    u.w = f.up.expert(t.e);
+    u.w_row_stride = f.up.row_stride;
+    u.y = ubuf;
+    u.ldy = nc;
+    run_matrix_pair(f.gate, t.e, a, f.up, t.e, u);
     // gpt-oss: biases before the activation
     const float* gb = f.gate_bias ? f.gate_bias + t.e * F + t.col0 : nullptr;
     const float* ub = f.up_bias ? f.up_bias + t.e * F + t.col0 : nullptr;
@@ -372,7 +321,7 @@ void gate_up_tile(const FfnCtx& c, const Tile& t, int tid) {
 }
 
 // Phase 2 tile: out[p, d] = down_e[d] . h[p] over the tile's rows x D columns.
-void down_tile(const FfnCtx& c, const Tile& t) {
+kernels::MatmulArgs down_args(const FfnCtx& c, const Tile& t) {
     const ExpertFfn& f = *c.f;
     const int64_t D = f.n_embd, F = f.n_ff;
     kernels::MatmulArgs a =
@@ -381,12 +330,25 @@ void down_tile(const FfnCtx& c, const Tile& t) {
     a.w_row_stride = f.down.row_stride;
     a.y = c.out + t.row0 * D + t.col0;
     a.ldy = D;
-    run_matrix(f.down, t.e, a);
-    if (f.down_bias) {
-        const float* db = f.down_bias + t.e * D;
-        for (int64_t r = 0; r < t.rows; ++r)
-            for (int64_t n = t.col0; n < t.col1; ++n) c.out[(t.row0 + r) * D + n] += db[n];
-    }
+    return a;
+}
+void add_down_bias(const FfnCtx& c, const Tile& t) {
+    const ExpertFfn& f = *c.f;
+    if (!f.down_bias) return;
+    const int64_t D = f.n_embd;
+    const float* db = f.down_bias + t.e * D;
+    for (int64_t r = 0; r < t.rows; ++r)
+        for (int64_t n = t.col0; n < t.col1; ++n) c.out[(t.row0 + r) * D + n] += db[n];
+}
+void down_tile(const FfnCtx& c, const Tile& t) {
+    run_matrix(c.f->down, t.e, down_args(c, t));
+    add_down_bias(c, t);
+}
+// Two experts' tiles of one part over the same columns (run_fused's down pairs).
+void down_tile_pair(const FfnCtx& c, const Tile& t, const Tile& u) {
+    run_matrix_pair(c.f->down, t.e, down_args(c, t), c.f->down, u.e, down_args(c, u));
+    add_down_bias(c, t);
+    add_down_bias(c, u);
 }
 
 // Both phases in one pool region (decode-sized groups). One tile counter hands out every gate/up
@@ -428,6 +390,27 @@ void run_fused(ThreadPool& pool, const GroupedFfn::Part* parts, int n_parts, con
     if (g1.total + g2.total == 0) return;
     std::atomic<int64_t> next{0};
     std::atomic<bool> failed{false};
+    // Down pairs (decode): claims columns [c0, c1) of a ready expert after e, of e's part, whose
+    // claim stands at c0, to run beside e's (-1: none). Only where panel_matmul_pair serves them
+    // (one row each, repacked Q4_K / Q6_K down: else the pair would only serialise two tiles), and
+    // while at least (threads + 1) whole tiles stay open after both, so the other threads still
+    // find whole experts and the layer ends in its guided chunks.
+    const auto one_row = [&](const Tile& t) { return c[t.part].offsets[t.e + 1] - c[t.part].offsets[t.e] == 1; };
+    const auto pair_partner = [&](const Tile& t, int e, int64_t c0, int64_t c1, int64_t open_now) {
+        const FfnCtx& cp = c[t.part];
+        const int64_t w = c1 - c0;
+        if (!cp.q2 || !cp.f->down.panels || !kernels::panel::panel_gemv_pair_supported(cp.f->down.type) || !one_row(t) ||
+            open_now - w < (pool.size() + 1) * w)
+            return -1;
+        for (int e2 = e + 1; e2 < g2.first[t.part + 1]; ++e2) {
+            if (cols[e2] < c1 || std::atomic_ref<int64_t>(ready[e2]).load(std::memory_order_acquire) == 0 ||
+                !one_row(tile_at(g2, g2.prefix[e2])))
+                continue;
+            int64_t expect = c0;
+            if (std::atomic_ref<int64_t>(claimed[e2]).compare_exchange_strong(expect, c1, std::memory_order_relaxed)) return e2;
+        }
+        return -1;
+    };
     pool.run([&](int tid, int) {
         try {
             for (int64_t id; (id = next.fetch_add(1, std::memory_order_relaxed)) < g1.total;) {
@@ -472,7 +455,19 @@ void run_fused(ThreadPool& pool, const GroupedFfn::Part* parts, int n_parts, con
                     Tile t = t0;
                     t.col0 = c0;
                     t.col1 = c1;
-                    down_tile(c[t.part], t);
+                    // A whole column tile while enough is open for the other threads: take the same
+                    // columns of the next ready expert of the part too, if nobody has, and run both
+                    // as one pair (two long weight streams; panel_matmul_pair says why).
+                    const int pe = c1 - c0 == ct ? pair_partner(t, e, c0, c1, open.load(std::memory_order_relaxed)) : -1;
+                    if (pe >= 0) {
+                        open.fetch_sub(c1 - c0, std::memory_order_relaxed);
+                        Tile u = tile_at(g2, g2.prefix[pe]);
+                        u.col0 = c0;
+                        u.col1 = c1;
+                        down_tile_pair(c[t.part], t, u);
+                    } else {
+                        down_tile(c[t.part], t);
+                    }
                     ran = true;
                 }
                 if (!left_any) break;

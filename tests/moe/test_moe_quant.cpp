@@ -224,6 +224,48 @@ TEST(MoeQuantPanels, RepackedExpertsGiveTheSameBits) {
 }  // namespace
 
 namespace {
+// Decode over repacked Q4_K / Q6_K experts runs matrices in pairs (moe/experts.cpp: an expert's
+// gate and up, two ready experts' down over the same columns; panel_matmul_pair): one token routed
+// to all 8 experts (one row each, so down pairs form on 1, 2 and 3 threads), beside a shared expert
+// of another shape (never paired with a routed one). The output must keep the bits of the block
+// path; a pair that fed one expert's h row to the other's down would change them.
+TEST(MoeQuantPanels, DecodePairsKeepTheBits) {
+    if (!kernels::qmm_has_avx512(DType::Q4_K) || !kernels::panel::panel_gemv_usable())
+        GTEST_SKIP() << "no AVX-512 VNNI + GFNI on this CPU: repack_experts makes no panels here";
+    const std::pair<DType, DType> cases[] = {{DType::Q4_K, DType::Q6_K}, {DType::Q4_K, DType::Q4_K}, {DType::Q6_K, DType::Q6_K}};
+    for (const auto& [t, td] : cases) {
+        const int64_t D = 512, F = 256;
+        const int E = 8, k = 8;
+        MoeSpec spec = make_spec(Variant::Qwen2Shared, E, k, D, F);
+        spec.n_ff_shared = 2 * F;
+        TestModel m = make_model(spec, 0x9a17 + static_cast<uint64_t>(t) + 7 * static_cast<uint64_t>(td));
+        const auto gate = quantize_inplace(t, m.gate, D);
+        const auto up = quantize_inplace(t, m.up, D);
+        const auto down = quantize_inplace(td, m.down, F);
+        MoeWeights w = m.views(2);
+        w.gate_exps = make_view(w.gate_exps.name, t, {D, F, E}, const_cast<uint8_t*>(gate.data()));
+        w.up_exps = make_view(w.up_exps.name, t, {D, F, E}, const_cast<uint8_t*>(up.data()));
+        w.down_exps = make_view(w.down_exps.name, td, {F, D, E}, const_cast<uint8_t*>(down.data()));
+        const int64_t T = 3;
+        const std::vector<float> x = random_x(T, D, 0x5a + static_cast<uint64_t>(t));
+        const kernels::CpuKernels kern(kernels::Isa::Avx512);
+        for (int threads : {1, 2, 3}) {
+            SCOPED_TRACE(std::string(dtype_name(t)) + " down " + dtype_name(td) + ", " + std::to_string(threads) + " threads");
+            ThreadPool pool(threads);
+            MoeBlock plain(spec, w, kern, 1, pool.size()), panel(spec, w, kern, 1, pool.size());
+            ASSERT_GT(panel.repack_experts(), 0u);
+            std::vector<float> y0(static_cast<size_t>(D)), y1(static_cast<size_t>(D));
+            for (int64_t i = 0; i < T; ++i) {
+                plain.forward(pool, x.data() + i * D, 1, y0.data());
+                panel.forward(pool, x.data() + i * D, 1, y1.data());
+                ASSERT_EQ(0, std::memcmp(y0.data(), y1.data(), y0.size() * sizeof(float))) << "token " << i;
+            }
+        }
+    }
+}
+}  // namespace
+
+namespace {
 // --repack-experts on a type with a panel GEMM (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, Q5_0, MXFP4): every call, batched (m > 2 rows
 // per expert) or decode-sized, reads the panels, with the bits of the block path; so the blocks are
 // never read again (Model then releases their pages): corrupting them after the repack changes
