@@ -390,19 +390,19 @@ void run_fused(ThreadPool& pool, const GroupedFfn::Part* parts, int n_parts, con
     if (g1.total + g2.total == 0) return;
     std::atomic<int64_t> next{0};
     std::atomic<bool> failed{false};
-    // Down pairs (decode): claims columns [c0, c1) of a ready expert after e, of e's part, whose
-    // claim stands at c0, to run beside e's (-1: none). Only where panel_matmul_pair serves them
+    // Down pairs (decode): claims columns [c0, c1) of a ready expert after tile t's, of t's part,
+    // whose claim stands at c0, to run beside t (-1: none). Only where panel_matmul_pair serves them
     // (one row each, repacked Q4_K / Q6_K down: else the pair would only serialise two tiles), and
     // while at least (threads + 1) whole tiles stay open after both, so the other threads still
     // find whole experts and the layer ends in its guided chunks.
     const auto one_row = [&](const Tile& t) { return c[t.part].offsets[t.e + 1] - c[t.part].offsets[t.e] == 1; };
-    const auto pair_partner = [&](const Tile& t, int e, int64_t c0, int64_t c1, int64_t open_now) {
+    const auto pair_partner = [&](const Tile& t, int64_t c0, int64_t c1, int64_t open_now) {
         const FfnCtx& cp = c[t.part];
         const int64_t w = c1 - c0;
         if (!cp.q2 || !cp.f->down.panels || !kernels::panel::panel_gemv_pair_supported(cp.f->down.type) || !one_row(t) ||
             open_now - w < (pool.size() + 1) * w)
             return -1;
-        for (int e2 = e + 1; e2 < g2.first[t.part + 1]; ++e2) {
+        for (int e2 = t.ge + 1; e2 < g2.first[t.part + 1]; ++e2) {
             if (cols[e2] < c1 || std::atomic_ref<int64_t>(ready[e2]).load(std::memory_order_acquire) == 0 ||
                 !one_row(tile_at(g2, g2.prefix[e2])))
                 continue;
@@ -458,7 +458,7 @@ void run_fused(ThreadPool& pool, const GroupedFfn::Part* parts, int n_parts, con
                     // A whole column tile while enough is open for the other threads: take the same
                     // columns of the next ready expert of the part too, if nobody has, and run both
                     // as one pair (two long weight streams; panel_matmul_pair says why).
-                    const int pe = c1 - c0 == ct ? pair_partner(t, e, c0, c1, open.load(std::memory_order_relaxed)) : -1;
+                    const int pe = c1 - c0 == ct ? pair_partner(t, c0, c1, open.load(std::memory_order_relaxed)) : -1;
                     if (pe >= 0) {
                         open.fetch_sub(c1 - c0, std::memory_order_relaxed);
                         Tile u = tile_at(g2, g2.prefix[pe]);

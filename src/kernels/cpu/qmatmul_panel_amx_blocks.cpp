@@ -45,6 +45,8 @@ namespace moe::kernels::panel {
 
 namespace {
 
+#include "kernels/cpu/e8m0_avx512.inc"  // e8m0_half16
+
 // Per call, the activations as the A tiles read them: ablk [row block][block][16 rows][32] int8
 // (each tile load 512 contiguous bytes, not 16 rows act_stride apart; rows past m zero) and dxc
 // [row block][block][16] f32, row r0 + i's scale of block b at [r0 / 16][b][i] (rows past m: 0), so
@@ -117,18 +119,11 @@ template <DType T>
 }
 
 // Block b's 16 column scales as f32 from the panel's scale region D: f16 d (Q8_0, Q4_0, Q5_0), or
-// MXFP4's E8M0 byte as ref::e8m0_half (2^(e - 128): e >= 2 the normal float of biased exponent e - 1,
-// e = 1, 0 the subnormals 2^-127, 2^-128), the same floats the VNNI kernel's fill makes.
+// MXFP4's E8M0 bytes as ref::e8m0_half (e8m0_half16), the same floats the VNNI kernel's fill makes.
 template <DType T>
 [[gnu::always_inline]] inline __m512 block_scales(const uint8_t* D, int64_t b) {
-    if constexpr (T == DType::MXFP4) {
-        const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(D + 16 * b)));
-        const __mmask16 normal = _mm512_cmpge_epu32_mask(e, _mm512_set1_epi32(2));
-        const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
-        return _mm512_castsi512_ps(_mm512_mask_slli_epi32(sub, normal, _mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23));
-    } else {
-        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D + 32 * b)));
-    }
+    if constexpr (T == DType::MXFP4) return e8m0_half16(D + 16 * b);
+    else return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(D + 32 * b)));
 }
 
 // Rows I0 .. I1 - 1 of one block: acc_i = fma(float(C[i]), d * dx_i, acc_i) (d: the panel's 16 f16

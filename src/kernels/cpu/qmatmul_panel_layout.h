@@ -252,7 +252,7 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
 // Rows [n0, n1) of two matrices of one type and shape at once, each against its own activation row
 // (x[0] == x[1]: one row, its broadcasts shared): y[j][n - n0] = panel_gemv_avx512(w[j], *x[j])'s,
 // the same bits. Two long streams where one matrix streams its two halves (decode: an expert's gate
-// and up, two experts' down, attention's q and k). Types: panel_gemv_pair_supported (Q4_K, Q6_K);
+// and up, two experts' down). Types: panel_gemv_pair_supported (Q4_K, Q6_K);
 // others, or two shapes, throw moe::Error ([kernels]). AVX-512 VNNI, as panel_gemv_avx512.
 bool panel_gemv_pair_supported(DType t);
 void panel_gemv_pair_avx512(const PanelMatrix (&w)[2], const ref::ActQ8Row* const (&x)[2], int64_t n0, int64_t n1,

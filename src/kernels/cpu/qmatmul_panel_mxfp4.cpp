@@ -88,14 +88,7 @@ namespace {
 // The levels kMxfp4Values + 16 (u8 4..28) by code in every 128-bit lane: vpshufb's table (DMXFP4's).
 inline __m512i mx_table() { return _mm512_broadcast_i32x4(_mm_setr_epi8(16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4)); }
 
-// ref::e8m0_half of 16 E8M0 bytes (lane c = byte c): e >= 2 -> float bits (e - 1) << 23, e = 0, 1 ->
-// the subnormal 0x00200000 << e (as DMXFP4::gather_scale).
-inline __m512 e8m0_half16(const uint8_t* p) {
-    const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
-    const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
-    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmpge_epi32_mask(e, _mm512_set1_epi32(2)), sub, normal));
-}
+#include "kernels/cpu/e8m0_avx512.inc"  // e8m0_half16
 
 // Decoder for gemv_blocks: each nibble vector's low and high nibbles (masked) through the level
 // table give the quads 8 v .. + 3 and 8 v + 4 .. + 7 of the 16 columns; the offset 16 seeds the
