@@ -62,6 +62,8 @@ namespace moe::kernels::panel {
 
 namespace {
 
+#include "kernels/cpu/q4k_scales_avx512.inc"  // q4k_scales_unpack, q4k_scales_g
+
 // Q4_K / Q5_K: the low digit's bits of the folded scale sc_g = 2^kDigit h_g + l_g, so that every
 // level x digit fits uint8 (Q4_K: q < 16, h < 4, l < 16: <= 225; Q5_K: q < 32, h, l < 8: <= 217).
 template <DType T>
@@ -87,10 +89,9 @@ inline void fill_k45_granule(const PanelParts& pp, int64_t sb, int g, uint8_t* b
     static_assert(kQ5kSbScaleBytes == kQ4kSbScaleBytes && kQ5kSbDBytes == kQ4kSbDBytes, "Q5_K's scale and d regions are Q4_K's");
     const __m512i nib = _mm512_set1_epi8(0x0F), dig = _mm512_set1_epi32((1 << k45_digit<T>()) - 1), m7 = _mm512_set1_epi8(7),
                   m18 = _mm512_set1_epi8(0x18), m1f = _mm512_set1_epi8(0x1F);
-    const uint8_t* S = pp.sc + sb * kQ4kSbScaleBytes;
     const uint8_t* L = pp.lev + sb * kLev;
     // sc_g (< 64) of the 16 columns, one per dword; its digits in both 16-bit words of the column's dword
-    const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(S + 16 * g)));
+    const __m512i sc = _mm512_cvtepu8_epi32(q4k_scales_g(pp.sc + sb * kQ4kSbScaleBytes, g));
     const __m512i l = _mm512_and_si512(sc, dig), h = _mm512_srli_epi32(sc, k45_digit<T>());
     const __m512i lw = _mm512_or_si512(l, _mm512_slli_epi32(l, 16)), hw = _mm512_or_si512(h, _mm512_slli_epi32(h, 16));
     [[maybe_unused]] __m512i side[4];
@@ -292,7 +293,9 @@ void gemm_k45_folded(Tiles& t, const PanelMatrix& w, const MatmulArgs& a, const 
             if (fill_next) fill_d(pp, sb + 1);
             const float* wd = op_wd(sb);
             const __m512 d = _mm512_load_ps(wd), dmin = _mm512_load_ps(wd + 16);
-            const uint8_t* Sm = pp.sc + sb * kQ4kSbScaleBytes + 128;
+            alignas(64) uint8_t su[kQ4kScalesUnpacked];
+            q4k_scales_unpack(pp.sc + sb * kQ4kSbScaleBytes, su);
+            const uint8_t* Sm = su + 128;
             __m512i mp[4];
             for (int k = 0; k < 4; ++k) mp[k] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(Sm + 32 * k)));
             for (int64_t rb = 0; rb < nrb; ++rb) {

@@ -40,6 +40,8 @@ namespace moe::kernels::panel {
 namespace {
 using namespace avx512;
 
+#include "kernels/cpu/q4k_scales_avx512.inc"  // q4k_scales_unpack
+
 // rows_block's view of Q4_K (as DQ45_K<false> in qmatmul_avx512_q8k.cpp): 256-value super-blocks,
 // 32-value granules with integer scales and mins, no level offset; the levels are read straight
 // from the stored nibbles (granule_isums splits each 64-byte vector into its two quads), which
@@ -56,8 +58,9 @@ struct PanelQ4K {
 void fill_q4k(const PanelParts& pp, int64_t nsb, const Panel& p) {
     const uint8_t* S0 = pp.sc;  // Q4_K is region-major (qmatmul_panel_layout.h)
     const uint8_t* D0 = pp.d;
+    alignas(64) uint8_t S[kQ4kScalesUnpacked];
     for (int64_t sb = 0; sb < nsb; ++sb) {
-        const uint8_t* S = S0 + sb * kQ4kSbScaleBytes;
+        q4k_scales_unpack(S0 + sb * kQ4kSbScaleBytes, S);
         for (int g = 0; g < 8; ++g)
             _mm512_store_si512(p.ws + (sb * 8 + g) * 16, _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(S + 16 * g))));
         for (int k = 0; k < 4; ++k)
@@ -246,7 +249,8 @@ void fill_q5k(const PanelParts& pp, int64_t nsb, const Panel& p) {
                 _mm512_store_si512(q + 2 * v + 1, _mm512_and_si512(_mm512_srli_epi16(V, 3), m1f));
             }
         }
-        const uint8_t* S = S0 + sb * kQ5kSbScaleBytes;
+        alignas(64) uint8_t S[kQ4kScalesUnpacked];
+        q4k_scales_unpack(S0 + sb * kQ5kSbScaleBytes, S);
         for (int g = 0; g < 8; ++g)
             _mm512_store_si512(p.ws + (sb * 8 + g) * 16, _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(S + 16 * g))));
         for (int k = 0; k < 4; ++k)

@@ -35,6 +35,7 @@ namespace moe::kernels::panel {
 namespace {
 
 #include "kernels/cpu/qmatmul_panel_gemv_avx512.inc"  // bcast, load_once, prefetch_next, gemv_blocks
+#include "kernels/cpu/q4k_scales_avx512.inc"         // q4k_scales_unpack
 
 inline __m512i gf(__m512i v, long long m) { return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(m), 0); }
 
@@ -109,6 +110,7 @@ void panels_q4k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row* co
     constexpr int NX = kOneX ? 1 : NP;
     const __m512i m4 = _mm512_set1_epi8(0x0F), mf0 = _mm512_set1_epi8(static_cast<char>(0xF0));
     for (int j = 0; j < NP; ++j) acc[j] = _mm512_setzero_ps();
+    alignas(64) uint8_t su[NP][kQ4kScalesUnpacked];  // the super-block's scales, unpacked
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const uint8_t* L[NP];
         const uint8_t* scs[NP];
@@ -117,7 +119,8 @@ void panels_q4k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row* co
         float dxs[NP];
         for (int j = 0; j < NP; ++j) {
             L[j] = pp[j].lev + sb * kQ4kSbLevelBytes;
-            scs[j] = pp[j].sc + sb * kQ4kSbScaleBytes;
+            q4k_scales_unpack(pp[j].sc + sb * kQ4kSbScaleBytes, su[j]);
+            scs[j] = su[j];
             const ref::ActQ8Row& x = *xs[kOneX ? 0 : j];
             if (j < NX) xq[j] = x.qs + 256 * sb;
             ns[j] = x.nsum + 64 * sb;
@@ -338,12 +341,14 @@ template <int NP>
 void panels_q5k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x, __m512 (&acc)[NP]) {
     const __m512i m7 = _mm512_set1_epi8(7), mf8 = _mm512_set1_epi8(static_cast<char>(0xF8));
     for (int j = 0; j < NP; ++j) acc[j] = _mm512_setzero_ps();
+    alignas(64) uint8_t su[NP][kQ4kScalesUnpacked];  // the super-block's scales, unpacked
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const uint8_t* L[NP];
         const uint8_t* scs[NP];
         for (int j = 0; j < NP; ++j) {
             L[j] = pp[j].lev + sb * kQ5kSbLevelBytes;
-            scs[j] = pp[j].sc + sb * kQ5kSbScaleBytes;
+            q4k_scales_unpack(pp[j].sc + sb * kQ5kSbScaleBytes, su[j]);
+            scs[j] = su[j];
         }
         const int8_t* xq = x.qs + 256 * sb;
         const int32_t* ns = x.nsum + 64 * sb;

@@ -130,8 +130,8 @@ void repack_q4k(const uint8_t* rows, size_t row_stride, int64_t nsb, int nrows, 
             for (int gi = 0; gi < 8; ++gi) {
                 uint8_t sc, m;
                 ref::get_scale_min_k4(gi, b + 4, &sc, &m);
-                out[r.sc + q4k_sc_byte(gi, c)] = sc;
-                out[r.sc + q4k_m_byte(gi, c)] = m;
+                q4k_scale_set(out + r.sc, static_cast<int>(q4k_sc_byte(gi, c)), sc);
+                q4k_scale_set(out + r.sc, static_cast<int>(q4k_m_byte(gi, c)), m);
             }
             std::memcpy(out + r.d + 2 * c, b, 2);
             std::memcpy(out + r.d + 32 + 2 * c, b + 2, 2);
@@ -149,8 +149,8 @@ void unpack_q4k(const uint8_t* panel, int64_t nsb, int nrows, uint8_t* rows, siz
             std::memcpy(b + 2, panel + r.d + 32 + 2 * c, 2);
             uint8_t sc[8], m[8];
             for (int gi = 0; gi < 8; ++gi) {
-                sc[gi] = panel[r.sc + q4k_sc_byte(gi, c)];
-                m[gi] = panel[r.sc + q4k_m_byte(gi, c)];
+                sc[gi] = q4k_scale_get(panel + r.sc, static_cast<int>(q4k_sc_byte(gi, c)));
+                m[gi] = q4k_scale_get(panel + r.sc, static_cast<int>(q4k_m_byte(gi, c)));
             }
             ref::pack_scale_min_k4(sc, m, b + 4);
             std::memset(b + 16, 0, 128);
@@ -174,8 +174,8 @@ float dot_q4k(const uint8_t* P, int64_t nsb, int c, const ref::ActQ8Row& x) {
             int32_t I = 0;
             for (int k = 32 * gi; k < 32 * gi + 32; ++k)
                 I += ((P[r.lev + q4k_lev_byte(k, c)] >> q4k_lev_shift(k)) & 0xF) * x.qs[256 * sb + k];
-            S += P[r.sc + q4k_sc_byte(gi, c)] * I;
-            M += P[r.sc + q4k_m_byte(gi, c)] * (x.nsum[64 * sb + 8 * gi] + x.nsum[64 * sb + 8 * gi + 4]);
+            S += q4k_scale_get(P + r.sc, static_cast<int>(q4k_sc_byte(gi, c))) * I;
+            M += q4k_scale_get(P + r.sc, static_cast<int>(q4k_m_byte(gi, c))) * (x.nsum[64 * sb + 8 * gi] + x.nsum[64 * sb + 8 * gi + 4]);
         }
         uint16_t hd, hm;
         std::memcpy(&hd, P + r.d + 2 * c, 2);

@@ -43,12 +43,15 @@
 //           of vector v: low nibble = level of value 32 g + 8 v + i of column c, high nibble =
 //           level of value 32 g + 8 v + 4 + i (vec & 0x0F and (vec >> 4) & 0x0F are the
 //           column-interleaved quads of values 32 g + 8 v .. + 3 and 32 g + 8 v + 4 .. + 7)
-//   scales  [nsb][256 bytes]: byte 16 g + c = sc_g of column c (g < 8); byte 128 + 32 k + 2 c + j
-//           = m_2k+j of column c (k < 4, j < 2: one vpmovzxbw of the 32 bytes at 128 + 32 k gives
-//           the dword pairs m_2k | m_2k+1 << 16 of the 16 columns, mins32's operand)
+//   scales  [nsb][192 bytes]: 256 six-bit values u[i] packed (q4k_scale_get / q4k_scale_set), the
+//           kernels unpack them per super-block (q4k_scales_avx512.inc) to 256 bytes: byte 16 g + c
+//           = sc_g of column c (g < 8); byte 128 + 32 k + 2 c + j = m_2k+j of column c (k < 4, j <
+//           2: one vpmovzxbw of the 32 bytes at 128 + 32 k gives the dword pairs m_2k | m_2k+1 << 16
+//           of the 16 columns, mins32's operand)
 //   d       [nsb][2][16 columns]  f16 d, then dmin                                64 bytes
-// 2368 bytes per 16 rows x 256 values against 16 x 144 = 2304 (+64, 2.8 %: the 6-bit scales and
-// mins as bytes). In a matrix these three regions are not kept together per panel: Q4_K matrices
+// 2304 bytes per 16 rows x 256 values = 16 x 144: the same size as the blocks. (Until session 48
+// the scales were stored as the 256 unpacked bytes, 2368 bytes, 2.8 % more than the file: decode
+// streams every byte once, so it read 2.8 % more.) In a matrix these three regions are not kept together per panel: Q4_K matrices
 // are region-major (panel_region_major below: all levels, then all scales, then all d), as are all
 // the K-quants'.
 //
@@ -97,10 +100,9 @@
 //           vectors v (at 64 (v + 1): byte 4 c + i: bits 3-7 = level of value 32 g + 8 v + 4 + i of
 //           column c (in place: v & 0xF8 = 8 x level), bits 0-2 = the low 3 bits of the level of
 //           value 32 g + 8 v + i): the decode GEMV's load order, as Q6_K's octets
-//   scales  [nsb][256 bytes] as Q4_K's (sc_g bytes, then the mins' word-pair bytes)
+//   scales  [nsb][192 bytes] as Q4_K's (packed; unpacked: sc_g bytes, then the mins' word-pair bytes)
 //   d       [nsb][2][16 columns]  f16 d, then dmin                                64 bytes
-// 2880 bytes per 16 rows x 256 values against 16 x 176 = 2816 (+64, 2.3 %: the 6-bit scales and
-// mins as bytes).
+// 2816 bytes per 16 rows x 256 values = 16 x 176: the same size as the blocks.
 //
 // Q5_0 (22-byte blocks: f16 d, qh[4], qs[16]; value j < 16 = low nibble of qs[j], 16 + j = high
 // nibble, + 16 x bit j of the little-endian uint32 qh; value = d (level - 16)) block by block: K step
@@ -138,8 +140,25 @@ inline constexpr int kQ3kSbPanelBytes = kQ3kSbLevelBytes + kQ3kSbScaleBytes + kQ
 inline constexpr int kQ2kSbLevelBytes = 1024, kQ2kSbScaleBytes = 256, kQ2kSbDBytes = 64;
 inline constexpr int kQ2kSbPanelBytes = kQ2kSbLevelBytes + kQ2kSbScaleBytes + kQ2kSbDBytes;  // 1344
 inline constexpr int kQ4kBlockBytes = 144;
-inline constexpr int kQ4kSbLevelBytes = 2048, kQ4kSbScaleBytes = 256, kQ4kSbDBytes = 64;
-inline constexpr int kQ4kSbPanelBytes = kQ4kSbLevelBytes + kQ4kSbScaleBytes + kQ4kSbDBytes;  // 2368
+inline constexpr int kQ4kSbLevelBytes = 2048, kQ4kSbScaleBytes = 192, kQ4kSbDBytes = 64;
+inline constexpr int kQ4kSbPanelBytes = kQ4kSbLevelBytes + kQ4kSbScaleBytes + kQ4kSbDBytes;  // 2304
+// Q4_K / Q5_K scale region of a super-block: the 256 unpacked six-bit values u[i] (i < 256) in 192
+// bytes, low nibbles then top bits, so that AVX-512 unpacks them with 16-bit shifts and masks:
+// byte j < 128 = (u[j] & 15) | (u[j + 128] & 15) << 4; byte 128 + j (j < 64) = u[j] >> 4 |
+// (u[j + 64] >> 4) << 2 | (u[j + 128] >> 4) << 4 | (u[j + 192] >> 4) << 6.
+inline constexpr int kQ4kScalesUnpacked = 256;
+inline uint8_t q4k_scale_get(const uint8_t* S, int i) {
+    const int lo = (S[i & 127] >> (4 * (i >> 7))) & 0xF, hi = (S[128 + (i & 63)] >> (2 * (i >> 6))) & 3;
+    return static_cast<uint8_t>(lo | hi << 4);
+}
+// v < 64; the other values' bits are kept.
+inline void q4k_scale_set(uint8_t* S, int i, uint8_t v) {
+    const int ls = 4 * (i >> 7), hs = 2 * (i >> 6);
+    uint8_t& lo = S[i & 127];
+    uint8_t& hi = S[128 + (i & 63)];
+    lo = static_cast<uint8_t>((lo & ~(0xF << ls)) | (v & 0xF) << ls);
+    hi = static_cast<uint8_t>((hi & ~(3 << hs)) | ((v >> 4) & 3) << hs);
+}
 inline constexpr int kQ6kBlockBytes = 210;
 inline constexpr int kQ6kSbLevelBytes = 3072, kQ6kSbScaleBytes = 256, kQ6kSbDBytes = 32;
 inline constexpr int kQ6kSbPanelBytes = kQ6kSbLevelBytes + kQ6kSbScaleBytes + kQ6kSbDBytes;  // 3360
@@ -155,8 +174,8 @@ inline constexpr int kQ40SbLevelBytes = 2048, kQ40SbDBytes = 256;
 inline constexpr int kQ40SbPanelBytes = kQ40SbLevelBytes + kQ40SbDBytes;  // 2304
 inline constexpr int kQ40BlkLevelBytes = 256, kQ40BlkDBytes = 32;
 inline constexpr int kQ5kBlockBytes = 176;
-inline constexpr int kQ5kSbLevelBytes = 2560, kQ5kSbScaleBytes = 256, kQ5kSbDBytes = 64;
-inline constexpr int kQ5kSbPanelBytes = kQ5kSbLevelBytes + kQ5kSbScaleBytes + kQ5kSbDBytes;  // 2880
+inline constexpr int kQ5kSbLevelBytes = 2560, kQ5kSbScaleBytes = kQ4kSbScaleBytes, kQ5kSbDBytes = 64;
+inline constexpr int kQ5kSbPanelBytes = kQ5kSbLevelBytes + kQ5kSbScaleBytes + kQ5kSbDBytes;  // 2816
 // Q5_K: byte offset (in a super-block's level region) of granule g's side vector / level vector v.
 inline constexpr int q5k_side_at(int g) { return 320 * g; }
 inline constexpr int q5k_lev_at(int g, int v) { return 320 * g + 64 * (v + 1); }

@@ -25,6 +25,9 @@ namespace moe::kernels::panel {
 
 namespace {
 
+#include "kernels/cpu/q4k_scales_avx512.inc"  // q4k_scales_pack
+
+
 // Dword at byte `off` of each of the 16 rows (lane c = row c); idx = c * row_stride.
 inline __m512i rows_dword(const uint8_t* rows, __m512i idx, size_t off) {
     return _mm512_i32gather_epi32(idx, rows + off, 1);
@@ -49,7 +52,7 @@ void repack_q80_16(const uint8_t* rows, __m512i idx, int64_t nb, uint8_t* out) {
 // 8 v + 4 + i) << 4 of granule g of row c, where granule g's levels are nibble g % 2 of
 // qs[32 (g / 2) ..]: granules 2 h and 2 h + 1 share their bytes, so one pair of gathers (bytes
 // 8 v .. 8 v + 3 and 8 v + 4 .. 8 v + 7 of qs[32 h ..]) gives both. Scales and d per row, scalar
-// (320 of the super-block's 2368 bytes).
+// (256 of the super-block's 2304 bytes), the scales then packed (q4k_scales_pack).
 void repack_q4k_16(const uint8_t* rows, size_t row_stride, __m512i idx, int64_t nsb, uint8_t* out) {
     const __m512i lo = _mm512_set1_epi8(0x0F);
     uint8_t* S0 = out + static_cast<size_t>(nsb) * kQ4kSbLevelBytes;
@@ -65,7 +68,7 @@ void repack_q4k_16(const uint8_t* rows, size_t row_stride, __m512i idx, int64_t 
                 _mm512_storeu_si512(L + 256 * (2 * h) + 64 * v, _mm512_ternarylogic_epi32(A, _mm512_slli_epi16(B, 4), lo, 0xE4));
                 _mm512_storeu_si512(L + 256 * (2 * h + 1) + 64 * v, _mm512_ternarylogic_epi32(_mm512_srli_epi16(A, 4), B, lo, 0xE4));
             }
-        uint8_t* S = S0 + static_cast<size_t>(sb) * kQ4kSbScaleBytes;
+        alignas(64) uint8_t S[kQ4kScalesUnpacked];
         uint8_t* D = D0 + static_cast<size_t>(sb) * kQ4kSbDBytes;
         for (int c = 0; c < 16; ++c) {
             const uint8_t* b = rows + c * row_stride + at;
@@ -78,6 +81,7 @@ void repack_q4k_16(const uint8_t* rows, size_t row_stride, __m512i idx, int64_t 
             std::memcpy(D + 2 * c, b, 2);
             std::memcpy(D + 32 + 2 * c, b + 2, 2);
         }
+        q4k_scales_pack(S, S0 + static_cast<size_t>(sb) * kQ4kSbScaleBytes);
     }
 }
 
