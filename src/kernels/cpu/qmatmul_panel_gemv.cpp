@@ -101,8 +101,14 @@ template <int NP>
 // PREFETCHT0 of the level lines kQ4Ahead bytes on (four granules, half a super-block) made OLMoE
 // Q4_K_M decode tokens 11-12 % faster on one and two threads (tokens alternating between both forms
 // in one run; 512 B ahead and a second PREFETCHT2 4-16 KiB ahead were slower, 1.5-2 KiB ahead and
-// PREFETCHT1 no better; docs/PERFORMANCE.md session 29).
+// PREFETCHT1 no better; docs/PERFORMANCE.md session 29; a second PREFETCHT2 2 KiB ahead: below).
 inline constexpr int kQ4Ahead = 1024;
+// And a PREFETCHT2 of the same lines kQ4AheadL2 bytes ahead (into L2): the hardware prefetchers do not
+// keep the L2 far enough ahead of the T0 stream. Session 48, OLMoE Q4_K_M decode tokens alternating
+// in one run (moe bench -p 0 -n 128 -t 2 -r 4): 0.8-1.7 % faster with 2 KiB, 0.8-1.4 % with 4 KiB,
+// 0.3-0.9 % with 8 KiB; both this and Q6_K's kQ6AheadL2 together 2.3-3.9 % (docs/PERFORMANCE.md). A
+// T0 on every other line only (128 B apart) was 4.5-5.4 % slower.
+inline constexpr int kQ4AheadL2 = 2048;
 // xs[j]: panel j's activation row; kOneX: all the same row (the broadcasts are shared), else each
 // panel its own (panel_gemv_pair_avx512: two experts' down matrices).
 template <int NP, bool kOneX = true>
@@ -131,6 +137,7 @@ void panels_q4k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row* co
 #pragma GCC unroll 1  // not unrolled: see above
         for (int g = 0; g < 8; ++g) {
             for (int j = 0; j < NP; ++j) prefetch_ahead<4>(L[j] + 256 * g, kQ4Ahead);
+            for (int j = 0; j < NP; ++j) prefetch_ahead<4, _MM_HINT_T2>(L[j] + 256 * g, kQ4AheadL2);
             __m512i Il[NP], Ih[NP];
             for (int j = 0; j < NP; ++j) Il[j] = Ih[j] = _mm512_setzero_si512();
 #pragma GCC unroll 4
@@ -187,6 +194,9 @@ void panels_q4k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x,
 // threads, 6.5 % on one (3 or 4 KiB ahead: alike; docs/PERFORMANCE.md). So the engine runs Q6_K in
 // halves too (panel_gemv_avx512).
 inline constexpr int kQ6Ahead = 2048;
+// A second PREFETCHT2 of each octet's lines twice as far ahead, as Q4_K's kQ4AheadL2: 0.5-1.6 % faster
+// decode tokens on top of Q4_K's (session 48).
+inline constexpr int kQ6AheadL2 = 2 * kQ6Ahead;
 constexpr int kTop[4][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}}, kTo45[2] = {4, 5};
 constexpr long long kQ6Top[4] = {gf_matrix(2, kTop[0], kTo45), gf_matrix(2, kTop[1], kTo45), gf_matrix(2, kTop[2], kTo45),
                                  gf_matrix(2, kTop[3], kTo45)};
@@ -214,6 +224,7 @@ void panels_q6k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row* co
         for (int o = 0; o < 8; ++o) {
             for (int j = 0; j < NP; ++j)  // the octet's 6 lines two super-blocks ahead (see above)
                 for (int l = 0; l < 6; ++l) _mm_prefetch(reinterpret_cast<const char*>(L[j] + kQ6Ahead + 384 * o + 64 * l), _MM_HINT_T0);
+            for (int j = 0; j < NP; ++j) prefetch_ahead<6, _MM_HINT_T2>(L[j] + 384 * o, kQ6AheadL2);
 #pragma GCC unroll 2
             for (int h = 0; h < 2; ++h) {  // granule 2 o + h: quads 4 h .. 4 h + 3
                 __m512i I[NP], H[NP];
