@@ -272,10 +272,14 @@ void panels_q6k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x,
 // go straight into one vpdpbusd chain against the broadcast activation quads, seeded with
 // 128 x nsum (= -128 x the block's activation sum), so I = sum q x exactly; then
 // acc = fma(float(I), d * dx, acc) per block in K order: gemv16_q80's chain, the same bits.
-// No software prefetch of the next panels (unlike the other types): its 8 plain loads per 512
-// bytes and block leave the hardware prefetchers enough, and prefetch_next's 34 PREFETCHT2 per
-// block cost more than they hid (panel_gemv_bench Q8_0 64 1024 2048, 2 MiB pages, one thread:
-// 21.4-23.0 GB/s with them, 24.7-28.6 without; two threads 33.9-44.0 against 35.7-39.7).
+// Not prefetch_next (the other per-block types' spread PREFETCHT2 of the next panels): its 34
+// PREFETCHT2 per block cost more than they hid (panel_gemv_bench Q8_0 64 1024 2048, 2 MiB pages, one
+// thread: 21.4-23.0 GB/s with them, 24.7-28.6 without; two threads 33.9-44.0 against 35.7-39.7).
+// But each quad line PREFETCHT2 kQ80AheadL2 bytes ahead (on through the d bytes into the next panel,
+// the next in the call's stream): OLMoE Q8_0 decode tokens alternating with the form without it in
+// one run (moe bench -p 0 -n 128 -t 2 -r 3) 8-9 % faster at 2 KiB; 5-6 % at 4 KiB; T0 1 KiB or 2 KiB
+// 7-9 %; T0 1 KiB and T2 2 KiB both 6-7 % (session 48, docs/PERFORMANCE.md).
+inline constexpr int kQ80AheadL2 = 2048;
 template <int NP>
 [[gnu::always_inline]] inline void block_q80(const uint8_t* const (&L)[NP], const uint8_t* const (&dd)[NP], int64_t g,
                                              const ref::ActQ8Row& x, __m512 (&acc)[NP]) {
@@ -286,6 +290,7 @@ template <int NP>
 #pragma GCC unroll 8
     for (int qi = 0; qi < 8; ++qi) {
         const __m512i xv = bcast(xb + 4 * qi);
+        for (int j = 0; j < NP; ++j) prefetch_ahead<1, _MM_HINT_T2>(L[j] + 512 * g + 64 * qi, kQ80AheadL2);
         for (int j = 0; j < NP; ++j) I[j] = _mm512_dpbusd_epi32(I[j], load_once(L[j] + 512 * g + 64 * qi), xv);
     }
     const __m512 dx = _mm512_set1_ps(x.dxv[8 * g]);
