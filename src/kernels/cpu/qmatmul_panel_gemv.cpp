@@ -137,7 +137,7 @@ void panels_q4k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row* co
 #pragma GCC unroll 1  // not unrolled: see above
         for (int g = 0; g < 8; ++g) {
             for (int j = 0; j < NP; ++j) prefetch_ahead<4>(L[j] + 256 * g, kQ4Ahead);
-            for (int j = 0; j < NP; ++j) prefetch_ahead<4, _MM_HINT_T2>(L[j] + 256 * g, kQ4AheadL2);
+            for (int j = 0; j < NP; ++j) prefetch_ahead_l2<4>(L[j] + 256 * g, kQ4AheadL2);
             __m512i Il[NP], Ih[NP];
             for (int j = 0; j < NP; ++j) Il[j] = Ih[j] = _mm512_setzero_si512();
 #pragma GCC unroll 4
@@ -224,7 +224,7 @@ void panels_q6k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row* co
         for (int o = 0; o < 8; ++o) {
             for (int j = 0; j < NP; ++j)  // the octet's 6 lines two super-blocks ahead (see above)
                 for (int l = 0; l < 6; ++l) _mm_prefetch(reinterpret_cast<const char*>(L[j] + kQ6Ahead + 384 * o + 64 * l), _MM_HINT_T0);
-            for (int j = 0; j < NP; ++j) prefetch_ahead<6, _MM_HINT_T2>(L[j] + 384 * o, kQ6AheadL2);
+            for (int j = 0; j < NP; ++j) prefetch_ahead_l2<6>(L[j] + 384 * o, kQ6AheadL2);
 #pragma GCC unroll 2
             for (int h = 0; h < 2; ++h) {  // granule 2 o + h: quads 4 h .. 4 h + 3
                 __m512i I[NP], H[NP];
@@ -290,7 +290,7 @@ template <int NP>
 #pragma GCC unroll 8
     for (int qi = 0; qi < 8; ++qi) {
         const __m512i xv = bcast(xb + 4 * qi);
-        for (int j = 0; j < NP; ++j) prefetch_ahead<1, _MM_HINT_T2>(L[j] + 512 * g + 64 * qi, kQ80AheadL2);
+        for (int j = 0; j < NP; ++j) prefetch_ahead_l2<1>(L[j] + 512 * g + 64 * qi, kQ80AheadL2);
         for (int j = 0; j < NP; ++j) I[j] = _mm512_dpbusd_epi32(I[j], load_once(L[j] + 512 * g + 64 * qi), xv);
     }
     const __m512 dx = _mm512_set1_ps(x.dxv[8 * g]);
