@@ -222,8 +222,7 @@ void panels_q6k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row* co
         for (int j = 0; j < NP; ++j) S[j] = _mm512_setzero_si512();
 #pragma GCC unroll 1  // not unrolled: 0.6-3.7 % faster decode tokens (session 29, see panels_q4k)
         for (int o = 0; o < 8; ++o) {
-            for (int j = 0; j < NP; ++j)  // the octet's 6 lines two super-blocks ahead (see above)
-                for (int l = 0; l < 6; ++l) _mm_prefetch(reinterpret_cast<const char*>(L[j] + kQ6Ahead + 384 * o + 64 * l), _MM_HINT_T0);
+            for (int j = 0; j < NP; ++j) prefetch_ahead<6>(L[j] + 384 * o, kQ6Ahead);  // the octet's 6 lines (see above)
             for (int j = 0; j < NP; ++j) prefetch_ahead_l2<6>(L[j] + 384 * o, kQ6AheadL2);
 #pragma GCC unroll 2
             for (int h = 0; h < 2; ++h) {  // granule 2 o + h: quads 4 h .. 4 h + 3

@@ -106,9 +106,6 @@ inline size_t sc_byte(int gi, int c) { return static_cast<size_t>(32 * (gi / 2) 
 // granule g = k / 32, vector v = (k % 32) / 8, byte 4 c + i (i = k % 4), nibble (k % 8) / 4.
 inline size_t q4k_lev_byte(int k, int c) { return static_cast<size_t>(256 * (k / 32) + 64 * ((k % 32) / 8) + 4 * c + k % 4); }
 inline int q4k_lev_shift(int k) { return 4 * ((k % 8) / 4); }
-// Scale region bytes: sc_g of column c; m_g of column c.
-inline size_t q4k_sc_byte(int g, int c) { return static_cast<size_t>(16 * g + c); }
-inline size_t q4k_m_byte(int g, int c) { return static_cast<size_t>(128 + 32 * (g / 2) + 2 * c + g % 2); }
 
 void repack_q4k(const uint8_t* rows, size_t row_stride, int64_t nsb, int nrows, uint8_t* out) {
     const Geo g = geo(DType::Q4_K);
@@ -130,8 +127,8 @@ void repack_q4k(const uint8_t* rows, size_t row_stride, int64_t nsb, int nrows, 
             for (int gi = 0; gi < 8; ++gi) {
                 uint8_t sc, m;
                 ref::get_scale_min_k4(gi, b + 4, &sc, &m);
-                q4k_scale_set(out + r.sc, static_cast<int>(q4k_sc_byte(gi, c)), sc);
-                q4k_scale_set(out + r.sc, static_cast<int>(q4k_m_byte(gi, c)), m);
+                q4k_scale_set(out + r.sc, q4k_sc_at(gi, c), sc);
+                q4k_scale_set(out + r.sc, q4k_m_at(gi, c), m);
             }
             std::memcpy(out + r.d + 2 * c, b, 2);
             std::memcpy(out + r.d + 32 + 2 * c, b + 2, 2);
@@ -149,8 +146,8 @@ void unpack_q4k(const uint8_t* panel, int64_t nsb, int nrows, uint8_t* rows, siz
             std::memcpy(b + 2, panel + r.d + 32 + 2 * c, 2);
             uint8_t sc[8], m[8];
             for (int gi = 0; gi < 8; ++gi) {
-                sc[gi] = q4k_scale_get(panel + r.sc, static_cast<int>(q4k_sc_byte(gi, c)));
-                m[gi] = q4k_scale_get(panel + r.sc, static_cast<int>(q4k_m_byte(gi, c)));
+                sc[gi] = q4k_scale_get(panel + r.sc, q4k_sc_at(gi, c));
+                m[gi] = q4k_scale_get(panel + r.sc, q4k_m_at(gi, c));
             }
             ref::pack_scale_min_k4(sc, m, b + 4);
             std::memset(b + 16, 0, 128);
@@ -174,8 +171,8 @@ float dot_q4k(const uint8_t* P, int64_t nsb, int c, const ref::ActQ8Row& x) {
             int32_t I = 0;
             for (int k = 32 * gi; k < 32 * gi + 32; ++k)
                 I += ((P[r.lev + q4k_lev_byte(k, c)] >> q4k_lev_shift(k)) & 0xF) * x.qs[256 * sb + k];
-            S += q4k_scale_get(P + r.sc, static_cast<int>(q4k_sc_byte(gi, c))) * I;
-            M += q4k_scale_get(P + r.sc, static_cast<int>(q4k_m_byte(gi, c))) * (x.nsum[64 * sb + 8 * gi] + x.nsum[64 * sb + 8 * gi + 4]);
+            S += q4k_scale_get(P + r.sc, q4k_sc_at(gi, c)) * I;
+            M += q4k_scale_get(P + r.sc, q4k_m_at(gi, c)) * (x.nsum[64 * sb + 8 * gi] + x.nsum[64 * sb + 8 * gi + 4]);
         }
         uint16_t hd, hm;
         std::memcpy(&hd, P + r.d + 2 * c, 2);

@@ -147,6 +147,9 @@ inline constexpr int kQ4kSbPanelBytes = kQ4kSbLevelBytes + kQ4kSbScaleBytes + kQ
 // byte j < 128 = (u[j] & 15) | (u[j + 128] & 15) << 4; byte 128 + j (j < 64) = u[j] >> 4 |
 // (u[j + 64] >> 4) << 2 | (u[j + 128] >> 4) << 4 | (u[j + 192] >> 4) << 6.
 inline constexpr int kQ4kScalesUnpacked = 256;
+// Unpacked index of sc_g / m_g of column c (the layout above; Q5_K's too).
+inline constexpr int q4k_sc_at(int g, int c) { return 16 * g + c; }
+inline constexpr int q4k_m_at(int g, int c) { return 128 + 32 * (g / 2) + 2 * c + g % 2; }
 inline uint8_t q4k_scale_get(const uint8_t* S, int i) {
     const int lo = (S[i & 127] >> (4 * (i >> 7))) & 0xF, hi = (S[128 + (i & 63)] >> (2 * (i >> 6))) & 3;
     return static_cast<uint8_t>(lo | hi << 4);

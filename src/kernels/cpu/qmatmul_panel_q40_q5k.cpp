@@ -31,9 +31,6 @@ inline int q5k_level(const uint8_t* L, int k, int c) {
     if ((k % 8) / 4) return b >> 3;
     return (b & 7) | ((L[q5k_side_byte(k, c)] >> (2 * ((k % 32) / 8))) & 3) << 3;
 }
-// Scale region bytes as Q4_K's: sc_g of column c; m_g of column c.
-inline size_t q5k_sc_byte(int g, int c) { return static_cast<size_t>(16 * g + c); }
-inline size_t q5k_m_byte(int g, int c) { return static_cast<size_t>(128 + 32 * (g / 2) + 2 * c + g % 2); }
 
 }  // namespace
 
@@ -114,8 +111,8 @@ void repack_q5k(const uint8_t* rows, size_t row_stride, int64_t nsb, int nrows, 
             for (int gi = 0; gi < 8; ++gi) {
                 uint8_t sc, m;
                 ref::get_scale_min_k4(gi, b + 4, &sc, &m);
-                q4k_scale_set(S, static_cast<int>(q5k_sc_byte(gi, c)), sc);
-                q4k_scale_set(S, static_cast<int>(q5k_m_byte(gi, c)), m);
+                q4k_scale_set(S, q4k_sc_at(gi, c), sc);
+                q4k_scale_set(S, q4k_m_at(gi, c), m);
             }
             std::memcpy(D + 2 * c, b, 2);
             std::memcpy(D + 32 + 2 * c, b + 2, 2);
@@ -135,8 +132,8 @@ void unpack_q5k(const uint8_t* panel, int64_t nsb, int nrows, uint8_t* rows, siz
             std::memcpy(b + 2, D + 32 + 2 * c, 2);
             uint8_t sc[8], m[8];
             for (int gi = 0; gi < 8; ++gi) {
-                sc[gi] = q4k_scale_get(S, static_cast<int>(q5k_sc_byte(gi, c)));
-                m[gi] = q4k_scale_get(S, static_cast<int>(q5k_m_byte(gi, c)));
+                sc[gi] = q4k_scale_get(S, q4k_sc_at(gi, c));
+                m[gi] = q4k_scale_get(S, q4k_m_at(gi, c));
             }
             ref::pack_scale_min_k4(sc, m, b + 4);
             std::memset(b + 16, 0, 160);
@@ -164,8 +161,8 @@ float dot_q5k(const uint8_t* P, int64_t nsb, int c, const ref::ActQ8Row& x) {
             for (int k = 32 * gi; k < 32 * gi + 32; ++k) {
                 I += q5k_level(L, k, c) * x.qs[256 * sb + k];
             }
-            S += q4k_scale_get(S8, static_cast<int>(q5k_sc_byte(gi, c))) * I;
-            M += q4k_scale_get(S8, static_cast<int>(q5k_m_byte(gi, c))) * (x.nsum[64 * sb + 8 * gi] + x.nsum[64 * sb + 8 * gi + 4]);
+            S += q4k_scale_get(S8, q4k_sc_at(gi, c)) * I;
+            M += q4k_scale_get(S8, q4k_m_at(gi, c)) * (x.nsum[64 * sb + 8 * gi] + x.nsum[64 * sb + 8 * gi + 4]);
         }
         uint16_t hd, hm;
         std::memcpy(&hd, P + dreg + sb * kQ5kSbDBytes + 2 * c, 2);

@@ -27,7 +27,6 @@ namespace {
 
 #include "kernels/cpu/q4k_scales_avx512.inc"  // q4k_scales_pack
 
-
 // Dword at byte `off` of each of the 16 rows (lane c = row c); idx = c * row_stride.
 inline __m512i rows_dword(const uint8_t* rows, __m512i idx, size_t off) {
     return _mm512_i32gather_epi32(idx, rows + off, 1);
@@ -75,8 +74,8 @@ void repack_q4k_16(const uint8_t* rows, size_t row_stride, __m512i idx, int64_t 
             for (int g = 0; g < 8; ++g) {
                 uint8_t sc, m;
                 ref::get_scale_min_k4(g, b + 4, &sc, &m);
-                S[16 * g + c] = sc;
-                S[128 + 32 * (g / 2) + 2 * c + g % 2] = m;
+                S[q4k_sc_at(g, c)] = sc;
+                S[q4k_m_at(g, c)] = m;
             }
             std::memcpy(D + 2 * c, b, 2);
             std::memcpy(D + 32 + 2 * c, b + 2, 2);
