@@ -6,7 +6,8 @@
 // are the [granule][column] sums, no reduction. The two granule sums (|I| <= 16 x 4 x 128, int16)
 // are packed as words and one vpdpwssd against the stored scale pairs adds sc_2o I_2o + sc_2o+1
 // I_2o+1 to S; per super-block acc = fma(float(S), d * dx, acc): the super-block integer chain of
-// qmatmul.h, so the bits equal gemv16_q3k's and the scalar path's. Q2_K: two loads per octet, one
+// qmatmul.h, so the bits equal gemv16_q3k's and the scalar path's; two panels at a time, from the
+// call's two halves of rows, sharing the broadcasts (panels_q3k<2>). Q2_K: two loads per octet, one
 // vgf2p8affineqb per quad, no offset; the scale bytes sc | m << 4 as word pairs give S as above
 // and M = sum m_g nsum_g (one vpdpwssd per octet against the broadcast nsum pair), then the two
 // FMAs of gemv16_q2k.
@@ -46,42 +47,49 @@ constexpr long long kM7 = gf_matrix(1, kB7, kOut2);      // bit 7 -> 2
 // 68-90, noisy; PREFETCHT2 8 ahead 42.8-44.1 / 79.6-80.0: within that noise).
 inline constexpr int kQ23Ahead = 4;
 
-// 16 columns of one panel (nsb super-blocks, its regions at pp) against x: lane c of the result =
-// row c's output. PREFETCHT0 two super-blocks ahead in the level stream (kQ23Ahead below).
-__m512 panel16_q3k(const PanelParts& pp, int64_t nsb, const ref::ActQ8Row& x) {
-    const uint8_t* sc = pp.sc;
-    const uint8_t* dd = pp.d;
-    __m512 acc = _mm512_setzero_ps();
+// NP panels (their regions at pp[j]) at once against x, sharing the activation broadcasts: acc[j]
+// lane c = row c of panel j, each panel's chain as gemv16_q3k's (the same bits for any NP).
+// PREFETCHT0 kQ23Ahead super-blocks ahead in each level stream.
+template <int NP>
+void panels_q3k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x, __m512 (&acc)[NP]) {
+    for (int j = 0; j < NP; ++j) acc[j] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
-        const uint8_t* L = pp.lev + sb * kQ3kSbLevelBytes;
+        const uint8_t* L[NP];
+        for (int j = 0; j < NP; ++j) L[j] = pp[j].lev + sb * kQ3kSbLevelBytes;
         const int8_t* xq = x.qs + 256 * sb;
         const int32_t* ns = x.nsum + 64 * sb;  // granule g: -(sum of its activations) at ns[4 g]
-        __m512i S = _mm512_setzero_si512();
+        __m512i S[NP];
+        for (int j = 0; j < NP; ++j) S[j] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int o = 0; o < 8; ++o) {
-            prefetch_ahead<3>(L + 192 * o, kQ23Ahead * kQ3kSbLevelBytes);
-            const __m512i A = _mm512_loadu_si512(L + 192 * o), B = _mm512_loadu_si512(L + 192 * o + 64),
-                          C = _mm512_loadu_si512(L + 192 * o + 128);
+            for (int j = 0; j < NP; ++j) prefetch_ahead<3>(L[j] + 192 * o, kQ23Ahead * kQ3kSbLevelBytes);
             const int8_t* xo = xq + 32 * o;
-            // the level offset -4: I = sum level x + 4 nsum
-            __m512i I0 = _mm512_set1_epi32(4 * ns[8 * o]), I1 = _mm512_set1_epi32(4 * ns[8 * o + 4]);
-            I0 = _mm512_dpbusd_epi32(I0, gf(A, kM012), bcast(xo));
-            I0 = _mm512_dpbusd_epi32(I0, gf(A, kM345), bcast(xo + 4));
-            I0 = _mm512_dpbusd_epi32(I0, _mm512_or_si512(gf(A, kM67), gf(C, kM6)), bcast(xo + 8));
-            I0 = _mm512_dpbusd_epi32(I0, gf(B, kM012), bcast(xo + 12));
-            I1 = _mm512_dpbusd_epi32(I1, gf(B, kM345), bcast(xo + 16));
-            I1 = _mm512_dpbusd_epi32(I1, _mm512_or_si512(gf(B, kM67), gf(C, kM7)), bcast(xo + 20));
-            I1 = _mm512_dpbusd_epi32(I1, gf(C, kM012), bcast(xo + 24));
-            I1 = _mm512_dpbusd_epi32(I1, gf(C, kM345), bcast(xo + 28));
-            // words (I0, I1) per column against the scale pair (sc_2o, sc_2o+1)
-            const __m512i pair = _mm512_mask_blend_epi16(0xAAAAAAAAu, I0, _mm512_slli_epi32(I1, 16));
-            const __m512i s2 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + sb * kQ3kSbScaleBytes + 32 * o)));
-            S = _mm512_dpwssd_epi32(S, pair, s2);
+            __m512i xb[8];
+            for (int k = 0; k < 8; ++k) xb[k] = bcast(xo + 4 * k);
+            for (int j = 0; j < NP; ++j) {
+                const __m512i A = _mm512_loadu_si512(L[j] + 192 * o), B = _mm512_loadu_si512(L[j] + 192 * o + 64),
+                              C = _mm512_loadu_si512(L[j] + 192 * o + 128);
+                // the level offset -4: I = sum level x + 4 nsum
+                __m512i I0 = _mm512_set1_epi32(4 * ns[8 * o]), I1 = _mm512_set1_epi32(4 * ns[8 * o + 4]);
+                I0 = _mm512_dpbusd_epi32(I0, gf(A, kM012), xb[0]);
+                I0 = _mm512_dpbusd_epi32(I0, gf(A, kM345), xb[1]);
+                I0 = _mm512_dpbusd_epi32(I0, _mm512_or_si512(gf(A, kM67), gf(C, kM6)), xb[2]);
+                I0 = _mm512_dpbusd_epi32(I0, gf(B, kM012), xb[3]);
+                I1 = _mm512_dpbusd_epi32(I1, gf(B, kM345), xb[4]);
+                I1 = _mm512_dpbusd_epi32(I1, _mm512_or_si512(gf(B, kM67), gf(C, kM7)), xb[5]);
+                I1 = _mm512_dpbusd_epi32(I1, gf(C, kM012), xb[6]);
+                I1 = _mm512_dpbusd_epi32(I1, gf(C, kM345), xb[7]);
+                // words (I0, I1) per column against the scale pair (sc_2o, sc_2o+1)
+                const __m512i pair = _mm512_mask_blend_epi16(0xAAAAAAAAu, I0, _mm512_slli_epi32(I1, 16));
+                const __m512i s2 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pp[j].sc + sb * kQ3kSbScaleBytes + 32 * o)));
+                S[j] = _mm512_dpwssd_epi32(S[j], pair, s2);
+            }
         }
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd + sb * kQ3kSbDBytes)));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, _mm512_set1_ps(x.dxv[64 * sb])), acc);
+        for (int j = 0; j < NP; ++j) {
+            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pp[j].d + sb * kQ3kSbDBytes)));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[j]), _mm512_mul_ps(d, _mm512_set1_ps(x.dxv[64 * sb])), acc[j]);
+        }
     }
-    return acc;
 }
 
 constexpr int kB01[2] = {0, 1}, kB23[2] = {2, 3}, kB45[2] = {4, 5};
@@ -128,10 +136,37 @@ __m512 panel16_q2k(const PanelParts& pp, int64_t nsb, const ref::ActQ8Row& x) {
 
 void detail::panel_gemv_q3k_q2k(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y) {
     const int64_t nsb = w.K / 256, n_panels = (w.N + 15) / 16;
-    for (int64_t n = n0; n < n1; n += 16) {
+    int64_t n = n0;
+    // Q3_K: the call's whole panels in two halves, panel i of the first half beside panel i of the
+    // second (two level streams; as Q4_K, Q6_K and Q8_0 in panel_gemv_avx512). OLMoE Q3_K_M decode
+    // tokens (65 of its matrices Q3_K) alternating per 4 with one panel at a time in one run (moe
+    // bench -p 0 -n 128 -t 2 -r 4, four runs): 1.5-3.4 % faster; a second PREFETCHT2 stream 2, 4 or
+    // 12 KiB ahead on top, or the PREFETCHT0 1.5 or 3 KiB ahead instead of 6: no better
+    // (docs/PERFORMANCE.md, session 49). Q2_K (no model file measured) keeps one panel at a time.
+    if (w.type == DType::Q3_K) {
+        const int64_t half = (n1 - n) / 32 * 16;  // rows per half, whole panels
+        for (int64_t i = 0; i < half; i += 16) {
+            const PanelParts pp[2] = {panel_parts(w.type, w.K, w.panels, n_panels, (n + i) / 16),
+                                      panel_parts(w.type, w.K, w.panels, n_panels, (n + half + i) / 16)};
+            __m512 acc[2];
+            panels_q3k<2>(pp, nsb, x, acc);
+            _mm512_storeu_ps(y + (n + i - n0), acc[0]);
+            _mm512_storeu_ps(y + (n + half + i - n0), acc[1]);
+        }
+        n += 2 * half;
+    }
+    for (; n < n1; n += 16) {
         const int nc = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
         const PanelParts pp = panel_parts(w.type, w.K, w.panels, n_panels, n / 16);
-        const __m512 acc = w.type == DType::Q3_K ? panel16_q3k(pp, nsb, x) : panel16_q2k(pp, nsb, x);
+        __m512 acc;
+        if (w.type == DType::Q3_K) {
+            const PanelParts p1[1] = {pp};
+            __m512 a1[1];
+            panels_q3k<1>(p1, nsb, x, a1);
+            acc = a1[0];
+        } else {
+            acc = panel16_q2k(pp, nsb, x);
+        }
         _mm512_mask_storeu_ps(y + (n - n0), static_cast<__mmask16>((1u << nc) - 1u), acc);
     }
 }
