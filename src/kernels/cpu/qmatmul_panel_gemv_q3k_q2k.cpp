@@ -6,11 +6,11 @@
 // are the [granule][column] sums, no reduction. The two granule sums (|I| <= 16 x 4 x 128, int16)
 // are packed as words and one vpdpwssd against the stored scale pairs adds sc_2o I_2o + sc_2o+1
 // I_2o+1 to S; per super-block acc = fma(float(S), d * dx, acc): the super-block integer chain of
-// qmatmul.h, so the bits equal gemv16_q3k's and the scalar path's; two panels at a time, from the
-// call's two halves of rows, sharing the broadcasts (panels_q3k<2>). Q2_K: two loads per octet, one
+// qmatmul.h, so the bits equal gemv16_q3k's and the scalar path's. Q2_K: two loads per octet, one
 // vgf2p8affineqb per quad, no offset; the scale bytes sc | m << 4 as word pairs give S as above
 // and M = sum m_g nsum_g (one vpdpwssd per octet against the broadcast nsum pair), then the two
-// FMAs of gemv16_q2k.
+// FMAs of gemv16_q2k. Both run two panels at a time, from the call's two halves of rows, sharing
+// the activation broadcasts (panels_q3k<2>, panels_q2k<2>).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -95,41 +95,56 @@ void panels_q3k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x,
 constexpr int kB01[2] = {0, 1}, kB23[2] = {2, 3}, kB45[2] = {4, 5};
 constexpr long long kQ2M[4] = {gf_matrix(2, kB01, kB012), gf_matrix(2, kB23, kB012), gf_matrix(2, kB45, kB012), gf_matrix(2, kB67, kB012)};
 
-__m512 panel16_q2k(const PanelParts& pp, int64_t nsb, const ref::ActQ8Row& x) {
-    const uint8_t* sc = pp.sc;
-    const uint8_t* dd = pp.d;
+// NP panels at once (as panels_q3k), each panel's chain as gemv16_q2k's.
+template <int NP>
+void panels_q2k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x, __m512 (&acc)[NP]) {
     const __m512i m4 = _mm512_set1_epi16(0x0F);
-    __m512 acc = _mm512_setzero_ps();
+    for (int j = 0; j < NP; ++j) acc[j] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
-        const uint8_t* L = pp.lev + sb * kQ2kSbLevelBytes;
+        const uint8_t* L[NP];
+        for (int j = 0; j < NP; ++j) L[j] = pp[j].lev + sb * kQ2kSbLevelBytes;
         const int8_t* xq = x.qs + 256 * sb;
         const int32_t* ns = x.nsum + 64 * sb;
-        __m512i S = _mm512_setzero_si512(), M = _mm512_setzero_si512();
+        __m512i S[NP], M[NP];
+        for (int j = 0; j < NP; ++j) S[j] = M[j] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int o = 0; o < 8; ++o) {
-            prefetch_ahead<2>(L + 128 * o, kQ23Ahead * kQ2kSbLevelBytes);
-            const __m512i A = _mm512_loadu_si512(L + 128 * o), B = _mm512_loadu_si512(L + 128 * o + 64);
+            for (int j = 0; j < NP; ++j) prefetch_ahead<2>(L[j] + 128 * o, kQ23Ahead * kQ2kSbLevelBytes);
             const int8_t* xo = xq + 32 * o;
-            __m512i I0 = _mm512_setzero_si512(), I1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-            for (int q = 0; q < 4; ++q) {
-                I0 = _mm512_dpbusd_epi32(I0, gf(A, kQ2M[q]), bcast(xo + 4 * q));
-                I1 = _mm512_dpbusd_epi32(I1, gf(B, kQ2M[q]), bcast(xo + 16 + 4 * q));
-            }
-            const __m512i pair = _mm512_mask_blend_epi16(0xAAAAAAAAu, I0, _mm512_slli_epi32(I1, 16));
-            const __m512i sm = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + sb * kQ2kSbScaleBytes + 32 * o)));
-            S = _mm512_dpwssd_epi32(S, pair, _mm512_and_si512(sm, m4));
+            __m512i xb[8];
+            for (int k = 0; k < 8; ++k) xb[k] = bcast(xo + 4 * k);
             // mins against the granules' nsum (|nsum| <= 16 x 128: int16) as one word pair
             const uint32_t npair = (static_cast<uint32_t>(ns[8 * o]) & 0xFFFFu) | (static_cast<uint32_t>(ns[8 * o + 4]) << 16);
-            M = _mm512_dpwssd_epi32(M, _mm512_srli_epi16(sm, 4), _mm512_set1_epi32(static_cast<int32_t>(npair)));
+            for (int j = 0; j < NP; ++j) {
+                const __m512i A = _mm512_loadu_si512(L[j] + 128 * o), B = _mm512_loadu_si512(L[j] + 128 * o + 64);
+                __m512i I0 = _mm512_setzero_si512(), I1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int q = 0; q < 4; ++q) {
+                    I0 = _mm512_dpbusd_epi32(I0, gf(A, kQ2M[q]), xb[q]);
+                    I1 = _mm512_dpbusd_epi32(I1, gf(B, kQ2M[q]), xb[4 + q]);
+                }
+                const __m512i pair = _mm512_mask_blend_epi16(0xAAAAAAAAu, I0, _mm512_slli_epi32(I1, 16));
+                const __m512i sm = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pp[j].sc + sb * kQ2kSbScaleBytes + 32 * o)));
+                S[j] = _mm512_dpwssd_epi32(S[j], pair, _mm512_and_si512(sm, m4));
+                M[j] = _mm512_dpwssd_epi32(M[j], _mm512_srli_epi16(sm, 4), _mm512_set1_epi32(static_cast<int32_t>(npair)));
+            }
         }
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd + sb * kQ2kSbDBytes)));
-        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd + sb * kQ2kSbDBytes + 32)));
         const __m512 dx = _mm512_set1_ps(x.dxv[64 * sb]);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, dx), acc);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dmin, dx), acc);
+        for (int j = 0; j < NP; ++j) {
+            const uint8_t* dd = pp[j].d + sb * kQ2kSbDBytes;
+            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd)));
+            const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd + 32)));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[j]), _mm512_mul_ps(d, dx), acc[j]);
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M[j]), _mm512_mul_ps(dmin, dx), acc[j]);
+        }
     }
-    return acc;
+}
+
+// NP panels of type t (Q3_K or Q2_K) at once.
+template <int NP>
+void panels_q3k_q2k(DType t, const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x, __m512 (&acc)[NP]) {
+    if (t == DType::Q3_K) panels_q3k<NP>(pp, nsb, x, acc);
+    else panels_q2k<NP>(pp, nsb, x, acc);
 }
 
 }  // namespace
@@ -137,37 +152,29 @@ __m512 panel16_q2k(const PanelParts& pp, int64_t nsb, const ref::ActQ8Row& x) {
 void detail::panel_gemv_q3k_q2k(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y) {
     const int64_t nsb = w.K / 256, n_panels = (w.N + 15) / 16;
     int64_t n = n0;
-    // Q3_K: the call's whole panels in two halves, panel i of the first half beside panel i of the
-    // second (two level streams; as Q4_K, Q6_K and Q8_0 in panel_gemv_avx512). OLMoE Q3_K_M decode
-    // tokens (65 of its matrices Q3_K) alternating per 4 with one panel at a time in one run (moe
-    // bench -p 0 -n 128 -t 2 -r 4, four runs): 1.5-3.4 % faster; a second PREFETCHT2 stream 2, 4 or
-    // 12 KiB ahead on top, or the PREFETCHT0 1.5 or 3 KiB ahead instead of 6: no better
-    // (docs/PERFORMANCE.md, session 49). Q2_K (no model file measured) keeps one panel at a time.
-    if (w.type == DType::Q3_K) {
-        const int64_t half = (n1 - n) / 32 * 16;  // rows per half, whole panels
-        for (int64_t i = 0; i < half; i += 16) {
-            const PanelParts pp[2] = {panel_parts(w.type, w.K, w.panels, n_panels, (n + i) / 16),
-                                      panel_parts(w.type, w.K, w.panels, n_panels, (n + half + i) / 16)};
-            __m512 acc[2];
-            panels_q3k<2>(pp, nsb, x, acc);
-            _mm512_storeu_ps(y + (n + i - n0), acc[0]);
-            _mm512_storeu_ps(y + (n + half + i - n0), acc[1]);
-        }
-        n += 2 * half;
+    // The call's whole panels in two halves, panel i of the first half beside panel i of the
+    // second (two level streams; as Q4_K, Q6_K and Q8_0 in panel_gemv_avx512), the odd panel and a
+    // partial last one after. Decode tokens alternating per 4 with one panel at a time in one run
+    // (moe bench -p 0 -n 128 -t 2 -r 4): OLMoE Q3_K_M (65 of its matrices Q3_K) 1.5-3.4 % faster in
+    // four runs, Q2_K (32 Q2_K, 24 Q3_K) 0.8-1.8 % in three; for Q3_K a second PREFETCHT2 stream 2,
+    // 4 or 12 KiB ahead on top, or the PREFETCHT0 1.5 or 3 KiB ahead instead of 6: no better
+    // (docs/PERFORMANCE.md, session 49).
+    const int64_t half = (n1 - n) / 32 * 16;  // rows per half, whole panels
+    for (int64_t i = 0; i < half; i += 16) {
+        const PanelParts pp[2] = {panel_parts(w.type, w.K, w.panels, n_panels, (n + i) / 16),
+                                  panel_parts(w.type, w.K, w.panels, n_panels, (n + half + i) / 16)};
+        __m512 acc[2];
+        panels_q3k_q2k<2>(w.type, pp, nsb, x, acc);
+        _mm512_storeu_ps(y + (n + i - n0), acc[0]);
+        _mm512_storeu_ps(y + (n + half + i - n0), acc[1]);
     }
+    n += 2 * half;
     for (; n < n1; n += 16) {
         const int nc = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
-        const PanelParts pp = panel_parts(w.type, w.K, w.panels, n_panels, n / 16);
-        __m512 acc;
-        if (w.type == DType::Q3_K) {
-            const PanelParts p1[1] = {pp};
-            __m512 a1[1];
-            panels_q3k<1>(p1, nsb, x, a1);
-            acc = a1[0];
-        } else {
-            acc = panel16_q2k(pp, nsb, x);
-        }
-        _mm512_mask_storeu_ps(y + (n - n0), static_cast<__mmask16>((1u << nc) - 1u), acc);
+        const PanelParts pp[1] = {panel_parts(w.type, w.K, w.panels, n_panels, n / 16)};
+        __m512 acc[1];
+        panels_q3k_q2k<1>(w.type, pp, nsb, x, acc);
+        _mm512_mask_storeu_ps(y + (n - n0), static_cast<__mmask16>((1u << nc) - 1u), acc[0]);
     }
 }
 
