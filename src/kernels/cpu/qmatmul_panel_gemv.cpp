@@ -347,7 +347,8 @@ struct DecQ40 {
 // (two super-blocks) ahead: panel_gemv_bench Q5_K 256 1024 2048 one thread 36.6 GB/s, two 71.9
 // (panel-major, two panels at a time with PREFETCHT2 of the next two and PREFETCHT0 four granules
 // ahead: 32.0 / 60.6; the block GEMV 37.3 / 66.7). Without the software prefetch 28.0 / 54.5; one
-// or three super-blocks ahead: 36.5 / 71.0, 35.5 / 70.7; two panels at a time 31.0 / 60.6.
+// or three super-blocks ahead: 36.5 / 71.0, 35.5 / 70.7; two adjacent panels at a time 31.0 / 60.6.
+// In the model two panels from the call's two halves are faster (panel_gemv_avx512, session 49).
 constexpr int kSide[4][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}}, kTo34[2] = {3, 4};
 constexpr long long kQ5Side[4] = {gf_matrix(2, kSide[0], kTo34), gf_matrix(2, kSide[1], kTo34), gf_matrix(2, kSide[2], kTo34),
                                   gf_matrix(2, kSide[3], kTo34)};
@@ -446,24 +447,30 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     // second (the stride between the two passed to panels_q80), then the rest four, two, one at a
     // time. OLMoE Q8_0 decode tokens, token by token against four adjacent panels at a time:
     // -7 % on two threads, -12 % on one; panel i of each quarter (four streams): about half the
-    // gain (session 33, docs/PERFORMANCE.md). (Q5_K: one, the loop below: from DRAM one panel at a
-    // time streamed faster, see panels_q5k; Q4_K, Q6_K: two, from the two halves, below.)
+    // gain (session 33, docs/PERFORMANCE.md). (Q4_K, Q5_K, Q6_K: two, from the two halves, below.)
     if (w.type == DType::Q8_0) {
         halves([&](int64_t p0, int64_t p1, __m512(&acc)[2]) { panels_q80<2>(w.panels + p0 * pbi, (p1 - p0) * pbi, nb, x, acc); });
         multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q80<4>(p, pbi, nb, x, acc); }, NP4{});
         multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q80<2>(p, pbi, nb, x, acc); }, NP2{});
     }
-    // Q4_K, Q6_K: the call's whole panels in two halves, panel i of the first half beside panel i
+    // Q4_K, Q5_K, Q6_K: the call's whole panels in two halves, panel i of the first half beside panel i
     // of the second (two level streams, each prefetched ahead; the template's chain per panel, so
     // the same bits). OLMoE Q4_K_M decode tokens: Q4_K 2-6.5 % faster on two threads and 5.5 % on
     // one, equal when the VM's bandwidth is starved; four quarters gained less (session 29); Q6_K
     // 6.1 % / 6.5 % faster with its prefetch 2 KiB ahead (session 33, see kQ6Ahead). On a Xeon
     // (Emerald Rapids, two threads) one panel at a time for both types was 1.8-4.7 % slower per
-    // token (session 43). The odd panel and a partial last one run below.
+    // token (session 43). Q5_K (OLMoE Q5_K_M, 97 Q5_K matrices, tokens alternating per 4 with one
+    // panel at a time): 4.1-4.2 % faster in three runs (session 49; panel_gemv_bench on an earlier
+    // VM had one panel ahead, see panels_q5k). The odd panel and a partial last one run below.
     if (w.type == DType::Q4_K)
         halves([&](int64_t p0, int64_t p1, __m512(&acc)[2]) {
             const PanelParts pp[2] = {panel_parts(w.type, w.K, w.panels, n_panels, p0), panel_parts(w.type, w.K, w.panels, n_panels, p1)};
             panels_q4k<2>(pp, nsb, x, acc);
+        });
+    if (w.type == DType::Q5_K)
+        halves([&](int64_t p0, int64_t p1, __m512(&acc)[2]) {
+            const PanelParts pp[2] = {panel_parts(w.type, w.K, w.panels, n_panels, p0), panel_parts(w.type, w.K, w.panels, n_panels, p1)};
+            panels_q5k<2>(pp, nsb, x, acc);
         });
     if (w.type == DType::Q6_K)
         halves([&](int64_t p0, int64_t p1, __m512(&acc)[2]) {
