@@ -353,6 +353,10 @@ constexpr int kSide[4][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}}, kTo34[2] = {3, 4};
 constexpr long long kQ5Side[4] = {gf_matrix(2, kSide[0], kTo34), gf_matrix(2, kSide[1], kTo34), gf_matrix(2, kSide[2], kTo34),
                                   gf_matrix(2, kSide[3], kTo34)};
 inline constexpr int kQ5Ahead = 2 * kQ5kSbLevelBytes;
+// And a PREFETCHT2 of the same lines twice as far ahead (as Q4_K's kQ4AheadL2): OLMoE Q5_K_M decode
+// tokens alternating per 4 in one run, 0.7-1.4 % faster in four runs (1.5 x kQ5Ahead: 0.5-1.4 %;
+// session 49, docs/PERFORMANCE.md).
+inline constexpr int kQ5AheadL2 = 2 * kQ5Ahead;
 template <int NP>
 void panels_q5k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x, __m512 (&acc)[NP]) {
     const __m512i m7 = _mm512_set1_epi8(7), mf8 = _mm512_set1_epi8(static_cast<char>(0xF8));
@@ -374,6 +378,7 @@ void panels_q5k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x,
         for (int g = 0; g < 8; ++g) {
             for (int j = 0; j < NP; ++j)  // the granule's 5 lines kQ5Ahead bytes ahead (see above)
                 for (int l = 0; l < 5; ++l) _mm_prefetch(reinterpret_cast<const char*>(L[j] + kQ5Ahead + 320 * g + 64 * l), _MM_HINT_T0);
+            for (int j = 0; j < NP; ++j) prefetch_ahead_l2<5>(L[j] + 320 * g, kQ5AheadL2);
             const int8_t* xg = xq + 32 * g;
             __m512i Il[NP], Ih[NP], H[NP];
             for (int j = 0; j < NP; ++j) {
