@@ -376,8 +376,7 @@ void panels_q5k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x,
         for (int j = 0; j < NP; ++j) S[j] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int g = 0; g < 8; ++g) {
-            for (int j = 0; j < NP; ++j)  // the granule's 5 lines kQ5Ahead bytes ahead (see above)
-                for (int l = 0; l < 5; ++l) _mm_prefetch(reinterpret_cast<const char*>(L[j] + kQ5Ahead + 320 * g + 64 * l), _MM_HINT_T0);
+            for (int j = 0; j < NP; ++j) prefetch_ahead<5>(L[j] + 320 * g, kQ5Ahead);  // the granule's 5 lines (see above)
             for (int j = 0; j < NP; ++j) prefetch_ahead_l2<5>(L[j] + 320 * g, kQ5AheadL2);
             const int8_t* xg = xq + 32 * g;
             __m512i Il[NP], Ih[NP], H[NP];
@@ -410,6 +409,14 @@ void panels_q5k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x,
         }
         sb_end_q45<NP>(scs, dd, nss, dxs, S, acc);
     }
+}
+
+// NP panels of type t (Q4_K, Q5_K or Q6_K: panel_gemv_avx512's region-major types) at once against x.
+template <int NP>
+void panels_q456k(DType t, const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x, __m512 (&acc)[NP]) {
+    if (t == DType::Q4_K) panels_q4k<NP>(pp, nsb, x, acc);
+    else if (t == DType::Q5_K) panels_q5k<NP>(pp, nsb, x, acc);
+    else panels_q6k<NP>(pp, nsb, x, acc);
 }
 
 }  // namespace
@@ -466,38 +473,20 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     // (Emerald Rapids, two threads) one panel at a time for both types was 1.8-4.7 % slower per
     // token (session 43). Q5_K (OLMoE Q5_K_M, 97 Q5_K matrices, tokens alternating per 4 with one
     // panel at a time): 4.1-4.2 % faster in three runs (session 49; panel_gemv_bench on an earlier
-    // VM had one panel ahead, see panels_q5k). The odd panel and a partial last one run below.
-    if (w.type == DType::Q4_K)
+    // VM favoured one panel at a time, see panels_q5k). The odd panel and a partial last one run below.
+    if (w.type != DType::Q8_0)
         halves([&](int64_t p0, int64_t p1, __m512(&acc)[2]) {
             const PanelParts pp[2] = {panel_parts(w.type, w.K, w.panels, n_panels, p0), panel_parts(w.type, w.K, w.panels, n_panels, p1)};
-            panels_q4k<2>(pp, nsb, x, acc);
-        });
-    if (w.type == DType::Q5_K)
-        halves([&](int64_t p0, int64_t p1, __m512(&acc)[2]) {
-            const PanelParts pp[2] = {panel_parts(w.type, w.K, w.panels, n_panels, p0), panel_parts(w.type, w.K, w.panels, n_panels, p1)};
-            panels_q5k<2>(pp, nsb, x, acc);
-        });
-    if (w.type == DType::Q6_K)
-        halves([&](int64_t p0, int64_t p1, __m512(&acc)[2]) {
-            const PanelParts pp[2] = {panel_parts(w.type, w.K, w.panels, n_panels, p0), panel_parts(w.type, w.K, w.panels, n_panels, p1)};
-            panels_q6k<2>(pp, nsb, x, acc);
+            panels_q456k<2>(w.type, pp, nsb, x, acc);
         });
     for (; n < n1; n += 16) {
         const int nc = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
-        const uint8_t* P = w.panels + (n / 16) * pb;
         __m512 acc[1];
-        if (w.type == DType::Q4_K) {
+        if (w.type == DType::Q8_0) {
+            panels_q80<1>(w.panels + (n / 16) * pb, pbi, nb, x, acc);
+        } else {
             const PanelParts pp[1] = {panel_parts(w.type, w.K, w.panels, n_panels, n / 16)};
-            panels_q4k<1>(pp, nsb, x, acc);
-        }
-        else if (w.type == DType::Q8_0) panels_q80<1>(P, pbi, nb, x, acc);
-        else if (w.type == DType::Q5_K) {
-            const PanelParts pp[1] = {panel_parts(w.type, w.K, w.panels, n_panels, n / 16)};
-            panels_q5k<1>(pp, nsb, x, acc);
-        }
-        else {
-            const PanelParts pp[1] = {panel_parts(w.type, w.K, w.panels, n_panels, n / 16)};
-            panels_q6k<1>(pp, nsb, x, acc);
+            panels_q456k<1>(w.type, pp, nsb, x, acc);
         }
         _mm512_mask_storeu_ps(y + (n - n0), static_cast<__mmask16>((1u << nc) - 1u), acc[0]);
     }

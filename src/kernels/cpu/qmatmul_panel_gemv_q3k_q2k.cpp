@@ -153,7 +153,7 @@ void detail::panel_gemv_q3k_q2k(const PanelMatrix& w, const ref::ActQ8Row& x, in
     const int64_t nsb = w.K / 256, n_panels = (w.N + 15) / 16;
     int64_t n = n0;
     // The call's whole panels in two halves, panel i of the first half beside panel i of the
-    // second (two level streams; as Q4_K, Q6_K and Q8_0 in panel_gemv_avx512), the odd panel and a
+    // second (two level streams; as Q4_K, Q5_K, Q6_K and Q8_0 in panel_gemv_avx512), the odd panel and a
     // partial last one after. Decode tokens alternating per 4 with one panel at a time in one run
     // (moe bench -p 0 -n 128 -t 2 -r 4): OLMoE Q3_K_M (65 of its matrices Q3_K) 1.5-3.4 % faster in
     // four runs, Q2_K (32 Q2_K, 24 Q3_K) 0.8-1.8 % in three; for Q3_K a second PREFETCHT2 stream 2,
