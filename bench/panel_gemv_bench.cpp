@@ -9,7 +9,7 @@
 // One thread: thread CPU time of a pass over all matrices, best of 5 (each timing 8 passes).
 // Two threads: each thread the same pass over its row half of every matrix, started together; the
 // pass time is the wall time until the slower thread ends, best of 5 (and the mean of the 5). GB/s are bytes of the ORIGINAL weights per second (the
-// Q3_K panel reads 3.6 % more, the Q2_K, Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0 and MXFP4 panels as much); GFLOP/s =
+// panels of every type read as much); GFLOP/s =
 // 2 N K per matrix and pass. Also times the scalar repack (one thread). Both the blocks and the
 // panels are on 2 MiB pages (huge_alloc, as the engine's file mapping and panels; MOE_HUGEPAGES=0: 4 KiB).
 #include <time.h>

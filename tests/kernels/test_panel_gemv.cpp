@@ -60,7 +60,7 @@ bool has_avx512() {
 }
 
 // Levels, scales and d bytes per super-block of one panel of the region-major types (the header's layouts).
-constexpr int kQ2kRegions[3] = {1024, 256, 64}, kQ3kRegions[3] = {1536, 256, 32}, kQ4kRegions[3] = {2048, 192, 64},
+constexpr int kQ2kRegions[3] = {1024, 256, 64}, kQ3kRegions[3] = {1536, 192, 32}, kQ4kRegions[3] = {2048, 192, 64},
               kQ5kRegions[3] = {2560, 192, 64}, kQ6kRegions[3] = {3072, 256, 32};
 
 TEST(PanelGemv, RepackIsABijectionOnTheBlockBytes) {

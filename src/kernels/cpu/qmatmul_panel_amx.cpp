@@ -118,7 +118,8 @@ inline void f16x16(const uint8_t* p, float* out) {
 }
 
 // Q3_K / Q2_K: quad qi of octet o from its bit fields (kQ3kPanelBits; Q2_K: bits 2 (qi % 4) of
-// vector qi / 4); ws the scales of granules 2o, 2o + 1 (Q3_K int8 sc - 32, Q2_K sc), Q2_K wm m;
+// vector qi / 4); ws the scales of granules 2o, 2o + 1 (Q3_K sc - 32 from its packed region, Q2_K
+// sc), Q2_K wm m;
 // wd d (Q2_K and dmin).
 template <bool kQ3>
 void fill_k23(const PanelParts& pp, int64_t nsb, Fill& f) {
@@ -145,11 +146,11 @@ void fill_k23(const PanelParts& pp, int64_t nsb, Fill& f) {
             }
             for (int j = 0; j < 2; ++j)
                 for (int c = 0; c < 16; ++c) {
-                    const uint8_t s = S0[sb * kSc + 32 * o + 2 * c + j];
                     const int64_t at = (sb * 16 + 2 * o + j) * 16 + c;
                     if constexpr (kQ3) {
-                        ws[at] = static_cast<int8_t>(s);
+                        ws[at] = q4k_scale_get(S0 + sb * kSc, q3k_sc_at(2 * o + j, c)) - 32;
                     } else {
+                        const uint8_t s = S0[sb * kSc + 32 * o + 2 * c + j];
                         ws[at] = s & 0x0F;
                         f.wm[at] = s >> 4;
                     }

@@ -111,7 +111,9 @@ void fill_k23(const PanelParts& pp, int64_t nsb, const Panel& p) {
     const uint8_t* S0 = pp.sc;  // Q3_K and Q2_K are region-major (qmatmul_panel_layout.h)
     const uint8_t* D0 = pp.d;
     const __m512i m3 = _mm512_set1_epi8(3), f = _mm512_set1_epi32(0xF);
+    alignas(64) uint8_t su[kQ4kScalesUnpacked];  // Q3_K: the super-block's scales sc - 32, unpacked
     for (int64_t sb = 0; sb < nsb; ++sb) {
+        if constexpr (kQ3) q4k_scales_unpack<32>(S0 + sb * kSc, su);
         for (int o = 0; o < 8; ++o) {
             const uint8_t* L = P + sb * kLev + kOctet * o;
             __m512i* q = p.q + sb * 64 + 8 * o;
@@ -126,7 +128,7 @@ void fill_k23(const PanelParts& pp, int64_t nsb, const Panel& p) {
                 }
             }
             // scale bytes of granules (2 o, 2 o + 1) per column as one dword (words lo, hi)
-            const __m256i sb8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(S0 + sb * kSc + 32 * o));
+            const __m256i sb8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kQ3 ? su + 32 * o : S0 + sb * kSc + 32 * o));
             float* ws = p.ws + (sb * 16 + 2 * o) * 16;
             if constexpr (kQ3) {
                 const __m512i w = _mm512_cvtepi8_epi16(sb8);

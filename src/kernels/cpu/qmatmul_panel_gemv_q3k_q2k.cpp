@@ -4,7 +4,8 @@
 // OR) gives the quad's level vector (lane c = column c's 4 levels), one vpdpbusd with the 4
 // activation bytes broadcast adds them to the granule's sums of all 16 columns -- the accumulators
 // are the [granule][column] sums, no reduction. The two granule sums (|I| <= 16 x 4 x 128, int16)
-// are packed as words and one vpdpwssd against the stored scale pairs adds sc_2o I_2o + sc_2o+1
+// are packed as words and one vpdpwssd against the scale pairs (unpacked per super-block from the
+// packed region) adds sc_2o I_2o + sc_2o+1
 // I_2o+1 to S; per super-block acc = fma(float(S), d * dx, acc): the super-block integer chain of
 // qmatmul.h, so the bits equal gemv16_q3k's and the scalar path's. Q2_K: two loads per octet, one
 // vgf2p8affineqb per quad, no offset; the scale bytes sc | m << 4 as word pairs give S as above
@@ -31,6 +32,7 @@ namespace moe::kernels::panel {
 namespace {
 
 #include "kernels/cpu/qmatmul_panel_gemv_avx512.inc"  // bcast, gf_matrix, prefetch_ahead
+#include "kernels/cpu/q4k_scales_avx512.inc"         // q4k_scales_unpack (Q3_K's packed scales)
 
 inline __m512i gf(__m512i v, long long m) { return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(m), 0); }
 constexpr int kB012[3] = {0, 1, 2}, kB345[3] = {3, 4, 5}, kB67[2] = {6, 7}, kB6[1] = {6}, kB7[1] = {7}, kOut2[1] = {2};
@@ -55,7 +57,11 @@ void panels_q3k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x,
     for (int j = 0; j < NP; ++j) acc[j] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
         const uint8_t* L[NP];
-        for (int j = 0; j < NP; ++j) L[j] = pp[j].lev + sb * kQ3kSbLevelBytes;
+        __m512i U[NP][4];  // the super-block's scales sc - 32, unpacked: octet o's pairs in half o % 2 of U[o / 2]
+        for (int j = 0; j < NP; ++j) {
+            L[j] = pp[j].lev + sb * kQ3kSbLevelBytes;
+            q4k_scales_unpack_v<32>(pp[j].sc + sb * kQ3kSbScaleBytes, U[j]);
+        }
         const int8_t* xq = x.qs + 256 * sb;
         const int32_t* ns = x.nsum + 64 * sb;  // granule g: -(sum of its activations) at ns[4 g]
         __m512i S[NP];
@@ -81,7 +87,7 @@ void panels_q3k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x,
                 I1 = _mm512_dpbusd_epi32(I1, gf(C, kM345), xb[7]);
                 // words (I0, I1) per column against the scale pair (sc_2o, sc_2o+1)
                 const __m512i pair = _mm512_mask_blend_epi16(0xAAAAAAAAu, I0, _mm512_slli_epi32(I1, 16));
-                const __m512i s2 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pp[j].sc + sb * kQ3kSbScaleBytes + 32 * o)));
+                const __m512i s2 = _mm512_cvtepi8_epi16(o % 2 ? _mm512_extracti64x4_epi64(U[j][o / 2], 1) : _mm512_castsi512_si256(U[j][o / 2]));
                 S[j] = _mm512_dpwssd_epi32(S[j], pair, s2);
             }
         }

@@ -98,8 +98,8 @@ inline size_t lev_byte(DType t, const Geo& g, int k, int b, int c, PanelBit* pb)
     *pb = bit_of(t, qi, b);
     return static_cast<size_t>(g.octet * o + 64 * pb->vec + 4 * c + i);
 }
-// Scale byte of granule gi, column c: pairs (2 o, 2 o + 1) per column.
-inline size_t sc_byte(int gi, int c) { return static_cast<size_t>(32 * (gi / 2) + 2 * c + gi % 2); }
+// Q2_K's scale byte of granule gi, column c: pairs (2 o, 2 o + 1) per column (Q3_K's packed index too).
+inline size_t sc_byte(int gi, int c) { return static_cast<size_t>(q3k_sc_at(gi, c)); }
 
 // ---- Q4_K (qmatmul_panel_layout.h): nibble levels, 6-bit scales and mins as bytes.
 // Level byte (of a super-block's level region) of value k, column c, and the nibble's shift:
@@ -383,10 +383,13 @@ void repack_panel(DType t, const uint8_t* rows, size_t row_stride, int64_t K, in
                     V[64] = static_cast<uint8_t>(q[4] | q[5] << 2 | q[6] << 4 | q[7] << 6);
                 }
             }
+        uint8_t u[kQ4kScalesUnpacked] = {};  // Q3_K: the raw scales unpacked (missing rows 0), packed below
         for (int c = 0; c < nrows; ++c) {
             const uint8_t* b = rows + c * row_stride + sb * g.block;
-            for (int gi = 0; gi < 16; ++gi)
-                out[r.sc + sc_byte(gi, c)] = t == DType::Q3_K ? static_cast<uint8_t>(raw_scale(b + 96, gi) - 32) : b[gi];
+            for (int gi = 0; gi < 16; ++gi) {
+                if (t == DType::Q3_K) u[q3k_sc_at(gi, c)] = static_cast<uint8_t>(raw_scale(b + 96, gi));
+                else out[r.sc + sc_byte(gi, c)] = b[gi];
+            }
             if (t == DType::Q3_K) {
                 std::memcpy(out + r.d + 2 * c, b + 108, 2);
             } else {
@@ -394,6 +397,7 @@ void repack_panel(DType t, const uint8_t* rows, size_t row_stride, int64_t K, in
                 std::memcpy(out + r.d + 32 + 2 * c, b + 82, 2);
             }
         }
+        if (t == DType::Q3_K) q4k_scales_pack_scalar(u, out + r.sc);
     }
 }
 
@@ -427,7 +431,7 @@ void unpack_panel(DType t, const uint8_t* panel, int64_t K, int nrows, uint8_t* 
             levels_block(t, lev, b);
             if (t == DType::Q3_K) {
                 int u[16];
-                for (int gi = 0; gi < 16; ++gi) u[gi] = static_cast<int8_t>(panel[r.sc + sc_byte(gi, c)]) + 32;
+                for (int gi = 0; gi < 16; ++gi) u[gi] = q4k_scale_get(panel + r.sc, q3k_sc_at(gi, c));
                 pack_raw_scales(u, b + 96);
                 std::memcpy(b + 108, panel + r.d + 2 * c, 2);
             } else {
@@ -559,10 +563,10 @@ void panel_gemv_ref(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, in
                     }
                     I += (v - off) * x.qs[256 * sb + k];
                 }
-                const uint8_t s = P[r.sc + sc_byte(gi, c)];
                 if (t == DType::Q3_K) {
-                    S += static_cast<int8_t>(s) * I;
+                    S += (q4k_scale_get(P + r.sc, q3k_sc_at(gi, c)) - 32) * I;
                 } else {
+                    const uint8_t s = P[r.sc + sc_byte(gi, c)];
                     S += (s & 0xF) * I;
                     M += (s >> 4) * x.nsum[64 * sb + 4 * gi];
                 }

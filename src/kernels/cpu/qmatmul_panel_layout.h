@@ -11,7 +11,8 @@
 //
 // Layout of one panel (16 weight rows, K values, nsb = K / 256 super-blocks), three regions:
 //   levels  [nsb][8 octets][3 vectors A, B, C][64 bytes]     1536 bytes per super-block
-//   scales  [nsb][8 pairs][16 columns][2]  int8 sc - 32      256 bytes per super-block
+//   scales  [nsb][192 bytes]: the 256 raw 6-bit scales sc (value scale sc - 32) packed as Q4_K's
+//           (q4k_scale_get); unpacked index 32 p + 2 c + j = sc_2p+j of column c (q3k_sc_at)
 //   d       [nsb][16 columns]  f16                           32 bytes per super-block
 // Octet o of a super-block holds its values 32 o .. 32 o + 31 (granules 2 o, 2 o + 1) as 8 quads
 // qi (values 32 o + 4 qi .. + 3); a quad's "level vector" has byte p = 4 c + i = the 3-bit level
@@ -22,11 +23,13 @@
 //   B: bits 0-2 quad 3, 3-5 quad 4, 6-7 quad 5 (level bits 0, 1)
 //   C: bits 0-2 quad 6, 3-5 quad 7, bit 6 quad 2 (level bit 2), bit 7 quad 5 (level bit 2)
 // so each quad's level vector is one vgf2p8affineqb of A, B or C (6 of 8 quads) or two and an OR
-// (quads 2, 5). Scales pair (sc_2o, sc_2o+1) per column as adjacent bytes: one vpmovsxbw gives the
-// word pairs of one vpdpwssd against the two granule sums packed as words.
-// Size: 1824 bytes per 16 rows x 256 values against 16 x 110 = 1760 for the blocks (+64, 3.6 %: the
-// 6-bit scales stored as bytes). Every bit of the blocks is kept (unpack_panel gives the block
-// bytes back). A panel of nrows < 16 rows has zero levels, scales and d in its missing columns.
+// (quads 2, 5). Unpacked (q4k_scales_unpack<32>: sc - 32 as int8), the scale pair (sc_2o, sc_2o+1)
+// of a column is two adjacent bytes: one vpmovsxbw gives the word pairs of one vpdpwssd against the
+// two granule sums packed as words.
+// Size: 1760 bytes per 16 rows x 256 values = 16 x 110, the blocks' size. (Until session 50 the
+// scales were stored unpacked as bytes, 1824 bytes: decode read 3.6 % more.) Every bit of the
+// blocks is kept (unpack_panel gives the block bytes back). A panel of nrows < 16 rows has zero
+// levels, scales and d in its missing columns (a zero raw scale there: sc - 32 times zero levels).
 //
 // Q2_K (84-byte blocks: scales[16] = sc | m << 4, qs[64], d, dmin) the same way at 2 bits:
 //   levels  [nsb][8 octets][2 vectors A, B][64 bytes]     1024 bytes per super-block
@@ -135,8 +138,10 @@
 namespace moe::kernels::panel {
 
 inline constexpr int kQ3kBlockBytes = 110, kQ2kBlockBytes = 84;
-inline constexpr int kQ3kSbLevelBytes = 1536, kQ3kSbScaleBytes = 256, kQ3kSbDBytes = 32;
-inline constexpr int kQ3kSbPanelBytes = kQ3kSbLevelBytes + kQ3kSbScaleBytes + kQ3kSbDBytes;  // 1824
+inline constexpr int kQ3kSbLevelBytes = 1536, kQ3kSbScaleBytes = 192, kQ3kSbDBytes = 32;
+inline constexpr int kQ3kSbPanelBytes = kQ3kSbLevelBytes + kQ3kSbScaleBytes + kQ3kSbDBytes;  // 1760
+// Unpacked index of Q3_K's scale sc_g (g < 16) of column c in its packed region (q4k_scale_get).
+inline constexpr int q3k_sc_at(int g, int c) { return 32 * (g / 2) + 2 * c + g % 2; }
 inline constexpr int kQ2kSbLevelBytes = 1024, kQ2kSbScaleBytes = 256, kQ2kSbDBytes = 64;
 inline constexpr int kQ2kSbPanelBytes = kQ2kSbLevelBytes + kQ2kSbScaleBytes + kQ2kSbDBytes;  // 1344
 inline constexpr int kQ4kBlockBytes = 144;
@@ -161,6 +166,12 @@ inline void q4k_scale_set(uint8_t* S, int i, uint8_t v) {
     uint8_t& hi = S[128 + (i & 63)];
     lo = static_cast<uint8_t>((lo & ~(0xF << ls)) | (v & 0xF) << ls);
     hi = static_cast<uint8_t>((hi & ~(3 << hs)) | ((v >> 4) & 3) << hs);
+}
+// All 256 values u[i] (< 64) packed at once (the scalar repack; q4k_scales_pack is AVX-512's).
+inline void q4k_scales_pack_scalar(const uint8_t* u, uint8_t* S) {
+    for (int j = 0; j < 128; ++j) S[j] = static_cast<uint8_t>((u[j] & 0xF) | (u[j + 128] & 0xF) << 4);
+    for (int j = 0; j < 64; ++j)
+        S[128 + j] = static_cast<uint8_t>(u[j] >> 4 | (u[j + 64] >> 4) << 2 | (u[j + 128] >> 4) << 4 | (u[j + 192] >> 4) << 6);
 }
 inline constexpr int kQ6kBlockBytes = 210;
 inline constexpr int kQ6kSbLevelBytes = 3072, kQ6kSbScaleBytes = 256, kQ6kSbDBytes = 32;
