@@ -203,7 +203,7 @@ TEST(PanelGemv, EqualsTheEngineKernelBitForBit) {
     if (!simd) std::printf("note: no AVX-512 VNNI + GFNI here: only the scalar panel GEMV is checked (against the scalar path)\n");
     for (DType t : kTypes)
     for (int64_t K : ks(t)) {
-        // 80: the 4-panel loop, then one panel; 117: Q4_K's halves (3 + 3 panels), a whole and a partial one
+        // 80: halves of 2 + 2 panels, then one; 117: halves of 3 + 3 panels, a whole and a partial one
         for (int64_t N : {16, 37, 64, 80, 117}) {
             const std::vector<uint8_t> w = random_rows(rng, t, N, K);
             std::vector<uint8_t> P(panel::panel_matrix_bytes(t, N, K));

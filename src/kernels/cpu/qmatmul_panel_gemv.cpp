@@ -431,16 +431,6 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     const int64_t nsb = w.K / 256, nb = w.K / 32;  // super-blocks (K-quants), blocks (Q8_0)
     const int64_t n_panels = (w.N + 15) / 16;
     int64_t n = n0;
-    const auto multi = [&](auto run, auto np_tag) {
-        constexpr int NP = decltype(np_tag)::value;
-        for (; n + 16 * NP <= n1; n += 16 * NP) {
-            __m512 acc[NP];
-            run(w.panels + (n / 16) * pb, acc);
-            for (int j = 0; j < NP; ++j) _mm512_storeu_ps(y + (n - n0) + 16 * j, acc[j]);
-        }
-    };
-    using NP4 = std::integral_constant<int, 4>;
-    using NP2 = std::integral_constant<int, 2>;
     const int64_t pbi = static_cast<int64_t>(pb);
     // The call's whole panels in two halves: two_panels(p0, p1, acc) runs panel p0 of the first
     // half beside panel p1 of the second (two streams); the odd panel and a partial last one are
@@ -456,15 +446,12 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
         n += 2 * half;
     };
     // Q8_0: two panels at a time, panel i of the call's first half of rows beside panel i of its
-    // second (the stride between the two passed to panels_q80), then the rest four, two, one at a
-    // time. OLMoE Q8_0 decode tokens, token by token against four adjacent panels at a time:
+    // second (the stride between the two passed to panels_q80), then the odd panel and a partial
+    // last one. OLMoE Q8_0 decode tokens, token by token against four adjacent panels at a time:
     // -7 % on two threads, -12 % on one; panel i of each quarter (four streams): about half the
     // gain (session 33, docs/PERFORMANCE.md). (Q4_K, Q5_K, Q6_K: two, from the two halves, below.)
-    if (w.type == DType::Q8_0) {
+    if (w.type == DType::Q8_0)
         halves([&](int64_t p0, int64_t p1, __m512(&acc)[2]) { panels_q80<2>(w.panels + p0 * pbi, (p1 - p0) * pbi, nb, x, acc); });
-        multi([&](const uint8_t* p, __m512(&acc)[4]) { panels_q80<4>(p, pbi, nb, x, acc); }, NP4{});
-        multi([&](const uint8_t* p, __m512(&acc)[2]) { panels_q80<2>(p, pbi, nb, x, acc); }, NP2{});
-    }
     // Q4_K, Q5_K, Q6_K: the call's whole panels in two halves, panel i of the first half beside panel i
     // of the second (two level streams, each prefetched ahead; the template's chain per panel, so
     // the same bits). OLMoE Q4_K_M decode tokens: Q4_K 2-6.5 % faster on two threads and 5.5 % on
