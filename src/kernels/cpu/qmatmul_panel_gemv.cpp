@@ -430,28 +430,17 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     if (w.type == DType::Q3_K || w.type == DType::Q2_K) return detail::panel_gemv_q3k_q2k(w, x, n0, n1, y);  // GFNI levels
     const int64_t nsb = w.K / 256, nb = w.K / 32;  // super-blocks (K-quants), blocks (Q8_0)
     const int64_t n_panels = (w.N + 15) / 16;
-    int64_t n = n0;
     const int64_t pbi = static_cast<int64_t>(pb);
-    // The call's whole panels in two halves: two_panels(p0, p1, acc) runs panel p0 of the first
-    // half beside panel p1 of the second (two streams); the odd panel and a partial last one are
-    // left to the code after it.
-    auto halves = [&](auto&& two_panels) {
-        const int64_t half = (n1 - n) / 32 * 16;  // rows per half, whole panels
-        for (int64_t i = 0; i < half; i += 16) {
-            __m512 acc[2];
-            two_panels((n + i) / 16, (n + half + i) / 16, acc);
-            _mm512_storeu_ps(y + (n + i - n0), acc[0]);
-            _mm512_storeu_ps(y + (n + half + i - n0), acc[1]);
-        }
-        n += 2 * half;
-    };
+    const auto parts = [&](int64_t p) { return panel_parts(w.type, w.K, w.panels, n_panels, p); };
     // Q8_0: two panels at a time, panel i of the call's first half of rows beside panel i of its
     // second (the stride between the two passed to panels_q80), then the odd panel and a partial
-    // last one. OLMoE Q8_0 decode tokens, token by token against four adjacent panels at a time:
+    // last one (run_halves). OLMoE Q8_0 decode tokens, token by token against four adjacent panels at a time:
     // -7 % on two threads, -12 % on one; panel i of each quarter (four streams): about half the
-    // gain (session 33, docs/PERFORMANCE.md). (Q4_K, Q5_K, Q6_K: two, from the two halves, below.)
+    // gain (session 33, docs/PERFORMANCE.md).
     if (w.type == DType::Q8_0)
-        halves([&](int64_t p0, int64_t p1, __m512(&acc)[2]) { panels_q80<2>(w.panels + p0 * pbi, (p1 - p0) * pbi, nb, x, acc); });
+        return run_halves(
+            n0, n1, y, [&](int64_t p0, int64_t p1, __m512(&acc)[2]) { panels_q80<2>(w.panels + p0 * pbi, (p1 - p0) * pbi, nb, x, acc); },
+            [&](int64_t p, __m512(&acc)[1]) { panels_q80<1>(w.panels + p * pbi, pbi, nb, x, acc); });
     // Q4_K, Q5_K, Q6_K: the call's whole panels in two halves, panel i of the first half beside panel i
     // of the second (two level streams, each prefetched ahead; the template's chain per panel, so
     // the same bits). OLMoE Q4_K_M decode tokens: Q4_K 2-6.5 % faster on two threads and 5.5 % on
@@ -460,23 +449,17 @@ void panel_gemv_avx512(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0,
     // (Emerald Rapids, two threads) one panel at a time for both types was 1.8-4.7 % slower per
     // token (session 43). Q5_K (OLMoE Q5_K_M, 97 Q5_K matrices, tokens alternating per 4 with one
     // panel at a time): 4.1-4.2 % faster in three runs (session 49; panel_gemv_bench on an earlier
-    // VM favoured one panel at a time, see panels_q5k). The odd panel and a partial last one run below.
-    if (w.type != DType::Q8_0)
-        halves([&](int64_t p0, int64_t p1, __m512(&acc)[2]) {
-            const PanelParts pp[2] = {panel_parts(w.type, w.K, w.panels, n_panels, p0), panel_parts(w.type, w.K, w.panels, n_panels, p1)};
+    // VM favoured one panel at a time, see panels_q5k).
+    run_halves(
+        n0, n1, y,
+        [&](int64_t p0, int64_t p1, __m512(&acc)[2]) {
+            const PanelParts pp[2] = {parts(p0), parts(p1)};
             panels_q456k<2>(w.type, pp, nsb, x, acc);
-        });
-    for (; n < n1; n += 16) {
-        const int nc = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
-        __m512 acc[1];
-        if (w.type == DType::Q8_0) {
-            panels_q80<1>(w.panels + (n / 16) * pb, pbi, nb, x, acc);
-        } else {
-            const PanelParts pp[1] = {panel_parts(w.type, w.K, w.panels, n_panels, n / 16)};
+        },
+        [&](int64_t p, __m512(&acc)[1]) {
+            const PanelParts pp[1] = {parts(p)};
             panels_q456k<1>(w.type, pp, nsb, x, acc);
-        }
-        _mm512_mask_storeu_ps(y + (n - n0), static_cast<__mmask16>((1u << nc) - 1u), acc[0]);
-    }
+        });
 }
 
 bool panel_gemv_pair_supported(DType t) { return t == DType::Q4_K || t == DType::Q6_K; }

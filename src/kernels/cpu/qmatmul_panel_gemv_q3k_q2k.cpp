@@ -157,31 +157,23 @@ void panels_q3k_q2k(DType t, const PanelParts (&pp)[NP], int64_t nsb, const ref:
 
 void detail::panel_gemv_q3k_q2k(const PanelMatrix& w, const ref::ActQ8Row& x, int64_t n0, int64_t n1, float* y) {
     const int64_t nsb = w.K / 256, n_panels = (w.N + 15) / 16;
-    int64_t n = n0;
-    // The call's whole panels in two halves, panel i of the first half beside panel i of the
+    // The call's whole panels in two halves (run_halves), panel i of the first half beside panel i of the
     // second (two level streams; as Q4_K, Q5_K, Q6_K and Q8_0 in panel_gemv_avx512), the odd panel and a
     // partial last one after. Decode tokens alternating per 4 with one panel at a time in one run
     // (moe bench -p 0 -n 128 -t 2 -r 4): OLMoE Q3_K_M (65 of its matrices Q3_K) 1.5-3.4 % faster in
     // four runs, Q2_K (32 Q2_K, 24 Q3_K) 0.8-1.8 % in three; for Q3_K a second PREFETCHT2 stream 2,
     // 4 or 12 KiB ahead on top, or the PREFETCHT0 1.5 or 3 KiB ahead instead of 6: no better
     // (docs/PERFORMANCE.md, session 49).
-    const int64_t half = (n1 - n) / 32 * 16;  // rows per half, whole panels
-    for (int64_t i = 0; i < half; i += 16) {
-        const PanelParts pp[2] = {panel_parts(w.type, w.K, w.panels, n_panels, (n + i) / 16),
-                                  panel_parts(w.type, w.K, w.panels, n_panels, (n + half + i) / 16)};
-        __m512 acc[2];
-        panels_q3k_q2k<2>(w.type, pp, nsb, x, acc);
-        _mm512_storeu_ps(y + (n + i - n0), acc[0]);
-        _mm512_storeu_ps(y + (n + half + i - n0), acc[1]);
-    }
-    n += 2 * half;
-    for (; n < n1; n += 16) {
-        const int nc = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
-        const PanelParts pp[1] = {panel_parts(w.type, w.K, w.panels, n_panels, n / 16)};
-        __m512 acc[1];
-        panels_q3k_q2k<1>(w.type, pp, nsb, x, acc);
-        _mm512_mask_storeu_ps(y + (n - n0), static_cast<__mmask16>((1u << nc) - 1u), acc[0]);
-    }
+    run_halves(
+        n0, n1, y,
+        [&](int64_t p0, int64_t p1, __m512(&acc)[2]) {
+            const PanelParts pp[2] = {panel_parts(w.type, w.K, w.panels, n_panels, p0), panel_parts(w.type, w.K, w.panels, n_panels, p1)};
+            panels_q3k_q2k<2>(w.type, pp, nsb, x, acc);
+        },
+        [&](int64_t p, __m512(&acc)[1]) {
+            const PanelParts pp[1] = {panel_parts(w.type, w.K, w.panels, n_panels, p)};
+            panels_q3k_q2k<1>(w.type, pp, nsb, x, acc);
+        });
 }
 
 }  // namespace moe::kernels::panel
