@@ -274,11 +274,16 @@ void panels_q6k(const PanelParts (&pp)[NP], int64_t nsb, const ref::ActQ8Row& x,
 // Not prefetch_next (the other per-block types' spread PREFETCHT2 of the next panels): its 34
 // PREFETCHT2 per block cost more than they hid (panel_gemv_bench Q8_0 64 1024 2048, 2 MiB pages, one
 // thread: 21.4-23.0 GB/s with them, 24.7-28.6 without; two threads 33.9-44.0 against 35.7-39.7).
-// But each quad line PREFETCHT2 kQ80AheadL2 bytes ahead (on through the d bytes into the next panel,
-// the next in the call's stream): OLMoE Q8_0 decode tokens alternating with the form without it in
-// one run (moe bench -p 0 -n 128 -t 2 -r 3) 8-9 % faster at 2 KiB; 5-6 % at 4 KiB; T0 1 KiB or 2 KiB
-// 7-9 %; T0 1 KiB and T2 2 KiB both 6-7 % (session 48, docs/PERFORMANCE.md).
-inline constexpr int kQ80AheadL2 = 2048;
+// But each quad line PREFETCHT0 kQ80Ahead bytes ahead (on through the d bytes into the next panel,
+// the next in the call's stream). Session 48 (the AMX VM) against no prefetch, OLMoE Q8_0 decode
+// tokens alternating in one run (moe bench -p 0 -n 128 -t 2 -r 3): PREFETCHT2 2 KiB ahead 8-9 %
+// faster, 4 KiB 5-6 %; PREFETCHT0 1 KiB or 2 KiB 7-9 %; T0 1 KiB and T2 2 KiB both 6-7 %; the T2
+// 2 KiB was kept. Session 52 (the Emerald Rapids VM without AMX, the harness's phase rotated per
+// repetition, -r 8): the T0 1 KiB alone took 0.932-0.939 the time per token of that T2 on two
+// threads, 0.927 on one; 256 B to 1.5 KiB ahead alike (0.930-0.947), T0 and T2 together 0.957-0.968,
+// no prefetch 0.963-0.968 (docs/PERFORMANCE.md). The other types keep their T2 streams: without
+// them Q4_K_M 1.028 the time, Q5_K_M 1.005, Q4_0 1.009, Q5_0 1.012, MXFP4 1.002.
+inline constexpr int kQ80Ahead = 1024;
 template <int NP>
 [[gnu::always_inline]] inline void block_q80(const uint8_t* const (&L)[NP], const uint8_t* const (&dd)[NP], int64_t g,
                                              const ref::ActQ8Row& x, __m512 (&acc)[NP]) {
@@ -289,7 +294,7 @@ template <int NP>
 #pragma GCC unroll 8
     for (int qi = 0; qi < 8; ++qi) {
         const __m512i xv = bcast(xb + 4 * qi);
-        for (int j = 0; j < NP; ++j) prefetch_ahead_l2<1>(L[j] + 512 * g + 64 * qi, kQ80AheadL2);
+        for (int j = 0; j < NP; ++j) prefetch_ahead<1>(L[j] + 512 * g + 64 * qi, kQ80Ahead);
         for (int j = 0; j < NP; ++j) I[j] = _mm512_dpbusd_epi32(I[j], load_once(L[j] + 512 * g + 64 * qi), xv);
     }
     const __m512 dx = _mm512_set1_ps(x.dxv[8 * g]);
