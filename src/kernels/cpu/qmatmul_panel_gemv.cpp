@@ -294,8 +294,10 @@ template <int NP>
 #pragma GCC unroll 8
     for (int qi = 0; qi < 8; ++qi) {
         const __m512i xv = bcast(xb + 4 * qi);
-        for (int j = 0; j < NP; ++j) prefetch_ahead<1>(L[j] + 512 * g + 64 * qi, kQ80Ahead);
-        for (int j = 0; j < NP; ++j) I[j] = _mm512_dpbusd_epi32(I[j], load_once(L[j] + 512 * g + 64 * qi), xv);
+        const uint8_t* Lq[NP];  // panel j's quad vector qi
+        for (int j = 0; j < NP; ++j) Lq[j] = L[j] + 512 * g + 64 * qi;
+        for (int j = 0; j < NP; ++j) prefetch_ahead<1>(Lq[j], kQ80Ahead);
+        for (int j = 0; j < NP; ++j) I[j] = _mm512_dpbusd_epi32(I[j], load_once(Lq[j]), xv);
     }
     const __m512 dx = _mm512_set1_ps(x.dxv[8 * g]);
     for (int j = 0; j < NP; ++j) {
