@@ -18,6 +18,9 @@ namespace moe {
 
 namespace {
 constexpr int64_t kMaxColTile = 512;
+// One per-thread tile buffer (a tile's up outputs, or its gate outputs): kRowTile x kMaxColTile
+// floats at most (pick_col_tile), + 64 bytes to keep the next buffer 64-aligned.
+constexpr size_t kTileFloats = (sizeof(float) * GroupedFfn::kRowTile * kMaxColTile + 64) / sizeof(float);
 // Fewest output columns of a guided down chunk at the end of a fused layer (run_fused; never more
 // than the column tile): 64 rows of OLMoE's 2048 x 1024 Q4_K down matrix are 37 KB of panels, about
 // a microsecond of streaming.
@@ -219,7 +222,7 @@ size_t counters_bytes(int n_experts) {
 }  // namespace
 
 size_t GroupedFfn::scratch_bytes(int n_experts, int n_threads) {
-    return counters_bytes(n_experts) + static_cast<size_t>(n_threads) * (sizeof(float) * kRowTile * kMaxColTile + 64);
+    return counters_bytes(n_experts) + static_cast<size_t>(n_threads) * 2 * sizeof(float) * kTileFloats;
 }
 
 size_t GroupedFfn::act_scratch_bytes(int64_t max_rows, int64_t max_len, int64_t max_tokens) {
@@ -269,11 +272,17 @@ struct FfnCtx {
     const float* xp;
     float* h;
     float* out;
-    float* ubuf_all;
-    size_t ubuf_stride;
+    float* ubuf_all;  // per thread (ubuf_stride floats apart): a tile's up outputs, then its gate
+    size_t ubuf_stride;  // outputs behind them (the tile's h values, with q2_tile)
     char* act;   // int8 xp rows (row p at (p - offsets[0]) * s1)
     char* act2;  // int8 h rows (row p at (p - offsets[0]) * s2)
     bool q1, q2;
+    // The two-phase schedule's int8 h rows made in the gate / up tiles: each tile's gate outputs go
+    // to the thread's buffer (not h), the activation runs there and the tile quantizes its columns
+    // of those rows (kernels::quantize_act_cols) while they are in cache, instead of a pass over all
+    // the h rows after the barrier (prefill: 16 MB of f32 h per OLMoE layer at 512 tokens, written
+    // and read back). Then act2 lies in h's bytes (h's floats are never made; s2 <= 4 F).
+    bool q2_tile;
     size_t s1, s2;
     cpu::GluSpec glu;
 };
@@ -300,13 +309,14 @@ void gate_up_tile(const FfnCtx& c, const Tile& t, int tid) {
     const ExpertFfn& f = *c.f;
     const int64_t D = f.n_embd, F = f.n_ff;
     float* ubuf = c.ubuf_all + static_cast<size_t>(tid) * c.ubuf_stride;
+    float* gbuf = ubuf + kTileFloats;
     const int64_t nc = t.col1 - t.col0;
     kernels::MatmulArgs a =
         tile_args(t, c.xp, D, c.q1 ? c.act + static_cast<size_t>(t.row0 - c.offsets[0]) * c.s1 : nullptr, c.s1);
     a.w = f.gate.expert(t.e);
     a.w_row_stride = f.gate.row_stride;
-    a.y = c.h + t.row0 * F + t.col0;
-    a.ldy = F;
+    a.y = c.q2_tile ? gbuf : c.h + t.row0 * F + t.col0;
+    a.ldy = c.q2_tile ? nc : F;
     kernels::MatmulArgs u = a;
     u.w = f.up.expert(t.e);
     u.w_row_stride = f.up.row_stride;
@@ -316,16 +326,23 @@ void gate_up_tile(const FfnCtx& c, const Tile& t, int tid) {
     // gpt-oss: biases before the activation
     const float* gb = f.gate_bias ? f.gate_bias + t.e * F + t.col0 : nullptr;
     const float* ub = f.up_bias ? f.up_bias + t.e * F + t.col0 : nullptr;
-    for (int64_t r = 0; r < t.rows; ++r)
-        cpu::glu(c.glu, nc, c.h + (t.row0 + r) * F + t.col0, ubuf + r * nc, gb, ub, f.gate.kernel->isa);
+    for (int64_t r = 0; r < t.rows; ++r) {
+        if (!c.q2_tile) {
+            cpu::glu(c.glu, nc, c.h + (t.row0 + r) * F + t.col0, ubuf + r * nc, gb, ub, f.gate.kernel->isa);
+            continue;
+        }
+        cpu::glu(c.glu, nc, gbuf + r * nc, ubuf + r * nc, gb, ub, f.gate.kernel->isa);
+        kernels::quantize_act_cols(f.down.kernel->isa, f.down.kernel->act_q8, gbuf + r * nc, F, t.col0, t.col1,
+                                   c.act2 + static_cast<size_t>(t.row0 + r - c.offsets[0]) * c.s2);
+    }
 }
 
 // Phase 2 tile: out[p, d] = down_e[d] . h[p] over the tile's rows x D columns.
 kernels::MatmulArgs down_args(const FfnCtx& c, const Tile& t) {
     const ExpertFfn& f = *c.f;
     const int64_t D = f.n_embd, F = f.n_ff;
-    kernels::MatmulArgs a =
-        tile_args(t, c.h, F, c.q2 ? c.act2 + static_cast<size_t>(t.row0 - c.offsets[0]) * c.s2 : nullptr, c.s2);
+    kernels::MatmulArgs a = tile_args(t, c.q2_tile ? nullptr : c.h, F,
+                                      c.q2 ? c.act2 + static_cast<size_t>(t.row0 - c.offsets[0]) * c.s2 : nullptr, c.s2);
     a.w = f.down.expert(t.e);
     a.w_row_stride = f.down.row_stride;
     a.y = c.out + t.row0 * D + t.col0;
@@ -501,7 +518,7 @@ void GroupedFfn::run(ThreadPool& pool, const Part* parts, int n_parts, void* scr
     }
     int64_t* prefix = static_cast<int64_t*>(scratch);
     float* ubuf_all = reinterpret_cast<float*>(static_cast<char*>(scratch) + counters_bytes(n_experts));
-    const size_t ubuf_stride = (sizeof(float) * kRowTile * kMaxColTile + 64) / sizeof(float);
+    const size_t ubuf_stride = 2 * kTileFloats;
     const bool fused = (schedule == Schedule::Fused && n_rows <= kFuseRows) ||
                        (schedule == Schedule::Auto && auto_fuses(pool, n_rows));
 
@@ -515,15 +532,30 @@ void GroupedFfn::run(ThreadPool& pool, const Part* parts, int n_parts, void* scr
     for (int q = 0; q < n_parts; ++q) {
         const ExpertFfn& fq = *parts[q].f;
         c[q] = FfnCtx{&fq, parts[q].offsets, parts[q].xp, parts[q].h, parts[q].out, ubuf_all, ubuf_stride,
-                      nullptr, nullptr, false, false, ref::act_q8_row_bytes(fq.n_embd), ref::act_q8_row_bytes(fq.n_ff),
+                      nullptr, nullptr, false, false, false, ref::act_q8_row_bytes(fq.n_embd), ref::act_q8_row_bytes(fq.n_ff),
                       glu_spec(fq)};
         c[q].q1 = act && int8_inputs(fq);
         c[q].q2 = act && fq.down.kernel->act_q8;
         c[q].act = act ? act + at1 : nullptr;
         at1 += static_cast<size_t>(parts[q].rows()) * c[q].s1;
     }
+    // Two-phase: which parts quantize their h rows in the gate / up tiles (FfnCtx::q2_tile): every
+    // tile's columns must start and end on the ActQ8 blocks, and an int8 row fit in an f32 h row.
+    TileGrid g1{};
+    if (!fused) {
+        g1 = make_grid(parts, n_parts, false, pool.size(), prefix);
+        for (int q = 0; q < n_parts; ++q) {
+            const int64_t F = c[q].f->n_ff, ct = g1.col_tile[q];
+            c[q].q2_tile = c[q].q2 && c[q].s2 <= sizeof(float) * static_cast<size_t>(F) &&
+                           (ct >= F || ref::act_q8_cols_ok(c[q].f->down.kernel->act_q8, F, 0, ct));
+        }
+    }
     size_t at2 = fused ? at1 : 0;
     for (int q = 0; q < n_parts; ++q) {
+        if (c[q].q2_tile) {
+            c[q].act2 = reinterpret_cast<char*>(c[q].h + c[q].offsets[0] * c[q].f->n_ff);
+            continue;
+        }
         c[q].act2 = act ? act + at2 : nullptr;
         at2 += static_cast<size_t>(parts[q].rows()) * c[q].s2;
     }
@@ -545,15 +577,12 @@ void GroupedFfn::run(ThreadPool& pool, const Part* parts, int n_parts, void* scr
         run_fused(pool, parts, n_parts, c, prefix);
         return;
     }
-    {
-        const TileGrid g = make_grid(parts, n_parts, false, pool.size(), prefix);
-        for_each_tile(pool, g.total, [&](int64_t id, int tid) {
-            const Tile t = tile_at(g, id);
-            gate_up_tile(c[t.part], t, tid);
-        });
-    }
+    for_each_tile(pool, g1.total, [&](int64_t id, int tid) {
+        const Tile t = tile_at(g1, id);
+        gate_up_tile(c[t.part], t, tid);
+    });
     for (int q = 0; q < n_parts; ++q)
-        if (c[q].q2)
+        if (c[q].q2 && !c[q].q2_tile)
             prepare_rows(pool, c[q].f->down.kernel->isa, c[q].f->down.kernel->act_q8, c[q].h, c[q].f->n_ff,
                          c[q].offsets[0], c[q].offsets[parts[q].n_experts], c[q].f->n_ff, c[q].act2, c[q].s2);
     {

@@ -319,6 +319,49 @@ TEST(ActQ8, SimdMatchesReferenceAndErrorWithinHalfStep) {
     }
 }
 
+// One row filled column range by column range (kernels::quantize_act_cols, ranges in a random order
+// on a buffer of garbage, as the grouped FFN's gate / up tiles fill their h rows) gives the bytes of
+// the whole row quantized at once, on every ISA path; misaligned ranges are refused.
+TEST(ActQ8, ColumnRangesGiveTheWholeRowsBytes) {
+    Rng rng(0xc015);
+    for (ref::ActQuant kind : {ref::kActQ8_0, ref::kActQ8_1, ref::kActQ8_K}) {
+        SCOPED_TRACE(ref::act_quant_name(kind));
+        const int64_t unit = kind == ref::kActQ8_K ? 256 : 64;  // range edges: multiples of 64 and of the block
+        for (int64_t K : {64, 100, 300, 1024, 1408, 2880}) {
+            std::vector<float> x(static_cast<size_t>(K));
+            for (auto& v : x) v = rng.uniform(-4.0f, 4.0f);
+            if (K >= 512) std::fill(x.begin() + 256, x.begin() + 512, 0.0f);  // a zero block inside a range
+            const size_t bytes = ref::act_q8_row_bytes(K);
+            std::vector<unsigned char> want(bytes, 0xEE);
+            ref::quantize_act_q8(x.data(), K, want.data(), kind);
+            for (int trial = 0; trial < 4; ++trial) {
+                std::vector<int64_t> edge = {0, K};  // random inner edges, then the ranges in a random order
+                for (int64_t c = unit; c < K; c += unit)
+                    if (rng.below(2)) edge.push_back(c);
+                std::sort(edge.begin(), edge.end());
+                std::vector<size_t> order(edge.size() - 1);
+                for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+                for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(static_cast<uint32_t>(i))]);
+                for (kernels::Isa isa : kernels::supported_isas()) {
+                    std::vector<unsigned char> got(bytes, 0xEE);
+                    for (size_t i : order) {
+                        const int64_t c0 = edge[i], c1 = edge[i + 1];
+                        ASSERT_TRUE(ref::act_q8_cols_ok(kind, K, c0, c1)) << c0 << " " << c1;
+                        kernels::quantize_act_cols(isa, kind, x.data() + c0, K, c0, c1, got.data());
+                    }
+                    ASSERT_EQ(0, std::memcmp(got.data(), want.data(), bytes))
+                        << "K=" << K << " ranges " << order.size() << " isa " << kernels::isa_name(isa);
+                }
+            }
+        }
+        EXPECT_FALSE(ref::act_q8_cols_ok(kind, 1024, 32, 256));   // start off 64
+        EXPECT_FALSE(ref::act_q8_cols_ok(kind, 1024, 0, 1025));   // past the row
+        EXPECT_FALSE(ref::act_q8_cols_ok(kind, 1024, 256, 256));  // empty
+        EXPECT_EQ(kind != ref::kActQ8_K, ref::act_q8_cols_ok(kind, 1024, 64, 128));  // inside a 256 block
+        EXPECT_TRUE(ref::act_q8_cols_ok(kind, 300, 256, 300));  // the row's short last block
+    }
+}
+
 // The llama.cpp semantics of each kind (ggml's quantize_row_q8_0 / _q8_1 / _q8_K), by hand.
 TEST(ActQ8, KindsFollowGgmlBlockQuantizers) {
     const int64_t K = 512;

@@ -107,6 +107,9 @@ constexpr ref::ActQuant act_quant(DType t) {
 // (>= ref::act_q8_row_bytes(K)). Same bytes on every ISA path.
 void quantize_act_rows(Isa isa, ref::ActQuant kind, const float* x, int64_t ldx, int64_t m, int64_t K, void* out,
                        size_t stride);
+// Columns [c0, c1) of one ActQ8 row of K values (x: their c1 - c0 values; the contract and bytes
+// of ref::quantize_act_q8_cols, so threads may fill one row's column ranges side by side).
+void quantize_act_cols(Isa isa, ref::ActQuant kind, const float* x, int64_t K, int64_t c0, int64_t c1, void* out);
 
 // The kernel's ActQ8 activation rows: a.xq if the caller prepared them (with `kind`), else x
 // quantized into a per-thread buffer (valid until the next call on this thread).

@@ -22,6 +22,8 @@ void quantize_act_rows_avx512(ref::ActQuant kind, const float* x, int64_t ldx, i
                               size_t stride);
 void quantize_act_rows_avx2(ref::ActQuant kind, const float* x, int64_t ldx, int64_t m, int64_t K, void* out,
                             size_t stride);
+void quantize_act_cols_avx512(ref::ActQuant kind, const float* x, int64_t K, int64_t c0, int64_t c1, void* out);
+void quantize_act_cols_avx2(ref::ActQuant kind, const float* x, int64_t K, int64_t c0, int64_t c1, void* out);
 bool qmm_avx512_usable();
 MatmulFn qmm_avx512_kernel(DType t);
 
@@ -209,6 +211,15 @@ void quantize_act_rows(Isa isa, ref::ActQuant kind, const float* x, int64_t ldx,
         return;
     }
     for (int64_t r = 0; r < m; ++r) ref::quantize_act_q8(x + r * ldx, K, static_cast<char*>(out) + r * stride, kind);
+}
+
+void quantize_act_cols(Isa isa, ref::ActQuant kind, const float* x, int64_t K, int64_t c0, int64_t c1, void* out) {
+    MOE_ASSERT(kind != ref::kActNone, "quantize_act_cols without an activation quantization");
+    MOE_ASSERT(ref::act_q8_cols_ok(kind, K, c0, c1), "ActQ8 columns [", c0, ", ", c1, ") of a row of ", K,
+               " do not start and end on its blocks");
+    if (isa == Isa::Avx512 && qmm_avx512_usable()) return quantize_act_cols_avx512(kind, x, K, c0, c1, out);
+    if (isa != Isa::Scalar) return quantize_act_cols_avx2(kind, x, K, c0, c1, out);
+    ref::quantize_act_q8_cols(x, K, c0, c1, out, kind);
 }
 
 bool qmm_supported(DType t) {

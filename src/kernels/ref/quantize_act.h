@@ -51,6 +51,16 @@ inline ActQ8Row act_q8_row(void* base, int64_t K) {
 
 // x: K floats (finite); out: act_q8_row_bytes(K) bytes, 4-byte aligned; kind != kActNone.
 void quantize_act_q8(const float* x, int64_t K, void* out, ActQuant kind);
+// Columns [c0, c1) of a row of K values only (x: those c1 - c0 values): writes the row's parts for
+// them and, when c1 == K, the row's zero padding, nothing else, so threads may fill one row's
+// column ranges side by side (the grouped FFN quantizes each gate / up tile's h columns as it
+// makes them). The bytes are those quantize_act_q8 gives for the whole row. act_q8_cols_ok(kind,
+// K, c0, c1) must hold: c0 a multiple of 64 and of the kind's block (256 for kActQ8_K, else 32),
+// c1 the same or K.
+void quantize_act_q8_cols(const float* x, int64_t K, int64_t c0, int64_t c1, void* out, ActQuant kind);
+bool act_q8_cols_ok(ActQuant kind, int64_t K, int64_t c0, int64_t c1);
+// Zeroes the parts of row `out` (K values) for columns [c0, c1), to the row's end when c1 == K.
+void act_q8_zero_cols(void* out, int64_t K, int64_t c0, int64_t c1);
 // Dequantized activation value i (d_g * q_i), for tests and references.
 float act_q8_value(const void* row, int64_t K, int64_t i);
 
