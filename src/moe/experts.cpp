@@ -327,13 +327,11 @@ void gate_up_tile(const FfnCtx& c, const Tile& t, int tid) {
     const float* gb = f.gate_bias ? f.gate_bias + t.e * F + t.col0 : nullptr;
     const float* ub = f.up_bias ? f.up_bias + t.e * F + t.col0 : nullptr;
     for (int64_t r = 0; r < t.rows; ++r) {
-        if (!c.q2_tile) {
-            cpu::glu(c.glu, nc, c.h + (t.row0 + r) * F + t.col0, ubuf + r * nc, gb, ub, f.gate.kernel->isa);
-            continue;
-        }
-        cpu::glu(c.glu, nc, gbuf + r * nc, ubuf + r * nc, gb, ub, f.gate.kernel->isa);
-        kernels::quantize_act_cols(f.down.kernel->isa, f.down.kernel->act_q8, gbuf + r * nc, F, t.col0, t.col1,
-                                   c.act2 + static_cast<size_t>(t.row0 + r - c.offsets[0]) * c.s2);
+        float* hr = c.q2_tile ? gbuf + r * nc : c.h + (t.row0 + r) * F + t.col0;
+        cpu::glu(c.glu, nc, hr, ubuf + r * nc, gb, ub, f.gate.kernel->isa);
+        if (c.q2_tile)
+            kernels::quantize_act_cols(f.down.kernel->isa, f.down.kernel->act_q8, hr, F, t.col0, t.col1,
+                                       c.act2 + static_cast<size_t>(t.row0 + r - c.offsets[0]) * c.s2);
     }
 }
 

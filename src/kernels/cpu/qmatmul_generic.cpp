@@ -18,10 +18,6 @@
 
 namespace moe::kernels {
 
-void quantize_act_rows_avx512(ref::ActQuant kind, const float* x, int64_t ldx, int64_t m, int64_t K, void* out,
-                              size_t stride);
-void quantize_act_rows_avx2(ref::ActQuant kind, const float* x, int64_t ldx, int64_t m, int64_t K, void* out,
-                            size_t stride);
 void quantize_act_cols_avx512(ref::ActQuant kind, const float* x, int64_t K, int64_t c0, int64_t c1, void* out);
 void quantize_act_cols_avx2(ref::ActQuant kind, const float* x, int64_t K, int64_t c0, int64_t c1, void* out);
 bool qmm_avx512_usable();
@@ -201,16 +197,7 @@ const unsigned char* qmm_activations(const MatmulArgs& a, Isa isa, ref::ActQuant
 void quantize_act_rows(Isa isa, ref::ActQuant kind, const float* x, int64_t ldx, int64_t m, int64_t K, void* out,
                        size_t stride) {
     MOE_ASSERT(stride >= ref::act_q8_row_bytes(K), "ActQ8 stride ", stride, " < ", ref::act_q8_row_bytes(K));
-    MOE_ASSERT(kind != ref::kActNone, "quantize_act_rows without an activation quantization");
-    if (isa == Isa::Avx512 && qmm_avx512_usable()) {
-        quantize_act_rows_avx512(kind, x, ldx, m, K, out, stride);
-        return;
-    }
-    if (isa != Isa::Scalar) {
-        quantize_act_rows_avx2(kind, x, ldx, m, K, out, stride);
-        return;
-    }
-    for (int64_t r = 0; r < m; ++r) ref::quantize_act_q8(x + r * ldx, K, static_cast<char*>(out) + r * stride, kind);
+    for (int64_t r = 0; r < m; ++r) quantize_act_cols(isa, kind, x + r * ldx, K, 0, K, static_cast<char*>(out) + r * stride);
 }
 
 void quantize_act_cols(Isa isa, ref::ActQuant kind, const float* x, int64_t K, int64_t c0, int64_t c1, void* out) {

@@ -101,9 +101,4 @@ MOE_AVX2 void quantize_act_cols_avx2(ref::ActQuant kind, const float* x, int64_t
     }
 }
 
-MOE_AVX2 void quantize_act_rows_avx2(ref::ActQuant kind, const float* x, int64_t ldx, int64_t m, int64_t K, void* out,
-                                     size_t stride) {
-    for (int64_t r = 0; r < m; ++r) quantize_act_cols_avx2(kind, x + r * ldx, K, 0, K, static_cast<char*>(out) + r * stride);
-}
-
 }  // namespace moe::kernels

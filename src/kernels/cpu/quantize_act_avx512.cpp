@@ -139,11 +139,6 @@ void quantize_act_cols_avx512(ref::ActQuant kind, const float* x, int64_t K, int
     }
 }
 
-void quantize_act_rows_avx512(ref::ActQuant kind, const float* x, int64_t ldx, int64_t m, int64_t K, void* out,
-                              size_t stride) {
-    for (int64_t r = 0; r < m; ++r) quantize_act_cols_avx512(kind, x + r * ldx, K, 0, K, static_cast<char*>(out) + r * stride);
-}
-
 }  // namespace moe::kernels
 
 #pragma GCC diagnostic pop
