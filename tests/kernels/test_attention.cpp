@@ -129,6 +129,10 @@ std::vector<Case> cases() {
         v.push_back({4, 1, 16, 8, 5, 2, kv, 30, 0});        // tiny dims, very large scores
         v.push_back({3, 3, 96, 72, 10, 150, kv, 1, 0});     // MHA prefill: blocks of 8 tokens, ragged last block, dv tail
         v.push_back({6, 2, 48, 48, 0, 77, kv, 1, 0});       // GQA group 3: row groups of 4 + 2 mixing tokens and heads
+        // prefill blocks of up to 128 rows (one thread) sharing each staged tile: MHA over several
+        // tiles from position 0, GQA group 4 (blocks of 32 tokens x 4 heads) after cached rows
+        v.push_back({4, 4, 128, 128, 0, 300, kv, 1, 0});
+        v.push_back({8, 2, 64, 64, 100, 200, kv, 1, 0});
         // decode at depth (>= 1024 keys: the split passes on 2 and 4 threads): OLMoE-shaped heads
         // across the threshold, GQA with a ragged last tile, group 6 (chunks of 4 + 2) with dim tails
         v.push_back({16, 16, 128, 128, 1023, 2, kv, 1, 0});

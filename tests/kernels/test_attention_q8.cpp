@@ -154,6 +154,7 @@ std::vector<Case> cases() {
         {4, 1, 16, 8, 5, 2, 30, false},       // head dims below one block
         {3, 3, 96, 72, 10, 150, 1, false},    // MHA prefill: blocks of 8 tokens, ragged last block
         {16, 16, 128, 128, 300, 9, 1, false}, // OLMoE-shaped heads after 300 rows
+        {4, 4, 128, 128, 0, 300, 1, false},   // prefill blocks of up to 128 rows over several tiles
         {16, 16, 128, 128, 1100, 2, 1, false}, // decode at depth: the split passes (>= 1024 keys)
         {12, 2, 72, 40, 1030, 2, 1, false},   // the same with GQA chunks of 4 + 2 and dim tails
         {4, 1, 576, 512, 20, 3, 1, true},     // MLA latent cache: V = first 512 of each 576 K row

@@ -6,8 +6,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
-#include <memory>
 #include <type_traits>
+#include <vector>
 
 #include "core/error.h"
 #include "core/fp16.h"
@@ -218,7 +218,12 @@ namespace {
 // per key. Every per-row operation sequence depends only on the row (its q, its number of keys
 // and the cache), never on which rows share its group or item, so a token gives the same bits in
 // prefill and in decode, where the same kernel runs with one token's heads as the rows.
-constexpr int64_t kBlockRows = 32;
+//
+// A prefill block holds up to kBlockRows rows (fewer when that would leave too few work items per
+// thread): each staged K / V byte then serves up to 128 queries. At 32 rows the re-reads of the
+// cache from L3 / DRAM held the staging copies up (docs/PERFORMANCE.md, session 54).
+constexpr int64_t kBlockRows = 128;
+constexpr int64_t kMinBlockRows = 32;
 
 // Decode work items span up to kMaxSpan kv heads (see attention(); stack: kMaxSpan x 4 rows x
 // kAttentionMaxHeadDim floats) when a call has at most kMaxSpanTokens tokens.
@@ -226,19 +231,21 @@ constexpr int64_t kMaxSpan = 8;
 constexpr int64_t kMaxSpanTokens = 2;
 
 // Online-softmax state of up to kBlockRows query rows that share one kv head (and so its K / V
-// tiles); acc: R rows of kAttentionMaxHeadDim floats.
+// tiles); acc: R rows of head_dim_v floats, acc_stride floats apart.
 struct RowBlock {
     const QRow* rows;
     int64_t R;
-    float (*acc)[kAttentionMaxHeadDim];
+    float* acc;
+    int64_t acc_stride;
     float m[kBlockRows], l[kBlockRows];
     int64_t nmax;  // keys of the longest row
+    float* row(int64_t r) const { return acc + r * acc_stride; }
 };
 
 inline void block_init(RowBlock& b, int64_t dv) {
     b.nmax = 0;
     for (int64_t r = 0; r < b.R; ++r) {
-        std::fill(b.acc[r], b.acc[r] + dv, 0.0f);
+        std::fill(b.row(r), b.row(r) + dv, 0.0f);
         b.m[r] = -INFINITY;
         b.l[r] = 0.0f;
         b.nmax = std::max(b.nmax, b.rows[r].n);
@@ -362,9 +369,9 @@ void block_tile(const AttentionSpec& s, RowBlock& b, const Tiles& tiles, int64_t
     }
     // Two passes over the row groups, scores + softmax with the K tile, then P.V with the V tile,
     // so only one of them needs to stay in L1 (each row's own operation order is unchanged). A
-    // staged source hands each over in parts of tiles.stage keys (Q8Tiles: 32 keys, 16 KiB of f32
-    // for d = 128, which L1 holds beside the block's 32 queries or accumulators; a whole 32 KiB
-    // tile did not fit with them); keys and each row's P.V chain stay in key order.
+    // staged source hands each over in parts of tiles.stage keys (StagedTiles: 32 keys, 16 KiB of f32
+    // for d = 128, which L1 holds beside a row group's queries or accumulators); keys and each row's
+    // P.V chain stay in key order.
     const __m512 vscale = _mm512_set1_ps(scale);
     for (int64_t h0 = 0; h0 < n_tile; h0 += tiles.stage) {
         const T* Kt = tiles.ktile(j0 + h0, std::min(tiles.stage, n_tile - h0));
@@ -390,7 +397,7 @@ void block_tile(const AttentionSpec& s, RowBlock& b, const Tiles& tiles, int64_t
         group_tile_max(sc, nv, nq, nt, b.m + g0, alpha, mn);
         group_exp(sc, nt, mn);
         group_sum(sc, nv, nq, nt, alpha, b.l + g0);
-        for (int i = 0; i < nq; ++i) scale_acc(b.acc[g0 + i], alpha[i], dv);
+        for (int i = 0; i < nq; ++i) scale_acc(b.row(g0 + i), alpha[i], dv);
     }
     for (int64_t h0 = 0; h0 < n_tile; h0 += tiles.stage) {
         const T* Vt = tiles.vtile(j0 + h0, std::min(tiles.stage, n_tile - h0));
@@ -399,7 +406,7 @@ void block_tile(const AttentionSpec& s, RowBlock& b, const Tiles& tiles, int64_t
             int64_t nv[4];  // this part's keys of each row
             for (int i = 0; i < 4; ++i) nv[i] = std::clamp<int64_t>(nvg[g0 / 4][i] - h0, 0, tiles.stage);
             float* ac[4];
-            for (int i = 0; i < 4; ++i) ac[i] = b.acc[g0 + std::min(i, nq - 1)];
+            for (int i = 0; i < 4; ++i) ac[i] = b.row(g0 + std::min(i, nq - 1));
             group_pv(ac, scg[g0 / 4] + 4 * h0, Vt, vs, nv, nq, 0, tiles.stage, dv);
         }
     }
@@ -416,14 +423,15 @@ inline float finish_scale(float m, float l, const float* sink) {
 inline void block_finish(const RowBlock& b, int64_t dv) {
     for (int64_t r = 0; r < b.R; ++r) {
         const float inv = finish_scale(b.m[r], b.l[r], b.rows[r].sink);
-        for (int64_t i = 0; i < dv; ++i) b.rows[r].out[i] = b.acc[r][i] * inv;
+        for (int64_t i = 0; i < dv; ++i) b.rows[r].out[i] = b.row(r)[i] * inv;
     }
 }
 
+// acc: R x acc_stride floats of scratch.
 template <typename Tiles>
-void attend_block(const AttentionSpec& s, const QRow* rows, int64_t R, const Tiles& tiles, float scale) {
-    alignas(64) float acc[kBlockRows][kAttentionMaxHeadDim];
-    RowBlock b{rows, R, acc, {}, {}, 0};
+void attend_block(const AttentionSpec& s, const QRow* rows, int64_t R, const Tiles& tiles, float scale, float* acc,
+                  int64_t acc_stride) {
+    RowBlock b{rows, R, acc, acc_stride, {}, {}, 0};
     block_init(b, s.head_dim_v);
     for (int64_t j0 = 0; j0 < b.nmax; j0 += kAttentionTile) block_tile(s, b, tiles, j0, scale);
     block_finish(b, s.head_dim_v);
@@ -434,6 +442,11 @@ void attend_block(const AttentionSpec& s, const QRow* rows, int64_t R, const Til
 }  // namespace
 MOE_DENSE_AVX512_END
 #endif
+
+// p rounded up to a 64-byte boundary (p has room for 15 more floats).
+inline float* align_floats(float* p) {
+    return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
+}
 
 void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool, kernels::Isa isa) {
     attention_check(s, a);
@@ -472,30 +485,46 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
         // Work item = (block of tokens, kv head, chunk of its query heads), at most kBlockRows rows.
         // A sliding window gives each token its own first key: one token per block then, so the
         // block's key rows start at that token's window.
-        const int64_t tb =
-            s.window > 0 ? 1 : std::max<int64_t>(1, kBlockRows / std::min(group, kAttentionHeadsPerItem));
-        const int64_t n_blocks = (a.n_tokens + tb - 1) / tb;
         const int n_threads = pool ? pool->size() : 1;
+        const int64_t heads = std::min(group, kAttentionHeadsPerItem);
+        int64_t block_rows = kBlockRows;
+        while (block_rows > kMinBlockRows &&
+               (a.n_tokens + block_rows / heads - 1) / (block_rows / heads) * s.n_head_kv * chunks < 4 * n_threads)
+            block_rows /= 2;  // causal blocks differ in cost: leave each thread a few items
+        const int64_t tb = s.window > 0 ? 1 : std::max<int64_t>(1, block_rows / heads);
+        const int64_t n_blocks = (a.n_tokens + tb - 1) / tb;
         // Decode (up to kMaxSpanTokens tokens): items span several kv heads, enough for one item per thread.
         const int64_t span = a.n_tokens <= kMaxSpanTokens
                                  ? std::clamp<int64_t>((s.n_head_kv + n_threads - 1) / n_threads, 1, kMaxSpan) : 1;
-        // Q8_0: per-thread scratch for one staged K and V tile (allocated per call, not zeroed), only
-        // when some block has more than one row group (span items and 4-row blocks read q8 in place,
-        // so decode allocates nothing).
-        const bool staged = q8 && span == 1 &&
-                            std::min(tb, a.n_tokens) * std::min(group, kAttentionHeadsPerItem) > 4;
-        const int64_t stage = staged ? kAttentionTile * (s.head_dim_k + s.head_dim_v) : 0;
-        std::unique_ptr<float[]> scratch(staged ? new float[static_cast<size_t>(stage * n_threads)] : nullptr);
+        // Per-thread scratch for one staged K and V tile and a block's accumulators (allocated per call,
+        // not zeroed), only when some block has more than one row group (span items and 4-row blocks
+        // read the cache in place and keep their accumulators on the stack, so decode allocates nothing).
+        const bool staged = span == 1 && std::min(tb, a.n_tokens) * heads > 4;
+        const int64_t acc_stride = (s.head_dim_v + 15) / 16 * 16;
+        const int64_t stage = (kAttentionTile * (s.head_dim_k + s.head_dim_v) + 15) / 16 * 16;
+        const int64_t per_thread = staged ? stage + kBlockRows * acc_stride : 0;
+        std::vector<float> scratch_mem(staged ? static_cast<size_t>(per_thread * n_threads + 16) : 0);
+        float* const scratch = staged ? align_floats(scratch_mem.data()) : nullptr;
         // Calls f(tiles) with the tile source of the K / V vectors at k / v (this kv head, first key).
         auto with_tiles = [&](const char* k, const char* v, int64_t rows_in_block, int thread, auto&& f) {
-            if (q8 && rows_in_block <= 4) {  // one row group (decode): convert each K / V load in registers
+            if (rows_in_block > 4) {  // several row groups share each tile: stage it once
+                MOE_ASSERT(staged, "attention staging without scratch: ", rows_in_block, " rows");
+                float* buf = scratch + per_thread * thread;
+                const auto* kb = reinterpret_cast<const uint8_t*>(k);
+                const auto* vb = reinterpret_cast<const uint8_t*>(v);
+                float* vbuf = buf + kAttentionTile * s.head_dim_k;
+                if (q8)
+                    f(StagedTiles<Q8>(kb, vb, L.k_row, L.v_row, s.head_dim_k, s.head_dim_v, kv_q8_vec_bytes(s.head_dim_k),
+                                      kv_q8_vec_bytes(s.head_dim_v), buf, vbuf));
+                else if (f16)
+                    f(StagedTiles<uint16_t>(kb, vb, L.k_row, L.v_row, s.head_dim_k, s.head_dim_v, 2 * s.head_dim_k,
+                                            2 * s.head_dim_v, buf, vbuf));
+                else
+                    f(StagedTiles<float>(kb, vb, L.k_row, L.v_row, s.head_dim_k, s.head_dim_v, 4 * s.head_dim_k,
+                                         4 * s.head_dim_v, buf, vbuf));
+            } else if (q8) {  // one row group (decode): convert each K / V load in registers
                 f(DirectTiles<Q8>{reinterpret_cast<const Q8*>(k), reinterpret_cast<const Q8*>(v), L.k_row, L.v_row,
                                   L.k_head, kv_q8_vec_bytes(s.head_dim_v)});
-            } else if (q8) {  // several row groups share each tile: dequantize it once
-                MOE_ASSERT(staged, "q8 staging without scratch: ", rows_in_block, " rows");
-                float* buf = scratch.get() + stage * thread;
-                f(Q8Tiles(reinterpret_cast<const uint8_t*>(k), reinterpret_cast<const uint8_t*>(v), L.k_row, L.v_row,
-                          s.head_dim_k, s.head_dim_v, buf, buf + kAttentionTile * s.head_dim_k));
             } else if (f16) {
                 f(DirectTiles<uint16_t>{reinterpret_cast<const uint16_t*>(k), reinterpret_cast<const uint16_t*>(v),
                                         L.k_row / 2, L.v_row / 2, 2 * s.head_dim_k, 2 * s.head_dim_v});
@@ -540,7 +569,7 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
                         const int64_t h0 = g * group + c * kAttentionHeadsPerItem;
                         int64_t R = 0;
                         add_rows(rows[g - g0], R, t, h0, std::min(kAttentionHeadsPerItem, (g + 1) * group - h0), j0);
-                        blk[g - g0] = RowBlock{rows[g - g0], R, acc[g - g0], {}, {}, 0};
+                        blk[g - g0] = RowBlock{rows[g - g0], R, acc[g - g0][0], kAttentionMaxHeadDim, {}, {}, 0};
                         block_init(blk[g - g0], s.head_dim_v);
                     }
                     const int64_t n_keys = int64_t{a.pos[t]} + 1 - j0;
@@ -577,8 +606,11 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
                 const int64_t j0 = s.window > 0 ? attention_first_key(s, a.pos[t0]) : 0;
                 const int64_t r0 = s.window > 0 ? attention_first_row(s, a.pos[t0]) : 0;
                 for (int64_t t = t0; t < std::min(a.n_tokens, t0 + tb); ++t) add_rows(rows, R, t, h0, nh, j0);
+                alignas(64) float acc4[4][kAttentionMaxHeadDim];  // a block of one row group
+                float* acc = R > 4 ? scratch + per_thread * thread + stage : acc4[0];
+                const int64_t stride = R > 4 ? acc_stride : kAttentionMaxHeadDim;
                 with_tiles(K + r0 * L.k_row + g * L.k_head, V + r0 * L.v_row + g * L.v_head, R, thread,
-                           [&](const auto& tiles) { attend_block(s, rows, R, tiles, scale); });
+                           [&](const auto& tiles) { attend_block(s, rows, R, tiles, scale, acc, stride); });
             }
         };
         const int64_t n_block_items = n_blocks * s.n_head_kv * chunks;
