@@ -6,8 +6,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <type_traits>
-#include <vector>
 
 #include "core/error.h"
 #include "core/fp16.h"
@@ -503,8 +503,8 @@ void attention(const AttentionSpec& s, const AttentionArgs& a, ThreadPool* pool,
         const int64_t acc_stride = (s.head_dim_v + 15) / 16 * 16;
         const int64_t stage = (kAttentionTile * (s.head_dim_k + s.head_dim_v) + 15) / 16 * 16;
         const int64_t per_thread = staged ? stage + kBlockRows * acc_stride : 0;
-        std::vector<float> scratch_mem(staged ? static_cast<size_t>(per_thread * n_threads + 16) : 0);
-        float* const scratch = staged ? align_floats(scratch_mem.data()) : nullptr;
+        std::unique_ptr<float[]> scratch_mem(staged ? new float[static_cast<size_t>(per_thread * n_threads + 16)] : nullptr);
+        float* const scratch = staged ? align_floats(scratch_mem.get()) : nullptr;
         // Calls f(tiles) with the tile source of the K / V vectors at k / v (this kv head, first key).
         auto with_tiles = [&](const char* k, const char* v, int64_t rows_in_block, int thread, auto&& f) {
             if (rows_in_block > 4) {  // several row groups share each tile: stage it once
