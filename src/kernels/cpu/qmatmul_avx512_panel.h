@@ -28,6 +28,13 @@ struct Panel {
     // instead of q
     const uint8_t* lev = nullptr;
 };
+// D::kF32Halves: the super-block's granule chain S = sum_g sc_g I_g may run as two f32 FMA chains of
+// half the granules each, every partial sum of a half being an integer of magnitude below 2^24.
+template <class D>
+constexpr bool f32_halves_of() {
+    if constexpr (requires { D::kF32Halves; }) return D::kF32Halves;
+    else return false;
+}
 template <class D>
 constexpr bool nibbles_of() {
     if constexpr (requires { D::kNibbles; }) return D::kNibbles;
@@ -216,15 +223,39 @@ void rows_block(const MatmulArgs& a, const unsigned char* act, size_t act_stride
         const int64_t nsb = a.K / D::kSbElems;
         for (int64_t sb = 0; sb < nsb; ++sb) {
             __m512i S[MR][NP];
-            for (int i = 0; i < MR; ++i)
-                for (int j = 0; j < NP; ++j) S[i][j] = _mm512_setzero_si512();
-            for (int k = 0; k < kGran; ++k) {
-                const int64_t g = sb * kGran + k;
-                __m512i I[MR][NP];
-                granule_isums<D, MR, NP>(x, p, g, I);
-                for (int j = 0; j < NP; ++j) {
-                    const __m512i sc = _mm512_load_si512(p[j].ws + g * 16);
-                    for (int i = 0; i < MR; ++i) S[i][j] = _mm512_add_epi32(S[i][j], _mm512_mullo_epi32(I[i][j], sc));
+            if constexpr (f32_halves_of<D>()) {
+                // S in two f32 FMA chains of kGran / 2 granules, each converted back to int32: every
+                // partial sum of a half is an integer below 2^24 (D::kF32Halves), so each FMA is exact
+                // and S the same integers; 2 uops per granule and row (convert, FMA) where vpmulld +
+                // vpaddd take 3, on the ports the vpdpbusd need (docs/PERFORMANCE.md, session 54)
+                for (int h = 0; h < 2; ++h) {
+                    __m512 Sf[MR][NP];
+                    for (int i = 0; i < MR; ++i)
+                        for (int j = 0; j < NP; ++j) Sf[i][j] = _mm512_setzero_ps();
+                    for (int k = h * kGran / 2; k < (h + 1) * kGran / 2; ++k) {
+                        const int64_t g = sb * kGran + k;
+                        __m512i I[MR][NP];
+                        granule_isums<D, MR, NP>(x, p, g, I);
+                        for (int j = 0; j < NP; ++j) {
+                            const __m512 sc = _mm512_cvtepi32_ps(_mm512_load_si512(p[j].ws + g * 16));
+                            for (int i = 0; i < MR; ++i) Sf[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[i][j]), sc, Sf[i][j]);
+                        }
+                    }
+                    for (int i = 0; i < MR; ++i)
+                        for (int j = 0; j < NP; ++j)
+                            S[i][j] = h == 0 ? _mm512_cvtps_epi32(Sf[i][j]) : _mm512_add_epi32(S[i][j], _mm512_cvtps_epi32(Sf[i][j]));
+                }
+            } else {
+                for (int i = 0; i < MR; ++i)
+                    for (int j = 0; j < NP; ++j) S[i][j] = _mm512_setzero_si512();
+                for (int k = 0; k < kGran; ++k) {
+                    const int64_t g = sb * kGran + k;
+                    __m512i I[MR][NP];
+                    granule_isums<D, MR, NP>(x, p, g, I);
+                    for (int j = 0; j < NP; ++j) {
+                        const __m512i sc = _mm512_load_si512(p[j].ws + g * 16);
+                        for (int i = 0; i < MR; ++i) S[i][j] = _mm512_add_epi32(S[i][j], _mm512_mullo_epi32(I[i][j], sc));
+                    }
                 }
             }
             // per row: the activation side (dx, the mins' pairs) formed once for the NP panels; each

@@ -47,9 +47,11 @@ using namespace avx512;
 // from the stored nibbles (granule_isums splits each 64-byte vector into its two quads), which
 // measured 1.06x the pp512 of copying them into the int8 buffer first (the copy waited on the
 // panel's first reads from DRAM; docs/PERFORMANCE.md).
+// kF32Halves: |I_g| <= 32 x 15 x 128 (levels 0..15, activations of at most 128 in magnitude) and
+// sc_g <= 63, so 4 granules sum to at most 15.5 M < 2^24.
 struct PanelQ4K {
     static constexpr int kShift = -1, kSbElems = 256, kG = 32;
-    static constexpr bool kMin = true, kSbInt = true, kNibbles = true;
+    static constexpr bool kMin = true, kSbInt = true, kNibbles = true, kF32Halves = true;
 };
 
 // Stored Q4_K panel P (nsb super-blocks) -> rows_block's scale buffers (its levels are read in
