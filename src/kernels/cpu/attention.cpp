@@ -273,7 +273,7 @@ inline void group_scores4(const float* const* q, int nq, const T* Kt, int64_t ks
 // valid keys, nt = the most), in two halves (split decode runs them on different threads):
 // group_tile_max: per row the tile max, m -> m_new (mn[i]), alpha[i] = exp(m - m_new), the factor
 // the row's l and P.V accumulator take before this tile's keys join them (1: unchanged, also for
-// rows without keys here); group_exp: sc -> exp(s - m_new) (vexp); group_sum: l rescaled by alpha,
+// rows without keys here); group_exp: sc -> exp(s - m_new) (vexp); group_sums: l rescaled by alpha,
 // then l += the weights in key order.
 inline void group_tile_max(const float* sc, const int64_t* nv, int nq, int64_t nt, float* m, float* alpha, float* mn) {
     const __m512i lane_key = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
@@ -305,7 +305,7 @@ inline void group_exp(float* sc, int64_t nt, const float* mn) {
 }
 
 
-// group_sum for NG row groups at once (sc[k], nv[k], nq[k], nt[k], alpha[k], l[k]): the running sums,
+// The running sums for NG row groups at once (sc[k], nv[k], nq[k], nt[k], alpha[k], l[k]): the running sums,
 // one sequential chain per row in key order (4 rows in the lanes of an xmm), the groups' chains
 // interleaved, so a masked add's latency is paid once per key for NG groups rather than per group
 // and key (prefill blocks: up to 32 row groups per tile; 0.95-0.97x the attention time at depth 4096).
@@ -336,9 +336,16 @@ inline void group_sums(float* const* sc, const int64_t* const* nv, const int* nq
     for (int k = 0; k < NG; ++k) _mm512_mask_storeu_ps(l[k], rows[k], lv[k]);
 }
 
-// One row group (the split decode passes).
-inline void group_sum(float* sc, const int64_t* nv, int nq, int64_t nt, const float* alpha, float* l) {
-    group_sums<1>(&sc, &nv, &nq, &nt, &alpha, &l);
+// group_sums for ng (0-4) row groups, chosen at run time (prefill blocks and the split V pass).
+inline void group_sums_n(int ng, float* const* sc, const int64_t* const* nv, const int* nq, const int64_t* nt,
+                         const float* const* alpha, float* const* l) {
+    switch (ng) {
+        case 0: break;
+        case 1: group_sums<1>(sc, nv, nq, nt, alpha, l); break;
+        case 2: group_sums<2>(sc, nv, nq, nt, alpha, l); break;
+        case 3: group_sums<3>(sc, nv, nq, nt, alpha, l); break;
+        default: group_sums<4>(sc, nv, nq, nt, alpha, l); break;
+    }
 }
 
 // A row's accumulator times alpha (skipped when alpha is 1, as the scalar kernel does).
@@ -426,13 +433,7 @@ void block_tile(const AttentionSpec& s, RowBlock& b, const Tiles& tiles, int64_t
             al[ng] = alpha[ng], l[ng] = b.l + g0;
             ++ng;
         }
-        switch (ng) {
-            case 0: break;
-            case 1: group_sums<1>(sc, nv, nq, nt, al, l); break;
-            case 2: group_sums<2>(sc, nv, nq, nt, al, l); break;
-            case 3: group_sums<3>(sc, nv, nq, nt, al, l); break;
-            default: group_sums<4>(sc, nv, nq, nt, al, l); break;
-        }
+        group_sums_n(ng, sc, nv, nq, nt, al, l);
         for (int k = 0; k < ng; ++k)
             for (int i = 0; i < nq[k]; ++i) scale_acc(b.row(g0s[k] + i), alpha[k][i], dv);
     }
