@@ -144,21 +144,24 @@ TEST(PanelGemm, Q4KChainIsExactAtItsLargestSums) {
     if (!simd_here()) GTEST_SKIP() << "no AVX-512 VNNI + GFNI here: the panel GEMM is never called";
     Rng rng(0x9e33a7);
     const kernels::CpuKernels scalar(Isa::Scalar);
-    const int64_t N = 32, K = 2048, m = 8;
-    PanelCase c = make_case(rng, DType::Q4_K, N, K, m, 0);
-    for (int64_t b = 0; b < N * K / 256; ++b) {  // d = 1 (fp16 0x3C00), dmin = 0, scales / mins 63, levels 15
-        uint8_t* blk = c.w.data() + b * 144;
-        blk[0] = 0x00, blk[1] = 0x3C, blk[2] = 0x00, blk[3] = 0x00;
-        std::memset(blk + 4, 0xFF, 140);
+    const int64_t N = 32, K = 2048;
+    for (int64_t m : {8, 64}) {  // the nibbles read in place, and split once per panel (SplitNibbles)
+        SCOPED_TRACE("m=" + std::to_string(m));
+        PanelCase c = make_case(rng, DType::Q4_K, N, K, m, 0);
+        for (int64_t b = 0; b < N * K / 256; ++b) {  // d = 1 (fp16 0x3C00), dmin = 0, scales / mins 63, levels 15
+            uint8_t* blk = c.w.data() + b * 144;
+            blk[0] = 0x00, blk[1] = 0x3C, blk[2] = 0x00, blk[3] = 0x00;
+            std::memset(blk + 4, 0xFF, 140);
+        }
+        kernels::panel::repack_matrix(DType::Q4_K, c.w.data(), c.row_stride(), N, K, c.P.data());
+        for (auto& v : c.x) v = 1.0f - 0.1f * static_cast<float>(rng.next() % 1000) / 1000.0f;
+        kernels::quantize_act_rows(Isa::Scalar, kernels::act_quant(DType::Q4_K), c.x.data(), K, m, K, c.xq.data(), c.xq_stride);
+        std::vector<float> ys, yp;
+        scalar.matmul(DType::Q4_K, "w")(args(c, ys, 0, N, true));
+        panel::panel_gemm_avx512(panel::PanelMatrix{DType::Q4_K, c.P.data(), N, K}, args(c, yp, 0, N, true));
+        for (size_t i = 0; i < ys.size(); ++i)
+            ASSERT_EQ(0, std::memcmp(&ys[i], &yp[i], sizeof(float))) << "i=" << i << " " << ys[i] << " vs " << yp[i];
     }
-    kernels::panel::repack_matrix(DType::Q4_K, c.w.data(), c.row_stride(), N, K, c.P.data());
-    for (auto& v : c.x) v = 1.0f - 0.1f * static_cast<float>(rng.next() % 1000) / 1000.0f;
-    kernels::quantize_act_rows(Isa::Scalar, kernels::act_quant(DType::Q4_K), c.x.data(), K, m, K, c.xq.data(), c.xq_stride);
-    std::vector<float> ys, yp;
-    scalar.matmul(DType::Q4_K, "w")(args(c, ys, 0, N, true));
-    panel::panel_gemm_avx512(panel::PanelMatrix{DType::Q4_K, c.P.data(), N, K}, args(c, yp, 0, N, true));
-    for (size_t i = 0; i < ys.size(); ++i)
-        ASSERT_EQ(0, std::memcmp(&ys[i], &yp[i], sizeof(float))) << "i=" << i << " " << ys[i] << " vs " << yp[i];
 }
 
 TEST(PanelGemm, BadCallsAreOneClearError) {

@@ -43,10 +43,9 @@ using namespace avx512;
 #include "kernels/cpu/q4k_scales_avx512.inc"  // q4k_scales_unpack
 
 // rows_block's view of Q4_K (as DQ45_K<false> in qmatmul_avx512_q8k.cpp): 256-value super-blocks,
-// 32-value granules with integer scales and mins, no level offset; the levels are read straight
-// from the stored nibbles (granule_isums splits each 64-byte vector into its two quads), which
-// measured 1.06x the pp512 of copying them into the int8 buffer first (the copy waited on the
-// panel's first reads from DRAM; docs/PERFORMANCE.md).
+// 32-value granules with integer scales and mins, no level offset; calls of fewer than
+// kSplitNibblesMinRows rows read the levels straight from the stored nibbles (granule_isums splits
+// each 64-byte vector into its two quads), longer calls split them once per panel (SplitNibbles).
 // kF32Halves: |I_g| <= 32 x 15 x 128 (levels 0..15, activations of at most 128 in magnitude) and
 // sc_g <= 63, so 4 granules sum to at most 15.5 M < 2^24.
 struct PanelQ4K {
@@ -308,6 +307,37 @@ void fill_mxfp4(const PanelParts& pp, int64_t nb, const Panel& p) {
     for (int64_t i = 0; i < 16 * nb; ++i) p.ws[i] = ref::e8m0_half(E[i]);
 }
 
+// The nibble types (Q4_K, Q4_0, MXFP4) with their levels split into int8 quads once per panel and
+// call (p.q, the order granule_isums reads the nibbles in, so the same bits), rather than per row
+// block of 4: calls of many rows repeat the split (24 vector ops per granule beside 64 vpdpbusd)
+// once per row block; few rows cannot pay the 32 KiB written per panel (K = 2048).
+// panel_gemm_bench Q4_K (16 matrices of 1024 x 2048, split / in place): m = 16 0.88x, 32 and 48
+// 1.00x, 64 1.02x, 128 1.12x, 256 1.08x; MXFP4 m = 64 1.08x, 128 1.17x; Q4_0 1.00x, 1.04x. Model
+// pp512 (in-process A/B): Q4_K_M 1.02-1.03x, MXFP4 1.06x, Q4_0 0.99-1.01x (docs/PERFORMANCE.md, session 55).
+inline constexpr int64_t kSplitNibblesMinRows = 64;
+template <class D>
+struct SplitNibbles : D {
+    static constexpr bool kNibbles = false;
+};
+template <class D, void (*Fill)(const PanelParts&, int64_t, const Panel&)>
+void fill_split(const PanelParts& pp, int64_t n_steps, const Panel& p) {
+    Fill(pp, n_steps, p);
+    int64_t granules = n_steps;  // K / 32
+    if constexpr (requires { D::kSbElems; }) granules = n_steps * D::kSbElems / 32;
+    const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    for (int64_t g = 0; g < granules; ++g)
+        for (int v = 0; v < 4; ++v) {
+            const __m512i b = _mm512_loadu_si512(pp.lev + 256 * g + 64 * v);
+            __m512i lo = _mm512_and_si512(b, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), lo4);
+            if constexpr (requires { D::nibble_table(); }) {
+                lo = _mm512_shuffle_epi8(D::nibble_table(), lo);
+                hi = _mm512_shuffle_epi8(D::nibble_table(), hi);
+            }
+            _mm512_store_si512(p.q + 8 * g + 2 * v, lo);
+            _mm512_store_si512(p.q + 8 * g + 2 * v + 1, hi);
+        }
+}
+
 template <class D>
 constexpr bool quads_in_place() {
     if constexpr (requires { D::kQuadsInPlace; }) return D::kQuadsInPlace;
@@ -380,15 +410,25 @@ void panel_gemm_avx512(const PanelMatrix& w, const MatmulArgs& a) {
     if (!panel_gemm_supported(w.type))
         throw_error("kernels", "panel GEMM: weight type ", dtype_name(w.type), " has none (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, Q5_0, MXFP4); use the block kernel");
     if (a.K != w.K) throw_error("kernels", "panel GEMM: K = ", a.K, " but the panels hold rows of ", w.K);
+    const bool split = a.m >= kSplitNibblesMinRows;  // the nibble types: SplitNibbles
     switch (w.type) {
-        case DType::Q4_K: gemm_over<PanelQ4K>(w, a, fill_q4k); break;
+        case DType::Q4_K:
+            if (split) gemm_over<SplitNibbles<PanelQ4K>>(w, a, fill_split<PanelQ4K, fill_q4k>);
+            else gemm_over<PanelQ4K>(w, a, fill_q4k);
+            break;
         case DType::Q3_K: gemm_over<PanelQ3K>(w, a, fill_k23<DType::Q3_K>); break;
         case DType::Q6_K: gemm_over<PanelQ6K>(w, a, fill_q6k); break;
         case DType::Q8_0: gemm_over<PanelQ80>(w, a, fill_q80); break;
-        case DType::Q4_0: gemm_over<PanelQ40>(w, a, fill_q40); break;
+        case DType::Q4_0:
+            if (split) gemm_over<SplitNibbles<PanelQ40>>(w, a, fill_split<PanelQ40, fill_q40>);
+            else gemm_over<PanelQ40>(w, a, fill_q40);
+            break;
         case DType::Q5_K: gemm_over<PanelQ5K>(w, a, fill_q5k); break;
         case DType::Q5_0: gemm_over<PanelQ50>(w, a, fill_q50); break;
-        case DType::MXFP4: gemm_over<PanelMXFP4>(w, a, fill_mxfp4); break;
+        case DType::MXFP4:
+            if (split) gemm_over<SplitNibbles<PanelMXFP4>>(w, a, fill_split<PanelMXFP4, fill_mxfp4>);
+            else gemm_over<PanelMXFP4>(w, a, fill_mxfp4);
+            break;
         default: gemm_over<PanelQ2K>(w, a, fill_k23<DType::Q2_K>); break;
     }
 }
