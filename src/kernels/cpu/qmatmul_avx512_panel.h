@@ -204,9 +204,10 @@ template <class D, int MR, int NP>
     }
 }
 
+// pf (may be null): the next panels' requests, one slice per 256 values of K (rows_all).
 template <class D, int MR, int NP>
 void rows_block(const MatmulArgs& a, const unsigned char* act, size_t act_stride, int64_t r0, int64_t n,
-                const int* nc, const Panel* p) {
+                const int* nc, const Panel* p, panel::SlicedPrefetch* pf = nullptr) {
     ref::ActQ8Row x[MR];
     for (int i = 0; i < MR; ++i) x[i] = ref::act_q8_row(const_cast<unsigned char*>(act + (r0 + i) * act_stride), a.K);
     // acc stays in registers only if every loop over it is unrolled (GCC otherwise kept a stack copy,
@@ -222,6 +223,7 @@ void rows_block(const MatmulArgs& a, const unsigned char* act, size_t act_stride
         constexpr int kGran = D::kSbElems / D::kG;
         const int64_t nsb = a.K / D::kSbElems;
         for (int64_t sb = 0; sb < nsb; ++sb) {
+            if (pf) pf->step();
             __m512i S[MR][NP];
             if constexpr (f32_halves_of<D>()) {
                 // S in two f32 FMA chains of kGran / 2 granules, each converted back to int32: every
@@ -293,8 +295,10 @@ void rows_block(const MatmulArgs& a, const unsigned char* act, size_t act_stride
             }
         }
     } else {
+        constexpr int kPerSlice = D::kG < 256 ? 256 / D::kG : 1;  // granules per prefetch slice
         const int64_t ng = a.K / D::kG;
         for (int64_t g = 0; g < ng; ++g) {
+            if (pf && g % kPerSlice == 0) pf->step();
             const int64_t i16 = g * D::kG / 16;
             __m512i I[MR][NP];
             granule_isums<D, MR, NP>(x, p, g, I);
@@ -318,25 +322,23 @@ void rows_block(const MatmulArgs& a, const unsigned char* act, size_t act_stride
     }
 }
 
-// rows_all requests the next panels (NextPanels, panel_prefetch.h) one slice before each row block,
-// so that they arrive from DRAM while this pair computes. Spread out, not one burst ahead of the
-// pair: panel_gemm_bench Q4_K, 128 matrices of 1024 x 2048 (beyond L3), the two forms alternating
-// pass by pass, 30-40 rounds: m = 32 1.10x, m = 64 1.06-1.09x, m = 128 1.02x, m = 16 1.02x; Q6_K
-// 1.04x, Q5_K 1.03x (docs/PERFORMANCE.md).
+// rows_all requests the next panels (NextPanels, panel_prefetch.h) a slice per 256 values of each
+// row block, so that they arrive from DRAM while this pair computes. Spread out, not one burst ahead
+// of the pair: panel_gemm_bench Q4_K, 128 matrices of 1024 x 2048 (beyond L3), the two forms
+// alternating pass by pass, 30-40 rounds: m = 32 1.10x, m = 64 1.06-1.09x, m = 128 1.02x, m = 16
+// 1.02x; Q6_K 1.04x, Q5_K 1.03x (docs/PERFORMANCE.md). A slice per row block (36 lines of a Q4_K
+// pair at m = 64) stalled on the line fill buffers: 3-4 % of pp512's samples on the instruction after
+// the PREFETCHT0s (session 55).
 template <class D, int NP>
 void rows_all(const MatmulArgs& a, const unsigned char* act, size_t act_stride, int64_t n, const int* nc,
               const Panel* p, const panel::NextPanels& next = {}) {
-    panel::SlicedPrefetch pf(next, (a.m + 3) / 4);  // one slice per row block
+    panel::SlicedPrefetch pf(next, (a.m + 3) / 4 * ((a.K + 255) / 256));
     int64_t r = 0;
-    for (; r + 4 <= a.m; r += 4) {
-        pf.step();
-        rows_block<D, 4, NP>(a, act, act_stride, r, n, nc, p);
-    }
-    pf.step();
+    for (; r + 4 <= a.m; r += 4) rows_block<D, 4, NP>(a, act, act_stride, r, n, nc, p, &pf);
     switch (a.m - r) {
-        case 3: rows_block<D, 3, NP>(a, act, act_stride, r, n, nc, p); break;
-        case 2: rows_block<D, 2, NP>(a, act, act_stride, r, n, nc, p); break;
-        case 1: rows_block<D, 1, NP>(a, act, act_stride, r, n, nc, p); break;
+        case 3: rows_block<D, 3, NP>(a, act, act_stride, r, n, nc, p, &pf); break;
+        case 2: rows_block<D, 2, NP>(a, act, act_stride, r, n, nc, p, &pf); break;
+        case 1: rows_block<D, 1, NP>(a, act, act_stride, r, n, nc, p, &pf); break;
         default: break;
     }
 }
