@@ -44,7 +44,7 @@ using namespace avx512;
 
 // rows_block's view of Q4_K (as DQ45_K<false> in qmatmul_avx512_q8k.cpp): 256-value super-blocks,
 // 32-value granules with integer scales and mins, no level offset; calls of fewer than
-// kSplitNibblesMinRows rows read the levels straight from the stored nibbles (granule_isums splits
+// split_nibbles_min_rows rows read the levels straight from the stored nibbles (granule_isums splits
 // each 64-byte vector into its two quads), longer calls split them once per panel (SplitNibbles).
 // kF32Halves: |I_g| <= 32 x 15 x 128 (levels 0..15, activations of at most 128 in magnitude) and
 // sc_g <= 63, so 4 granules sum to at most 15.5 M < 2^24.
@@ -311,10 +311,10 @@ void fill_mxfp4(const PanelParts& pp, int64_t nb, const Panel& p) {
 // call (p.q, the order granule_isums reads the nibbles in, so the same bits), rather than per row
 // block of 4: calls of many rows repeat the split (24 vector ops per granule beside 64 vpdpbusd)
 // once per row block; few rows cannot pay the 32 KiB written per panel (K = 2048).
-// panel_gemm_bench Q4_K (16 matrices of 1024 x 2048, split / in place): m = 16 0.88x, 32 and 48
-// 1.00x, 64 1.02x, 128 1.12x, 256 1.08x; MXFP4 m = 64 1.08x, 128 1.17x; Q4_0 1.00x, 1.04x. Model
-// pp512 (in-process A/B): Q4_K_M 1.02-1.03x, MXFP4 1.06x, Q4_0 0.99-1.01x (docs/PERFORMANCE.md, session 55).
-inline constexpr int64_t kSplitNibblesMinRows = 64;
+// panel_gemm_bench T 128 1024 2048 m (from DRAM), split / in place: Q4_K m = 16 0.86x, 24 0.94x,
+// 32 0.99x, 48 1.03x, 64 1.02-1.05x, 128 1.12x; Q4_0 m = 8 0.80x, 16 0.97x, 24 1.02x, 48 1.12x;
+// MXFP4 m = 16 1.03x, 24 1.08x, 48 1.25x (docs/PERFORMANCE.md, session 55).
+constexpr int64_t split_nibbles_min_rows(DType t) { return t == DType::Q4_K ? 48 : 24; }
 template <class D>
 struct SplitNibbles : D {
     static constexpr bool kNibbles = false;
@@ -410,7 +410,7 @@ void panel_gemm_avx512(const PanelMatrix& w, const MatmulArgs& a) {
     if (!panel_gemm_supported(w.type))
         throw_error("kernels", "panel GEMM: weight type ", dtype_name(w.type), " has none (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, Q5_0, MXFP4); use the block kernel");
     if (a.K != w.K) throw_error("kernels", "panel GEMM: K = ", a.K, " but the panels hold rows of ", w.K);
-    const bool split = a.m >= kSplitNibblesMinRows;  // the nibble types: SplitNibbles
+    const bool split = a.m >= split_nibbles_min_rows(w.type);  // the nibble types: SplitNibbles
     switch (w.type) {
         case DType::Q4_K:
             if (split) gemm_over<SplitNibbles<PanelQ4K>>(w, a, fill_split<PanelQ4K, fill_q4k>);
