@@ -305,7 +305,7 @@ inline void group_exp(float* sc, int64_t nt, const float* mn) {
 }
 
 
-// The running sums for NG row groups at once (sc[k], nv[k], nq[k], nt[k], alpha[k], l[k]): the running sums,
+// The running sums of NG row groups at once (sc[k], nv[k], nq[k], nt[k], alpha[k], l[k]):
 // one sequential chain per row in key order (4 rows in the lanes of an xmm), the groups' chains
 // interleaved, so a masked add's latency is paid once per key for NG groups rather than per group
 // and key (prefill blocks: up to 32 row groups per tile; 0.95-0.97x the attention time at depth 4096).

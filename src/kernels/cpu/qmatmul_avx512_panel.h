@@ -152,6 +152,19 @@ inline __m512i sb_mins(const float* wm_sb, const ref::ActQ8Row& x, int64_t sb) {
     }
 }
 
+// A stored nibble vector b (the panel's quads 2 v and 2 v + 1 as low and high nibbles) as its two
+// int8 quads; with D::nibble_table() each nibble is a code mapped to its level (MXFP4).
+template <class D>
+[[gnu::always_inline]] inline void nibble_quads(__m512i b, __m512i& lo, __m512i& hi) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    lo = _mm512_and_si512(b, lo4);
+    hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), lo4);
+    if constexpr (requires { D::nibble_table(); }) {
+        lo = _mm512_shuffle_epi8(D::nibble_table(), lo);
+        hi = _mm512_shuffle_epi8(D::nibble_table(), hi);
+    }
+}
+
 // The exact integer sums I[i][j] (activation row i, panel j: lane c = column c) of granule g,
 // seeded with -2^shift * the granule's activation sum (qmatmul.h).
 template <class D, int MR, int NP>
@@ -167,18 +180,9 @@ template <class D, int MR, int NP>
     }
     if constexpr (nibbles_of<D>()) {
         static_assert(D::kG == 32, "nibble panels: 32-value granules");
-        const __m512i lo4 = _mm512_set1_epi8(0x0F);
         for (int v = 0; v < 4; ++v) {
             __m512i wl[NP], wh[NP];
-            for (int j = 0; j < NP; ++j) {
-                const __m512i b = _mm512_loadu_si512(p[j].lev + 256 * g + 64 * v);
-                wl[j] = _mm512_and_si512(b, lo4);
-                wh[j] = _mm512_and_si512(_mm512_srli_epi16(b, 4), lo4);
-                if constexpr (requires { D::nibble_table(); }) {
-                    wl[j] = _mm512_shuffle_epi8(D::nibble_table(), wl[j]);
-                    wh[j] = _mm512_shuffle_epi8(D::nibble_table(), wh[j]);
-                }
-            }
+            for (int j = 0; j < NP; ++j) nibble_quads<D>(_mm512_loadu_si512(p[j].lev + 256 * g + 64 * v), wl[j], wh[j]);
             for (int i = 0; i < MR; ++i) {
                 int32_t xl, xh;
                 std::memcpy(&xl, x[i].qs + k0 + 8 * v, 4);

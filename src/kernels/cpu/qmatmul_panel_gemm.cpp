@@ -324,15 +324,10 @@ void fill_split(const PanelParts& pp, int64_t n_steps, const Panel& p) {
     Fill(pp, n_steps, p);
     int64_t granules = n_steps;  // K / 32
     if constexpr (requires { D::kSbElems; }) granules = n_steps * D::kSbElems / 32;
-    const __m512i lo4 = _mm512_set1_epi8(0x0F);
     for (int64_t g = 0; g < granules; ++g)
         for (int v = 0; v < 4; ++v) {
-            const __m512i b = _mm512_loadu_si512(pp.lev + 256 * g + 64 * v);
-            __m512i lo = _mm512_and_si512(b, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), lo4);
-            if constexpr (requires { D::nibble_table(); }) {
-                lo = _mm512_shuffle_epi8(D::nibble_table(), lo);
-                hi = _mm512_shuffle_epi8(D::nibble_table(), hi);
-            }
+            __m512i lo, hi;
+            nibble_quads<D>(_mm512_loadu_si512(pp.lev + 256 * g + 64 * v), lo, hi);
             _mm512_store_si512(p.q + 8 * g + 2 * v, lo);
             _mm512_store_si512(p.q + 8 * g + 2 * v + 1, hi);
         }
@@ -403,6 +398,13 @@ void gemm_over(const PanelMatrix& w, const MatmulArgs& a, void (*fill)(const Pan
     }
 }
 
+// gemm_over for a nibble type D: split once per panel from split_nibbles_min_rows rows, else in place.
+template <class D, void (*Fill)(const PanelParts&, int64_t, const Panel&)>
+void gemm_nibbles(const PanelMatrix& w, const MatmulArgs& a) {
+    if (a.m >= split_nibbles_min_rows(w.type)) gemm_over<SplitNibbles<D>>(w, a, fill_split<D, Fill>);
+    else gemm_over<D>(w, a, Fill);
+}
+
 }  // namespace
 
 void panel_gemm_avx512(const PanelMatrix& w, const MatmulArgs& a) {
@@ -410,25 +412,15 @@ void panel_gemm_avx512(const PanelMatrix& w, const MatmulArgs& a) {
     if (!panel_gemm_supported(w.type))
         throw_error("kernels", "panel GEMM: weight type ", dtype_name(w.type), " has none (Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, Q5_0, MXFP4); use the block kernel");
     if (a.K != w.K) throw_error("kernels", "panel GEMM: K = ", a.K, " but the panels hold rows of ", w.K);
-    const bool split = a.m >= split_nibbles_min_rows(w.type);  // the nibble types: SplitNibbles
     switch (w.type) {
-        case DType::Q4_K:
-            if (split) gemm_over<SplitNibbles<PanelQ4K>>(w, a, fill_split<PanelQ4K, fill_q4k>);
-            else gemm_over<PanelQ4K>(w, a, fill_q4k);
-            break;
+        case DType::Q4_K: gemm_nibbles<PanelQ4K, fill_q4k>(w, a); break;
         case DType::Q3_K: gemm_over<PanelQ3K>(w, a, fill_k23<DType::Q3_K>); break;
         case DType::Q6_K: gemm_over<PanelQ6K>(w, a, fill_q6k); break;
         case DType::Q8_0: gemm_over<PanelQ80>(w, a, fill_q80); break;
-        case DType::Q4_0:
-            if (split) gemm_over<SplitNibbles<PanelQ40>>(w, a, fill_split<PanelQ40, fill_q40>);
-            else gemm_over<PanelQ40>(w, a, fill_q40);
-            break;
+        case DType::Q4_0: gemm_nibbles<PanelQ40, fill_q40>(w, a); break;
         case DType::Q5_K: gemm_over<PanelQ5K>(w, a, fill_q5k); break;
         case DType::Q5_0: gemm_over<PanelQ50>(w, a, fill_q50); break;
-        case DType::MXFP4:
-            if (split) gemm_over<SplitNibbles<PanelMXFP4>>(w, a, fill_split<PanelMXFP4, fill_mxfp4>);
-            else gemm_over<PanelMXFP4>(w, a, fill_mxfp4);
-            break;
+        case DType::MXFP4: gemm_nibbles<PanelMXFP4, fill_mxfp4>(w, a); break;
         default: gemm_over<PanelQ2K>(w, a, fill_k23<DType::Q2_K>); break;
     }
 }
